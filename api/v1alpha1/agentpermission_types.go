@@ -1,0 +1,102 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// SensitivityAction says what happens to chunks above an agent's clearance.
+// +kubebuilder:validation:Enum=Drop;Redact
+type SensitivityAction string
+
+const (
+	SensitivityActionDrop   SensitivityAction = "Drop"
+	SensitivityActionRedact SensitivityAction = "Redact"
+)
+
+// AgentPermissionSpec says what some agents may read.
+//
+// Every permission whose agents contain the agent or "*" applies; allow and
+// deny lists are unioned; deny beats allow; one Deny default makes the default
+// Deny; maxSensitivity is the minimum; Drop wins over Redact (the stricter action).
+type AgentPermissionSpec struct {
+	// ParentRefs are the routers the permission applies to; empty = every router in the namespace.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	ParentRefs []ParentReference `json:"parentRefs,omitempty"`
+
+	// Agents are agent identities; "*" is every agent.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	Agents []string `json:"agents"`
+
+	// AllowSources names sources the agents may read.
+	// +optional
+	// +listType=set
+	AllowSources []string `json:"allowSources,omitempty"`
+
+	// DenySources names sources the agents may not read; deny beats allow.
+	// +optional
+	// +listType=set
+	DenySources []string `json:"denySources,omitempty"`
+
+	// DenyPaths are doublestar globs matched against chunk paths.
+	// +optional
+	// +listType=set
+	DenyPaths []string `json:"denyPaths,omitempty"`
+
+	// Default applies to sources named in neither list.
+	// +optional
+	// +kubebuilder:default=Deny
+	Default AccessPolicy `json:"default,omitempty"`
+
+	// MaxSensitivity is the highest source sensitivity the agents may read.
+	// +optional
+	// +kubebuilder:default=Internal
+	MaxSensitivity Sensitivity `json:"maxSensitivity,omitempty"`
+
+	// SensitivityAction drops chunks above maxSensitivity, or keeps their
+	// title and path and replaces their content.
+	// +optional
+	// +kubebuilder:default=Drop
+	SensitivityAction SensitivityAction `json:"sensitivityAction,omitempty"`
+}
+
+// AgentPermissionStatus is the observed state of a permission.
+type AgentPermissionStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: ResolvedRefs, Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AgentPermission grants or denies agents access to sources.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=agentperm,categories=contextrouter
+// +kubebuilder:printcolumn:name="Agents",type=string,JSONPath=`.spec.agents`
+// +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.default`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="ResolvedRefs")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AgentPermission struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec AgentPermissionSpec `json:"spec"`
+	// +optional
+	Status AgentPermissionStatus `json:"status,omitempty"`
+}
+
+// AgentPermissionList is a list of AgentPermissions.
+// +kubebuilder:object:root=true
+type AgentPermissionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AgentPermission `json:"items"`
+}

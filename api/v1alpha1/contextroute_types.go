@@ -1,0 +1,85 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// ContextRouteSpec says when a set of sources is consulted.
+type ContextRouteSpec struct {
+	// ParentRefs are the ContextRouters in this namespace the route attaches to;
+	// empty attaches it to every router in the namespace.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	ParentRefs []ParentReference `json:"parentRefs,omitempty"`
+
+	// When is a CEL expression over text, agent, tags, metadata and vars that
+	// must evaluate to a bool; empty matches every query.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when,omitempty"`
+
+	// Sources are the ContextSources in this namespace the route contributes.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	Sources []LocalObjectReference `json:"sources"`
+
+	// Description for people.
+	// +optional
+	Description string `json:"description,omitempty"`
+}
+
+// RouteParentStatus is the status of a route as one router sees it.
+type RouteParentStatus struct {
+	// ParentRef is the router.
+	ParentRef ParentReference `json:"parentRef"`
+	// Conditions: Accepted, ResolvedRefs.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ContextRouteStatus is the observed state of a route.
+type ContextRouteStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Parents holds one entry per router that considered the route.
+	// +optional
+	// +listType=atomic
+	Parents []RouteParentStatus `json:"parents,omitempty"`
+	// Conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ContextRoute selects sources for the queries its condition matches.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ctxroute,categories=contextrouter
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="When",type=string,JSONPath=`.spec.when`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ContextRoute struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ContextRouteSpec `json:"spec"`
+	// +optional
+	Status ContextRouteStatus `json:"status,omitempty"`
+}
+
+// ContextRouteList is a list of ContextRoutes.
+// +kubebuilder:object:root=true
+type ContextRouteList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ContextRoute `json:"items"`
+}

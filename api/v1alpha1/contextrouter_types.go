@@ -1,0 +1,268 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TruncationMode says what happens to a chunk that does not fit the remaining budget.
+// +kubebuilder:validation:Enum=Drop;TruncateEnd;TruncateMiddle
+type TruncationMode string
+
+const (
+	TruncationDrop           TruncationMode = "Drop"
+	TruncationTruncateEnd    TruncationMode = "TruncateEnd"
+	TruncationTruncateMiddle TruncationMode = "TruncateMiddle"
+)
+
+// TokenEstimator names how tokens are counted.
+// +kubebuilder:validation:Enum=CharsDiv4;Words;Whitespace
+type TokenEstimator string
+
+const (
+	// EstimatorCharsDiv4 counts ceil(characters / 4).
+	EstimatorCharsDiv4 TokenEstimator = "CharsDiv4"
+	// EstimatorWords counts ceil(words * 4 / 3), words being letter/digit runs and other symbols.
+	EstimatorWords TokenEstimator = "Words"
+	// EstimatorWhitespace counts whitespace-separated fields.
+	EstimatorWhitespace TokenEstimator = "Whitespace"
+)
+
+// RankingStrategy orders the candidate chunks.
+// +kubebuilder:validation:Enum=Relevance;Recency;Manual;Embedding;Hybrid
+type RankingStrategy string
+
+const (
+	RankingRelevance RankingStrategy = "Relevance"
+	RankingRecency   RankingStrategy = "Recency"
+	RankingManual    RankingStrategy = "Manual"
+	RankingEmbedding RankingStrategy = "Embedding"
+	RankingHybrid    RankingStrategy = "Hybrid"
+)
+
+// Scorer computes relevance_score.
+// +kubebuilder:validation:Enum=BM25;Keyword
+type Scorer string
+
+const (
+	ScorerBM25    Scorer = "BM25"
+	ScorerKeyword Scorer = "Keyword"
+)
+
+// AuthMode says how a router establishes the calling agent's identity.
+// +kubebuilder:validation:Enum=None;ServiceAccountToken
+type AuthMode string
+
+const (
+	AuthNone                AuthMode = "None"
+	AuthServiceAccountToken AuthMode = "ServiceAccountToken"
+)
+
+// ContextRouterSpec configures one router: defaults, budget, ranking and how it runs.
+type ContextRouterSpec struct {
+	// DefaultAccess applies to agents that no AgentPermission matches.
+	// +optional
+	// +kubebuilder:default=Deny
+	DefaultAccess AccessPolicy `json:"defaultAccess,omitempty"`
+
+	// Budget limits the size of the assembled context.
+	// +optional
+	// +kubebuilder:default={}
+	Budget BudgetSpec `json:"budget,omitempty"`
+
+	// Ranking orders candidate chunks and removes near-duplicates.
+	// +optional
+	// +kubebuilder:default={}
+	Ranking RankingSpec `json:"ranking,omitempty"`
+
+	// Variables are exposed to route conditions as `vars`.
+	// +optional
+	Variables map[string]apiextensionsv1.JSON `json:"variables,omitempty"`
+
+	// Cache configures the cache of HTTPAPI results.
+	// +optional
+	// +kubebuilder:default={}
+	Cache CacheSpec `json:"cache,omitempty"`
+
+	// Auth says how the router identifies callers.
+	// +optional
+	// +kubebuilder:default={}
+	Auth AuthSpec `json:"auth,omitempty"`
+
+	// Deployment configures the router Deployment the operator creates.
+	// +optional
+	// +kubebuilder:default={}
+	Deployment DeploymentSpec `json:"deployment,omitempty"`
+}
+
+// BudgetSpec limits the tokens of a response.
+// +kubebuilder:validation:XValidation:rule="self.reserveTokens < self.maxTokens",message="reserveTokens must be less than maxTokens"
+type BudgetSpec struct {
+	// MaxTokens is the largest context a response may carry.
+	// +optional
+	// +kubebuilder:default=8000
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens int32 `json:"maxTokens,omitempty"`
+
+	// ReserveTokens are kept free of context (for the question and the answer).
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	ReserveTokens int32 `json:"reserveTokens,omitempty"`
+
+	// Truncation says what happens to a chunk that does not fit.
+	// +optional
+	// +kubebuilder:default=Drop
+	Truncation TruncationMode `json:"truncation,omitempty"`
+
+	// Estimator says how tokens are counted.
+	// +optional
+	// +kubebuilder:default=CharsDiv4
+	Estimator TokenEstimator `json:"estimator,omitempty"`
+}
+
+// RankingSpec orders chunks.
+// +kubebuilder:validation:XValidation:rule="!(self.strategy in ['Embedding', 'Hybrid']) || has(self.embedding)",message="embedding is required for the Embedding and Hybrid strategies"
+type RankingSpec struct {
+	// Strategy orders the candidates.
+	// +optional
+	// +kubebuilder:default=Relevance
+	Strategy RankingStrategy `json:"strategy,omitempty"`
+
+	// Scorer computes relevance_score.
+	// +optional
+	// +kubebuilder:default=BM25
+	Scorer Scorer `json:"scorer,omitempty"`
+
+	// DedupThreshold is the Jaccard similarity of token sets at or above which a
+	// chunk is dropped as a near-duplicate of a better-ranked one; "0" disables.
+	// +optional
+	// +kubebuilder:default="0.85"
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	DedupThreshold string `json:"dedupThreshold,omitempty"`
+
+	// Embedding configures an OpenAI-compatible embeddings API.
+	// +optional
+	Embedding *EmbeddingSpec `json:"embedding,omitempty"`
+}
+
+// EmbeddingSpec names an OpenAI-compatible embeddings endpoint.
+type EmbeddingSpec struct {
+	// Endpoint is the URL of the embeddings API.
+	// +required
+	// +kubebuilder:validation:Pattern=`^https?://`
+	Endpoint string `json:"endpoint"`
+	// Model is sent as the request's model.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Model string `json:"model"`
+	// APIKeySecretRef holds the API key, sent as a bearer token.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+}
+
+// CacheSpec configures the in-memory cache of HTTPAPI results.
+type CacheSpec struct {
+	// TTL of a cached result.
+	// +optional
+	// +kubebuilder:default="5m"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// MaxEntries bounds the cache; 0 disables it.
+	// +optional
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=0
+	MaxEntries *int32 `json:"maxEntries,omitempty"`
+}
+
+// AuthSpec says how callers are identified.
+type AuthSpec struct {
+	// Mode None trusts the request's agent field (trusted networks only);
+	// ServiceAccountToken verifies a projected token with TokenReview.
+	// +optional
+	// +kubebuilder:default=None
+	Mode AuthMode `json:"mode,omitempty"`
+}
+
+// DeploymentSpec configures the router Deployment.
+type DeploymentSpec struct {
+	// Replicas of the router.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Image overrides the operator's own image.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Resources of the router container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// ServiceAccountName the router runs as; empty means one the operator creates.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// BundleStatus names the compiled bundle.
+type BundleStatus struct {
+	// ConfigMapName holds the bundle.
+	ConfigMapName string `json:"configMapName,omitempty"`
+	// Hash of the bundle's content ("sha256:…").
+	Hash string `json:"hash,omitempty"`
+}
+
+// ContextRouterStatus is the observed state of a router.
+type ContextRouterStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Accepted, Programmed, Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// AttachedRoutes counts the routes compiled into the bundle.
+	// +optional
+	AttachedRoutes int32 `json:"attachedRoutes,omitempty"`
+	// Sources counts the sources compiled into the bundle.
+	// +optional
+	Sources int32 `json:"sources,omitempty"`
+	// Bundle names the compiled bundle.
+	// +optional
+	Bundle *BundleStatus `json:"bundle,omitempty"`
+	// Replicas of the router Deployment.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas of the router Deployment.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+}
+
+// ContextRouter answers "what goes into this agent's context window?" for the
+// routes, sources and permissions attached to it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ctxrouter,categories=contextrouter
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Routes",type=integer,JSONPath=`.status.attachedRoutes`
+// +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sources`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.readyReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ContextRouter struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	// +kubebuilder:default={}
+	Spec ContextRouterSpec `json:"spec,omitempty"`
+	// +optional
+	Status ContextRouterStatus `json:"status,omitempty"`
+}
+
+// ContextRouterList is a list of ContextRouters.
+// +kubebuilder:object:root=true
+type ContextRouterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ContextRouter `json:"items"`
+}

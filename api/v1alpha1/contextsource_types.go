@@ -1,0 +1,298 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SourceType names the block of a ContextSource that is set.
+// +kubebuilder:validation:Enum=Inline;Directory;GitRepo;HTTPAPI
+type SourceType string
+
+const (
+	SourceInline    SourceType = "Inline"
+	SourceDirectory SourceType = "Directory"
+	SourceGitRepo   SourceType = "GitRepo"
+	SourceHTTPAPI   SourceType = "HTTPAPI"
+)
+
+// ChunkingStrategy says how documents are split into chunks.
+// +kubebuilder:validation:Enum=MarkdownSections;WholeFile
+type ChunkingStrategy string
+
+const (
+	// ChunkingMarkdownSections splits at "## " headings outside code fences and
+	// splits long sections at paragraph boundaries.
+	ChunkingMarkdownSections ChunkingStrategy = "MarkdownSections"
+	// ChunkingWholeFile keeps each document as one chunk.
+	ChunkingWholeFile ChunkingStrategy = "WholeFile"
+)
+
+// HTTPMethod of an HTTPAPI request.
+// +kubebuilder:validation:Enum=GET;POST
+type HTTPMethod string
+
+const (
+	HTTPMethodGet  HTTPMethod = "GET"
+	HTTPMethodPost HTTPMethod = "POST"
+)
+
+// ContextSourceSpec describes where chunks come from.
+// +kubebuilder:validation:XValidation:rule="(self.type == 'Inline') == has(self.inline)",message="inline must be set exactly when type is Inline"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'Directory') == has(self.directory)",message="directory must be set exactly when type is Directory"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'GitRepo') == has(self.gitRepo)",message="gitRepo must be set exactly when type is GitRepo"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'HTTPAPI') == has(self.httpAPI)",message="httpAPI must be set exactly when type is HTTPAPI"
+type ContextSourceSpec struct {
+	// Type names the block that is set: Inline, Directory, GitRepo or HTTPAPI.
+	// +required
+	Type SourceType `json:"type"`
+
+	// Description for people.
+	// +optional
+	Description string `json:"description,omitempty"`
+
+	// Tags for people and tooling.
+	// +optional
+	// +listType=set
+	Tags []string `json:"tags,omitempty"`
+
+	// Priority orders sources under Manual ranking (higher first) and breaks ties everywhere.
+	// +optional
+	// +kubebuilder:default=0
+	Priority int32 `json:"priority,omitempty"`
+
+	// Sensitivity of everything in the source.
+	// +optional
+	// +kubebuilder:default=Internal
+	Sensitivity Sensitivity `json:"sensitivity,omitempty"`
+
+	// Chunking says how documents are split.
+	// +optional
+	// +kubebuilder:default={}
+	Chunking ChunkingSpec `json:"chunking,omitempty"`
+
+	// Inline holds text written in the manifest.
+	// +optional
+	Inline *InlineSource `json:"inline,omitempty"`
+
+	// Directory reads files from a folder.
+	// +optional
+	Directory *DirectorySource `json:"directory,omitempty"`
+
+	// GitRepo reads files from a git repository.
+	// +optional
+	GitRepo *GitRepoSource `json:"gitRepo,omitempty"`
+
+	// HTTPAPI asks a search API per query.
+	// +optional
+	HTTPAPI *HTTPAPISource `json:"httpAPI,omitempty"`
+}
+
+// ChunkingSpec says how documents are split.
+type ChunkingSpec struct {
+	// Strategy: MarkdownSections or WholeFile.
+	// +optional
+	// +kubebuilder:default=MarkdownSections
+	Strategy ChunkingStrategy `json:"strategy,omitempty"`
+	// MaxChunkTokens bounds a MarkdownSections chunk; longer sections are split at paragraphs.
+	// +optional
+	// +kubebuilder:default=512
+	// +kubebuilder:validation:Minimum=16
+	MaxChunkTokens int32 `json:"maxChunkTokens,omitempty"`
+}
+
+// InlineSource is text written in the manifest.
+type InlineSource struct {
+	// Title of the text.
+	// +optional
+	Title string `json:"title,omitempty"`
+	// Content is the text.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Content string `json:"content"`
+}
+
+// DirectorySource reads files from a folder.
+type DirectorySource struct {
+	// Path of the folder: standalone, relative to the manifest file's folder;
+	// in a cluster, where the volume is mounted (default /var/run/contextrouter/sources/<name>).
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Volume holds the files in a cluster.
+	// +optional
+	Volume *DirectoryVolume `json:"volume,omitempty"`
+	// Include are doublestar globs of files to read; `**/*.md` matches top-level files too.
+	// +optional
+	// +kubebuilder:default={"**/*.md","**/*.txt"}
+	Include []string `json:"include,omitempty"`
+	// Exclude are doublestar globs of files to skip.
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+	// MaxFileSize skips larger files (with a logged reason).
+	// +optional
+	// +kubebuilder:default="1Mi"
+	MaxFileSize *resource.Quantity `json:"maxFileSize,omitempty"`
+}
+
+// DirectoryVolume is the volume a Directory source reads in a cluster.
+// +kubebuilder:validation:XValidation:rule="has(self.configMap) != has(self.persistentVolumeClaim)",message="exactly one of configMap and persistentVolumeClaim must be set"
+type DirectoryVolume struct {
+	// ConfigMap whose keys are the files.
+	// +optional
+	ConfigMap *LocalObjectReference `json:"configMap,omitempty"`
+	// PersistentVolumeClaim holding the files.
+	// +optional
+	PersistentVolumeClaim *PersistentVolumeClaimReference `json:"persistentVolumeClaim,omitempty"`
+}
+
+// PersistentVolumeClaimReference names a claim in the same namespace.
+type PersistentVolumeClaimReference struct {
+	// ClaimName of the PersistentVolumeClaim.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	ClaimName string `json:"claimName"`
+}
+
+// GitRepoSource reads files from a git repository.
+type GitRepoSource struct {
+	// URL of the repository: https, ssh or file.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	URL string `json:"url"`
+	// Ref is a branch, tag or commit; empty means the remote's default branch.
+	// +optional
+	Ref string `json:"ref,omitempty"`
+	// Include are doublestar globs of files to read.
+	// +optional
+	// +kubebuilder:default={"**/*.md","**/*.txt"}
+	Include []string `json:"include,omitempty"`
+	// Exclude are doublestar globs of files to skip.
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+	// Interval between fetches; a failed sync keeps serving the last good commit.
+	// +optional
+	// +kubebuilder:default="5m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Auth names credentials.
+	// +optional
+	Auth *GitAuth `json:"auth,omitempty"`
+	// MaxFileSize skips larger files.
+	// +optional
+	// +kubebuilder:default="1Mi"
+	MaxFileSize *resource.Quantity `json:"maxFileSize,omitempty"`
+}
+
+// GitAuth names the Secret with git credentials.
+type GitAuth struct {
+	// SecretRef: keys username+password, token, or ssh-privatekey (+ known_hosts).
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// HTTPAPISource asks a search API per query.
+type HTTPAPISource struct {
+	// URL; {{query}} is replaced by the URL-encoded query text.
+	// +required
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+	// Method: GET or POST.
+	// +optional
+	// +kubebuilder:default=GET
+	Method HTTPMethod `json:"method,omitempty"`
+	// Headers sent with the request.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Headers []HTTPHeader `json:"headers,omitempty"`
+	// Body of a POST; {{query}} is replaced by the query as a JSON string literal.
+	// +optional
+	Body string `json:"body,omitempty"`
+	// ResponsePath is the dotted path to the result list; empty means the response is the list.
+	// +optional
+	ResponsePath string `json:"responsePath,omitempty"`
+	// TextField is the dotted path of the text inside each result.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	TextField string `json:"textField"`
+	// TitleField is the dotted path of the title inside each result.
+	// +optional
+	TitleField string `json:"titleField,omitempty"`
+	// PathField is the dotted path of a path inside each result; it enables denyPaths.
+	// +optional
+	PathField string `json:"pathField,omitempty"`
+	// Timeout of one request.
+	// +optional
+	// +kubebuilder:default="5s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// MaxResults keeps the first results only.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxResults int32 `json:"maxResults,omitempty"`
+	// MaxResponseSize refuses larger response bodies.
+	// +optional
+	// +kubebuilder:default="1Mi"
+	MaxResponseSize *resource.Quantity `json:"maxResponseSize,omitempty"`
+}
+
+// HTTPHeader is one request header.
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="exactly one of value and valueFrom must be set"
+type HTTPHeader struct {
+	// Name of the header.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Value; ${VAR} is replaced by the environment variable VAR.
+	// +optional
+	Value *string `json:"value,omitempty"`
+	// ValueFrom reads the value from a Secret.
+	// +optional
+	ValueFrom *HeaderValueSource `json:"valueFrom,omitempty"`
+}
+
+// HeaderValueSource reads a header value from a Secret.
+type HeaderValueSource struct {
+	// SecretKeyRef selects the key.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// ContextSourceStatus is the observed state of a source.
+type ContextSourceStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ContextSource is a place chunks come from.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ctxsrc,categories=contextrouter
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Sensitivity",type=string,JSONPath=`.spec.sensitivity`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ContextSource struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ContextSourceSpec `json:"spec"`
+	// +optional
+	Status ContextSourceStatus `json:"status,omitempty"`
+}
+
+// ContextSourceList is a list of ContextSources.
+// +kubebuilder:object:root=true
+type ContextSourceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ContextSource `json:"items"`
+}

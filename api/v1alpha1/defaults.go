@@ -1,0 +1,140 @@
+package v1alpha1
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultRouterName names the ContextRouter that standalone manifests imply
+// when they declare none.
+const DefaultRouterName = "default"
+
+// Default values, mirroring the +kubebuilder:default markers so that objects
+// read from files behave exactly like objects the API server has defaulted.
+const (
+	defaultMaxTokens       int32 = 8000
+	defaultDedupThreshold        = "0.85"
+	defaultCacheTTL              = 5 * time.Minute
+	defaultCacheMaxEntries int32 = 1000
+	defaultReplicas        int32 = 2
+	defaultMaxChunkTokens  int32 = 512
+	defaultGitInterval           = 5 * time.Minute
+	defaultHTTPTimeout           = 5 * time.Second
+	defaultMaxResults      int32 = 20
+	defaultMaxSize               = "1Mi"
+)
+
+// defaultInclude returns a fresh slice so that defaulted objects never share
+// backing arrays.
+func defaultInclude() []string { return []string{"**/*.md", "**/*.txt"} }
+
+func defaultQuantity(q **resource.Quantity, s string) {
+	if *q == nil {
+		v := resource.MustParse(s)
+		*q = &v
+	}
+}
+
+func defaultDuration(d **metav1.Duration, v time.Duration) {
+	if *d == nil {
+		*d = &metav1.Duration{Duration: v}
+	}
+}
+
+func defaultInt32Ptr(p **int32, v int32) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
+// setDefault sets *p to v when *p is the zero value.
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// Default fills the fields the kubebuilder markers default. It is idempotent.
+//
+// Integer fields with a nonzero default are not pointers, so an explicit 0 is
+// indistinguishable from an absent field and receives the default too.
+func (r *ContextRouter) Default() {
+	s := &r.Spec
+	setDefault(&s.DefaultAccess, AccessDeny)
+
+	setDefault(&s.Budget.MaxTokens, defaultMaxTokens)
+	// ReserveTokens defaults to 0, its zero value.
+	setDefault(&s.Budget.Truncation, TruncationDrop)
+	setDefault(&s.Budget.Estimator, EstimatorCharsDiv4)
+
+	setDefault(&s.Ranking.Strategy, RankingRelevance)
+	setDefault(&s.Ranking.Scorer, ScorerBM25)
+	setDefault(&s.Ranking.DedupThreshold, defaultDedupThreshold)
+
+	defaultDuration(&s.Cache.TTL, defaultCacheTTL)
+	defaultInt32Ptr(&s.Cache.MaxEntries, defaultCacheMaxEntries)
+
+	setDefault(&s.Auth.Mode, AuthNone)
+
+	defaultInt32Ptr(&s.Deployment.Replicas, defaultReplicas)
+}
+
+// Default fills the fields the kubebuilder markers default. A route has none;
+// the method exists so that every kind can be defaulted the same way.
+func (r *ContextRoute) Default() {}
+
+// Default fills the fields the kubebuilder markers default, including those of
+// whichever source block is set. It is idempotent.
+func (r *ContextSource) Default() {
+	s := &r.Spec
+	// Priority defaults to 0, its zero value.
+	setDefault(&s.Sensitivity, SensitivityInternal)
+	setDefault(&s.Chunking.Strategy, ChunkingMarkdownSections)
+	setDefault(&s.Chunking.MaxChunkTokens, defaultMaxChunkTokens)
+
+	if d := s.Directory; d != nil {
+		// An empty list counts as absent: it cannot survive a JSON round trip
+		// (omitempty), and a source that includes nothing is never intended.
+		if len(d.Include) == 0 {
+			d.Include = defaultInclude()
+		}
+		defaultQuantity(&d.MaxFileSize, defaultMaxSize)
+	}
+	if g := s.GitRepo; g != nil {
+		if len(g.Include) == 0 {
+			g.Include = defaultInclude()
+		}
+		defaultDuration(&g.Interval, defaultGitInterval)
+		defaultQuantity(&g.MaxFileSize, defaultMaxSize)
+	}
+	if h := s.HTTPAPI; h != nil {
+		setDefault(&h.Method, HTTPMethodGet)
+		defaultDuration(&h.Timeout, defaultHTTPTimeout)
+		setDefault(&h.MaxResults, defaultMaxResults)
+		defaultQuantity(&h.MaxResponseSize, defaultMaxSize)
+	}
+}
+
+// Default fills the fields the kubebuilder markers default. It is idempotent.
+func (r *AgentPermission) Default() {
+	s := &r.Spec
+	setDefault(&s.Default, AccessDeny)
+	setDefault(&s.MaxSensitivity, SensitivityInternal)
+	setDefault(&s.SensitivityAction, SensitivityActionDrop)
+}
+
+// DefaultRouter returns the router that standalone manifests imply when they
+// declare none: named "default", fully defaulted, and with defaultAccess Allow
+// so that a quick start needs only routes and sources.
+func DefaultRouter(namespace string) *ContextRouter {
+	r := &ContextRouter{
+		TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: KindContextRouter},
+		ObjectMeta: metav1.ObjectMeta{Name: DefaultRouterName, Namespace: namespace},
+		Spec:       ContextRouterSpec{DefaultAccess: AccessAllow},
+	}
+	r.Default()
+	return r
+}

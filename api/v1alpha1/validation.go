@@ -1,0 +1,557 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Validation covers every rule the kubebuilder markers declare (enums, bounds,
+// patterns, list sizes and keys, the x-kubernetes-validations rules) and the
+// rules a CRD schema cannot express (name formats, globs, URLs, durations,
+// quantities). It expects a defaulted object: call Default first, as the API
+// server does. CEL conditions are compiled by the engine, not here.
+
+// Limits declared by markers.
+const (
+	maxNameLength   = 253
+	maxParentRefs   = 32
+	maxRouteSources = 64
+	maxWhenLength   = 4096
+	minChunkTokens  = 16
+	maxResultsLimit = 1000
+)
+
+var (
+	accessPolicies     = []AccessPolicy{AccessAllow, AccessDeny}
+	sensitivities      = []Sensitivity{SensitivityPublic, SensitivityInternal, SensitivityConfidential, SensitivityRestricted}
+	sensitivityActions = []SensitivityAction{SensitivityActionDrop, SensitivityActionRedact}
+	truncationModes    = []TruncationMode{TruncationDrop, TruncationTruncateEnd, TruncationTruncateMiddle}
+	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace}
+	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
+	scorers            = []Scorer{ScorerBM25, ScorerKeyword}
+	authModes          = []AuthMode{AuthNone, AuthServiceAccountToken}
+	sourceTypes        = []SourceType{SourceInline, SourceDirectory, SourceGitRepo, SourceHTTPAPI}
+	chunkingStrategies = []ChunkingStrategy{ChunkingMarkdownSections, ChunkingWholeFile}
+	httpMethods        = []HTTPMethod{HTTPMethodGet, HTTPMethodPost}
+
+	// dedupThresholdPattern is the marker's pattern: a decimal in [0, 1].
+	dedupThresholdPattern = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
+	// gitSchemes are the URL schemes go-git can fetch from.
+	gitSchemes = []string{"http", "https", "ssh", "git", "file"}
+)
+
+// Validate reports every invalid field of a defaulted ContextRouter.
+func (r *ContextRouter) Validate() field.ErrorList {
+	allErrs := validateObjectMeta(&r.ObjectMeta, field.NewPath("metadata"))
+	spec := field.NewPath("spec")
+	s := &r.Spec
+	allErrs = append(allErrs, validateEnum(spec.Child("defaultAccess"), s.DefaultAccess, accessPolicies)...)
+
+	b := spec.Child("budget")
+	if s.Budget.MaxTokens < 1 {
+		allErrs = append(allErrs, field.Invalid(b.Child("maxTokens"), s.Budget.MaxTokens, "must be greater than or equal to 1"))
+	}
+	switch {
+	case s.Budget.ReserveTokens < 0:
+		allErrs = append(allErrs, field.Invalid(b.Child("reserveTokens"), s.Budget.ReserveTokens, "must be greater than or equal to 0"))
+	case s.Budget.MaxTokens >= 1 && s.Budget.ReserveTokens >= s.Budget.MaxTokens:
+		allErrs = append(allErrs, field.Invalid(b.Child("reserveTokens"), s.Budget.ReserveTokens,
+			fmt.Sprintf("must be less than maxTokens (%d)", s.Budget.MaxTokens)))
+	}
+	allErrs = append(allErrs, validateEnum(b.Child("truncation"), s.Budget.Truncation, truncationModes)...)
+	allErrs = append(allErrs, validateEnum(b.Child("estimator"), s.Budget.Estimator, tokenEstimators)...)
+
+	rk := spec.Child("ranking")
+	allErrs = append(allErrs, validateEnum(rk.Child("strategy"), s.Ranking.Strategy, rankingStrategies)...)
+	allErrs = append(allErrs, validateEnum(rk.Child("scorer"), s.Ranking.Scorer, scorers)...)
+	if !validDedupThreshold(s.Ranking.DedupThreshold) {
+		allErrs = append(allErrs, field.Invalid(rk.Child("dedupThreshold"), s.Ranking.DedupThreshold,
+			`must be a decimal number from 0 to 1, such as "0.85" ("0" disables deduplication)`))
+	}
+	if e := s.Ranking.Embedding; e != nil {
+		ep := rk.Child("embedding")
+		allErrs = append(allErrs, validateHTTPURL(ep.Child("endpoint"), e.Endpoint, e.Endpoint)...)
+		if e.Model == "" {
+			allErrs = append(allErrs, field.Required(ep.Child("model"), "the model sent to the embeddings API"))
+		}
+		if e.APIKeySecretRef != nil {
+			allErrs = append(allErrs, validateSecretKeySelector(ep.Child("apiKeySecretRef"), e.APIKeySecretRef)...)
+		}
+	} else if s.Ranking.Strategy == RankingEmbedding || s.Ranking.Strategy == RankingHybrid {
+		allErrs = append(allErrs, field.Required(rk.Child("embedding"),
+			fmt.Sprintf("required for the %s strategy", s.Ranking.Strategy)))
+	}
+
+	c := spec.Child("cache")
+	allErrs = append(allErrs, validatePositiveDuration(c.Child("ttl"), s.Cache.TTL)...)
+	if s.Cache.MaxEntries == nil {
+		allErrs = append(allErrs, field.Required(c.Child("maxEntries"), ""))
+	} else if *s.Cache.MaxEntries < 0 {
+		allErrs = append(allErrs, field.Invalid(c.Child("maxEntries"), *s.Cache.MaxEntries, "must be greater than or equal to 0 (0 disables the cache)"))
+	}
+
+	allErrs = append(allErrs, validateEnum(spec.Child("auth", "mode"), s.Auth.Mode, authModes)...)
+
+	d := spec.Child("deployment")
+	if s.Deployment.Replicas == nil {
+		allErrs = append(allErrs, field.Required(d.Child("replicas"), ""))
+	} else if *s.Deployment.Replicas < 0 {
+		allErrs = append(allErrs, field.Invalid(d.Child("replicas"), *s.Deployment.Replicas, "must be greater than or equal to 0"))
+	}
+	if n := s.Deployment.ServiceAccountName; n != "" {
+		allErrs = append(allErrs, validateDNSSubdomain(d.Child("serviceAccountName"), n)...)
+	}
+	allErrs = append(allErrs, validateResources(d.Child("resources"), &s.Deployment.Resources)...)
+	return allErrs
+}
+
+// Validate reports every invalid field of a ContextRoute.
+func (r *ContextRoute) Validate() field.ErrorList {
+	allErrs := validateObjectMeta(&r.ObjectMeta, field.NewPath("metadata"))
+	spec := field.NewPath("spec")
+	s := &r.Spec
+	allErrs = append(allErrs, validateParentRefs(spec.Child("parentRefs"), s.ParentRefs)...)
+	if n := utf8.RuneCountInString(s.When); n > maxWhenLength {
+		allErrs = append(allErrs, field.TooLongCharacters(spec.Child("when"), s.When, maxWhenLength))
+	}
+
+	sp := spec.Child("sources")
+	switch {
+	case len(s.Sources) == 0:
+		allErrs = append(allErrs, field.Required(sp, "a route contributes at least one source"))
+	case len(s.Sources) > maxRouteSources:
+		allErrs = append(allErrs, field.TooMany(sp, len(s.Sources), maxRouteSources))
+	}
+	names := make([]string, len(s.Sources))
+	for i, ref := range s.Sources {
+		names[i] = ref.Name
+	}
+	allErrs = append(allErrs, validateRefNames(sp, names)...)
+	return allErrs
+}
+
+// Validate reports every invalid field of a defaulted ContextSource.
+func (r *ContextSource) Validate() field.ErrorList {
+	allErrs := validateObjectMeta(&r.ObjectMeta, field.NewPath("metadata"))
+	spec := field.NewPath("spec")
+	s := &r.Spec
+	allErrs = append(allErrs, validateEnum(spec.Child("type"), s.Type, sourceTypes)...)
+	allErrs = append(allErrs, validateStringSet(spec.Child("tags"), s.Tags)...)
+	allErrs = append(allErrs, validateEnum(spec.Child("sensitivity"), s.Sensitivity, sensitivities)...)
+
+	ch := spec.Child("chunking")
+	allErrs = append(allErrs, validateEnum(ch.Child("strategy"), s.Chunking.Strategy, chunkingStrategies)...)
+	if s.Chunking.MaxChunkTokens < minChunkTokens {
+		allErrs = append(allErrs, field.Invalid(ch.Child("maxChunkTokens"), s.Chunking.MaxChunkTokens,
+			fmt.Sprintf("must be greater than or equal to %d", minChunkTokens)))
+	}
+
+	// The union: exactly the block named by type is set.
+	blocks := []struct {
+		t     SourceType
+		child string
+		set   bool
+	}{
+		{SourceInline, "inline", s.Inline != nil},
+		{SourceDirectory, "directory", s.Directory != nil},
+		{SourceGitRepo, "gitRepo", s.GitRepo != nil},
+		{SourceHTTPAPI, "httpAPI", s.HTTPAPI != nil},
+	}
+	for _, b := range blocks {
+		switch {
+		case s.Type == b.t && !b.set:
+			allErrs = append(allErrs, field.Required(spec.Child(b.child), fmt.Sprintf("must be set when type is %s", b.t)))
+		case s.Type != b.t && b.set:
+			msg := "must not be set unless type is " + string(b.t)
+			if s.Type != "" {
+				msg += fmt.Sprintf(" (type is %s)", s.Type)
+			}
+			allErrs = append(allErrs, field.Forbidden(spec.Child(b.child), msg))
+		}
+	}
+
+	if in := s.Inline; in != nil && in.Content == "" {
+		allErrs = append(allErrs, field.Required(spec.Child("inline", "content"), "the text of the source"))
+	}
+	if d := s.Directory; d != nil {
+		allErrs = append(allErrs, validateDirectory(spec.Child("directory"), d)...)
+	}
+	if g := s.GitRepo; g != nil {
+		allErrs = append(allErrs, validateGitRepo(spec.Child("gitRepo"), g)...)
+	}
+	if h := s.HTTPAPI; h != nil {
+		allErrs = append(allErrs, validateHTTPAPI(spec.Child("httpAPI"), h)...)
+	}
+	return allErrs
+}
+
+// Validate reports every invalid field of a defaulted AgentPermission.
+func (r *AgentPermission) Validate() field.ErrorList {
+	allErrs := validateObjectMeta(&r.ObjectMeta, field.NewPath("metadata"))
+	spec := field.NewPath("spec")
+	s := &r.Spec
+	allErrs = append(allErrs, validateParentRefs(spec.Child("parentRefs"), s.ParentRefs)...)
+	if len(s.Agents) == 0 {
+		allErrs = append(allErrs, field.Required(spec.Child("agents"), `at least one agent identity, or "*" for every agent`))
+	}
+	allErrs = append(allErrs, validateStringSet(spec.Child("agents"), s.Agents)...)
+	allErrs = append(allErrs, validateStringSet(spec.Child("allowSources"), s.AllowSources)...)
+	allErrs = append(allErrs, validateStringSet(spec.Child("denySources"), s.DenySources)...)
+	allErrs = append(allErrs, validateStringSet(spec.Child("denyPaths"), s.DenyPaths)...)
+	allErrs = append(allErrs, validateGlobs(spec.Child("denyPaths"), s.DenyPaths, true)...)
+	allErrs = append(allErrs, validateEnum(spec.Child("default"), s.Default, accessPolicies)...)
+	allErrs = append(allErrs, validateEnum(spec.Child("maxSensitivity"), s.MaxSensitivity, sensitivities)...)
+	allErrs = append(allErrs, validateEnum(spec.Child("sensitivityAction"), s.SensitivityAction, sensitivityActions)...)
+	return allErrs
+}
+
+func validateObjectMeta(m *metav1.ObjectMeta, p *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if m.Name == "" {
+		allErrs = append(allErrs, field.Required(p.Child("name"), ""))
+	} else {
+		allErrs = append(allErrs, validateDNSSubdomain(p.Child("name"), m.Name)...)
+	}
+	if m.Namespace != "" {
+		if msgs := validation.IsDNS1123Label(m.Namespace); len(msgs) > 0 {
+			allErrs = append(allErrs, field.Invalid(p.Child("namespace"), m.Namespace, strings.Join(msgs, "; ")))
+		}
+	}
+	return allErrs
+}
+
+func validateDNSSubdomain(p *field.Path, name string) field.ErrorList {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(p, name, strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+// validateEnum checks a defaulted enum field; empty means it was never defaulted.
+func validateEnum[T ~string](p *field.Path, v T, allowed []T) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if !slices.Contains(allowed, v) {
+		return field.ErrorList{field.NotSupported(p, v, allowed)}
+	}
+	return nil
+}
+
+// validateRefName applies the MinLength/MaxLength markers of an object reference.
+func validateRefName(p *field.Path, name string) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if len(name) > maxNameLength {
+		return field.ErrorList{field.TooLong(p, name, maxNameLength)}
+	}
+	return nil
+}
+
+// validateRefNames checks the names of a list keyed by name (listMapKey=name).
+func validateRefNames(p *field.Path, names []string) field.ErrorList {
+	var allErrs field.ErrorList
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		np := p.Index(i).Child("name")
+		allErrs = append(allErrs, validateRefName(np, n)...)
+		if n != "" && seen[n] {
+			allErrs = append(allErrs, field.Duplicate(np, n))
+		}
+		seen[n] = true
+	}
+	return allErrs
+}
+
+func validateParentRefs(p *field.Path, refs []ParentReference) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(refs) > maxParentRefs {
+		allErrs = append(allErrs, field.TooMany(p, len(refs), maxParentRefs))
+	}
+	names := make([]string, len(refs))
+	for i, ref := range refs {
+		names[i] = ref.Name
+	}
+	return append(allErrs, validateRefNames(p, names)...)
+}
+
+// validateStringSet checks a listType=set of names: no empty entries, no duplicates.
+func validateStringSet(p *field.Path, list []string) field.ErrorList {
+	var allErrs field.ErrorList
+	seen := make(map[string]bool, len(list))
+	for i, v := range list {
+		switch {
+		case strings.TrimSpace(v) == "":
+			allErrs = append(allErrs, field.Required(p.Index(i), "entries must not be empty"))
+		case seen[v]:
+			allErrs = append(allErrs, field.Duplicate(p.Index(i), v))
+		}
+		seen[v] = true
+	}
+	return allErrs
+}
+
+// validateGlobs checks doublestar patterns matched against slash-separated
+// paths relative to a source root. Empty entries are reported unless the list
+// is a set, whose checks already report them.
+func validateGlobs(p *field.Path, globs []string, isSet bool) field.ErrorList {
+	var allErrs field.ErrorList
+	for i, g := range globs {
+		switch {
+		case g == "":
+			if !isSet {
+				allErrs = append(allErrs, field.Required(p.Index(i), "a glob such as \"**/*.md\""))
+			}
+		case !doublestar.ValidatePattern(g):
+			allErrs = append(allErrs, field.Invalid(p.Index(i), g, "is not a valid doublestar glob (check brackets, braces and trailing backslashes)"))
+		case strings.HasPrefix(g, "/"):
+			allErrs = append(allErrs, field.Invalid(p.Index(i), g, "must be relative to the source root: paths never start with \"/\""))
+		}
+	}
+	return allErrs
+}
+
+func validatePositiveDuration(p *field.Path, d *metav1.Duration) field.ErrorList {
+	if d == nil {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if d.Duration <= 0 {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), "must be greater than 0")}
+	}
+	return nil
+}
+
+func validatePositiveQuantity(p *field.Path, q *resource.Quantity) field.ErrorList {
+	if q == nil {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if q.Sign() <= 0 {
+		return field.ErrorList{field.Invalid(p, q.String(), "must be greater than 0")}
+	}
+	return nil
+}
+
+func validateSecretKeySelector(p *field.Path, s *SecretKeySelector) field.ErrorList {
+	allErrs := validateRefName(p.Child("name"), s.Name)
+	if len(allErrs) == 0 {
+		allErrs = append(allErrs, validateDNSSubdomain(p.Child("name"), s.Name)...)
+	}
+	if s.Key == "" {
+		allErrs = append(allErrs, field.Required(p.Child("key"), ""))
+	} else if msgs := validation.IsConfigMapKey(s.Key); len(msgs) > 0 {
+		allErrs = append(allErrs, field.Invalid(p.Child("key"), s.Key, strings.Join(msgs, "; ")))
+	}
+	return allErrs
+}
+
+// validateHTTPURL checks the ^https?:// marker pattern and that the URL parses
+// with a host. parsed is the text to parse (raw with placeholders substituted).
+func validateHTTPURL(p *field.Path, raw, parsed string) field.ErrorList {
+	if raw == "" {
+		return field.ErrorList{field.Required(p, "an http:// or https:// URL")}
+	}
+	if !strings.HasPrefix(raw, "http://") && !strings.HasPrefix(raw, "https://") {
+		return field.ErrorList{field.Invalid(p, raw, "must start with http:// or https://")}
+	}
+	u, err := url.Parse(parsed)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, raw, "is not a valid URL: "+unwrapURLError(err))}
+	}
+	if u.Host == "" {
+		return field.ErrorList{field.Invalid(p, raw, "must name a host")}
+	}
+	return nil
+}
+
+// unwrapURLError drops url.Error's repetition of the URL.
+func unwrapURLError(err error) string {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+func validDedupThreshold(s string) bool {
+	if !dedupThresholdPattern.MatchString(s) {
+		return false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return err == nil && f >= 0 && f <= 1
+}
+
+func validateResources(p *field.Path, rr *corev1.ResourceRequirements) field.ErrorList {
+	var allErrs field.ErrorList
+	for _, list := range []struct {
+		name string
+		rl   corev1.ResourceList
+	}{{"limits", rr.Limits}, {"requests", rr.Requests}} {
+		for _, name := range sortedResourceNames(list.rl) {
+			q := list.rl[name]
+			if q.Sign() < 0 {
+				allErrs = append(allErrs, field.Invalid(p.Child(list.name).Key(string(name)), q.String(), "must be greater than or equal to 0"))
+			}
+		}
+	}
+	for _, name := range sortedResourceNames(rr.Requests) {
+		req := rr.Requests[name]
+		if lim, ok := rr.Limits[name]; ok && req.Cmp(lim) > 0 {
+			allErrs = append(allErrs, field.Invalid(p.Child("requests").Key(string(name)), req.String(),
+				fmt.Sprintf("must be less than or equal to the %s limit (%s)", name, lim.String())))
+		}
+	}
+	return allErrs
+}
+
+func sortedResourceNames(rl corev1.ResourceList) []corev1.ResourceName {
+	names := make([]corev1.ResourceName, 0, len(rl))
+	for n := range rl {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func validateDirectory(p *field.Path, d *DirectorySource) field.ErrorList {
+	var allErrs field.ErrorList
+	if v := d.Volume; v != nil {
+		vp := p.Child("volume")
+		switch {
+		case v.ConfigMap == nil && v.PersistentVolumeClaim == nil:
+			allErrs = append(allErrs, field.Required(vp, "exactly one of configMap and persistentVolumeClaim must be set"))
+		case v.ConfigMap != nil && v.PersistentVolumeClaim != nil:
+			allErrs = append(allErrs, field.Forbidden(vp, "exactly one of configMap and persistentVolumeClaim must be set"))
+		}
+		if v.ConfigMap != nil {
+			allErrs = append(allErrs, validateRefName(vp.Child("configMap", "name"), v.ConfigMap.Name)...)
+		}
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "" {
+			allErrs = append(allErrs, field.Required(vp.Child("persistentVolumeClaim", "claimName"), ""))
+		}
+	}
+	allErrs = append(allErrs, validateGlobs(p.Child("include"), d.Include, false)...)
+	allErrs = append(allErrs, validateGlobs(p.Child("exclude"), d.Exclude, false)...)
+	allErrs = append(allErrs, validatePositiveQuantity(p.Child("maxFileSize"), d.MaxFileSize)...)
+	return allErrs
+}
+
+func validateGitRepo(p *field.Path, g *GitRepoSource) field.ErrorList {
+	var allErrs field.ErrorList
+	up := p.Child("url")
+	switch {
+	case g.URL == "":
+		allErrs = append(allErrs, field.Required(up, "an https, ssh or file URL of the repository"))
+	case strings.Contains(g.URL, "://"):
+		u, err := url.Parse(g.URL)
+		switch {
+		case err != nil:
+			allErrs = append(allErrs, field.Invalid(up, g.URL, "is not a valid URL: "+unwrapURLError(err)))
+		case !slices.Contains(gitSchemes, u.Scheme):
+			allErrs = append(allErrs, field.Invalid(up, g.URL,
+				fmt.Sprintf("unsupported scheme %q: use one of %s", u.Scheme, strings.Join(gitSchemes, ", "))))
+		case u.Scheme != "file" && u.Host == "":
+			allErrs = append(allErrs, field.Invalid(up, g.URL, "must name a host"))
+		}
+	}
+	// Anything else is git's user@host:path ssh shorthand or a local path,
+	// which only a fetch can check.
+	allErrs = append(allErrs, validateGlobs(p.Child("include"), g.Include, false)...)
+	allErrs = append(allErrs, validateGlobs(p.Child("exclude"), g.Exclude, false)...)
+	allErrs = append(allErrs, validatePositiveDuration(p.Child("interval"), g.Interval)...)
+	if g.Auth != nil {
+		np := p.Child("auth", "secretRef", "name")
+		errs := validateRefName(np, g.Auth.SecretRef.Name)
+		if len(errs) == 0 {
+			errs = validateDNSSubdomain(np, g.Auth.SecretRef.Name)
+		}
+		allErrs = append(allErrs, errs...)
+	}
+	allErrs = append(allErrs, validatePositiveQuantity(p.Child("maxFileSize"), g.MaxFileSize)...)
+	return allErrs
+}
+
+// queryPlaceholder is replaced by the query text in HTTPAPI URLs and bodies.
+const queryPlaceholder = "{{query}}"
+
+func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
+	allErrs := validateHTTPURL(p.Child("url"), h.URL, strings.ReplaceAll(h.URL, queryPlaceholder, "q"))
+	allErrs = append(allErrs, validateEnum(p.Child("method"), h.Method, httpMethods)...)
+	if h.Method == HTTPMethodGet && h.Body != "" {
+		allErrs = append(allErrs, field.Forbidden(p.Child("body"), "must be empty when method is GET (use POST to send a body)"))
+	}
+
+	hp := p.Child("headers")
+	seen := make(map[string]int, len(h.Headers))
+	for i, hd := range h.Headers {
+		ip := hp.Index(i)
+		if hd.Name == "" {
+			allErrs = append(allErrs, field.Required(ip.Child("name"), ""))
+		} else {
+			if !isHTTPToken(hd.Name) {
+				allErrs = append(allErrs, field.Invalid(ip.Child("name"), hd.Name,
+					"is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)"))
+			}
+			// Header names are case-insensitive, so Authorization and
+			// authorization would silently overwrite each other.
+			key := strings.ToLower(hd.Name)
+			if j, dup := seen[key]; dup {
+				allErrs = append(allErrs, field.Invalid(ip.Child("name"), hd.Name,
+					fmt.Sprintf("duplicates headers[%d] (header names are case-insensitive)", j)))
+			} else {
+				seen[key] = i
+			}
+		}
+		switch {
+		case hd.Value == nil && hd.ValueFrom == nil:
+			allErrs = append(allErrs, field.Required(ip, "exactly one of value and valueFrom must be set"))
+		case hd.Value != nil && hd.ValueFrom != nil:
+			allErrs = append(allErrs, field.Forbidden(ip, "exactly one of value and valueFrom must be set"))
+		}
+		if hd.Value != nil && strings.ContainsAny(*hd.Value, "\r\n\x00") {
+			allErrs = append(allErrs, field.Invalid(ip.Child("value"), "<value omitted>", "must not contain line breaks or NUL characters"))
+		}
+		if hd.ValueFrom != nil {
+			allErrs = append(allErrs, validateSecretKeySelector(ip.Child("valueFrom", "secretKeyRef"), &hd.ValueFrom.SecretKeyRef)...)
+		}
+	}
+
+	if h.TextField == "" {
+		allErrs = append(allErrs, field.Required(p.Child("textField"), "the dotted path of the text inside each result"))
+	}
+	allErrs = append(allErrs, validatePositiveDuration(p.Child("timeout"), h.Timeout)...)
+	if h.MaxResults < 1 || h.MaxResults > maxResultsLimit {
+		allErrs = append(allErrs, field.Invalid(p.Child("maxResults"), h.MaxResults,
+			fmt.Sprintf("must be between 1 and %d", maxResultsLimit)))
+	}
+	allErrs = append(allErrs, validatePositiveQuantity(p.Child("maxResponseSize"), h.MaxResponseSize)...)
+	return allErrs
+}
+
+// isHTTPToken reports whether s is an RFC 9110 token, the syntax of a header name.
+func isHTTPToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

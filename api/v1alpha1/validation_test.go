@@ -1,0 +1,298 @@
+package v1alpha1
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// validCase is one mutation of a valid object that must produce exactly one
+// error, at field, whose body contains msg.
+type validCase[T any] struct {
+	name   string
+	mutate func(*T)
+	field  string
+	msg    string
+}
+
+func runValidation[T any](t *testing.T, base func() *T, validate func(*T) field.ErrorList, cases []validCase[T]) {
+	t.Helper()
+	if errs := validate(base()); len(errs) != 0 {
+		t.Fatalf("base object is invalid: %v", errs.ToAggregate())
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := base()
+			tc.mutate(obj)
+			errs := validate(obj)
+			if len(errs) != 1 {
+				t.Fatalf("got %d errors, want 1 at %s: %v", len(errs), tc.field, errs.ToAggregate())
+			}
+			if errs[0].Field != tc.field {
+				t.Errorf("field = %q, want %q (%v)", errs[0].Field, tc.field, errs[0])
+			}
+			if body := errs[0].ErrorBody(); !strings.Contains(body, tc.msg) {
+				t.Errorf("message = %q, want it to contain %q", body, tc.msg)
+			}
+		})
+	}
+}
+
+func meta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+
+func TestContextRouterValidate(t *testing.T) {
+	base := func() *ContextRouter {
+		r := &ContextRouter{ObjectMeta: meta("acme")}
+		r.Default()
+		return r
+	}
+	embedding := &EmbeddingSpec{Endpoint: "http://emb:8080/v1/embeddings", Model: "m"}
+	runValidation(t, base, (*ContextRouter).Validate, []validCase[ContextRouter]{
+		{"name required", func(r *ContextRouter) { r.Name = "" }, "metadata.name", "Required value"},
+		{"name DNS-1123 subdomain", func(r *ContextRouter) { r.Name = "Acme_1" }, "metadata.name", "RFC 1123 subdomain"},
+		{"namespace DNS-1123 label", func(r *ContextRouter) { r.Namespace = "a.b" }, "metadata.namespace", "must not contain dots"},
+		{"defaultAccess enum", func(r *ContextRouter) { r.Spec.DefaultAccess = "allow" }, "spec.defaultAccess", `supported values: "Allow", "Deny"`},
+		{"defaultAccess not defaulted", func(r *ContextRouter) { r.Spec.DefaultAccess = "" }, "spec.defaultAccess", "Required value"},
+		{"maxTokens minimum", func(r *ContextRouter) { r.Spec.Budget.MaxTokens = -5 }, "spec.budget.maxTokens", "greater than or equal to 1"},
+		{"reserveTokens minimum", func(r *ContextRouter) { r.Spec.Budget.ReserveTokens = -1 }, "spec.budget.reserveTokens", "greater than or equal to 0"},
+		{"reserveTokens below maxTokens", func(r *ContextRouter) { r.Spec.Budget.ReserveTokens = 8000 }, "spec.budget.reserveTokens", "must be less than maxTokens (8000)"},
+		{"truncation enum", func(r *ContextRouter) { r.Spec.Budget.Truncation = "Cut" }, "spec.budget.truncation", `"TruncateMiddle"`},
+		{"estimator enum", func(r *ContextRouter) { r.Spec.Budget.Estimator = "Tiktoken" }, "spec.budget.estimator", `"Whitespace"`},
+		{"strategy enum", func(r *ContextRouter) { r.Spec.Ranking.Strategy = "Random" }, "spec.ranking.strategy", `"Hybrid"`},
+		{"scorer enum", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "TFIDF" }, "spec.ranking.scorer", `"Keyword"`},
+		{"dedupThreshold above 1", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "1.5" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
+		{"dedupThreshold not a number", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "high" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
+		{"dedupThreshold negative", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "-0.1" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
+		{"embedding required for Embedding", func(r *ContextRouter) { r.Spec.Ranking.Strategy = RankingEmbedding }, "spec.ranking.embedding", "required for the Embedding strategy"},
+		{"embedding required for Hybrid", func(r *ContextRouter) { r.Spec.Ranking.Strategy = RankingHybrid }, "spec.ranking.embedding", "required for the Hybrid strategy"},
+		{"embedding endpoint scheme", func(r *ContextRouter) {
+			r.Spec.Ranking.Strategy = RankingHybrid
+			r.Spec.Ranking.Embedding = &EmbeddingSpec{Endpoint: "grpc://emb", Model: "m"}
+		}, "spec.ranking.embedding.endpoint", "must start with http:// or https://"},
+		{"embedding endpoint host", func(r *ContextRouter) {
+			r.Spec.Ranking.Embedding = &EmbeddingSpec{Endpoint: "http:///v1", Model: "m"}
+		}, "spec.ranking.embedding.endpoint", "must name a host"},
+		{"embedding model required", func(r *ContextRouter) {
+			r.Spec.Ranking.Embedding = &EmbeddingSpec{Endpoint: embedding.Endpoint}
+		}, "spec.ranking.embedding.model", "Required value"},
+		{"embedding secret key", func(r *ContextRouter) {
+			e := *embedding
+			e.APIKeySecretRef = &SecretKeySelector{Name: "openai", Key: "api key"}
+			r.Spec.Ranking.Embedding = &e
+		}, "spec.ranking.embedding.apiKeySecretRef.key", "valid config key"},
+		{"embedding secret name", func(r *ContextRouter) {
+			e := *embedding
+			e.APIKeySecretRef = &SecretKeySelector{Name: "", Key: "k"}
+			r.Spec.Ranking.Embedding = &e
+		}, "spec.ranking.embedding.apiKeySecretRef.name", "Required value"},
+		{"cache ttl positive", func(r *ContextRouter) { r.Spec.Cache.TTL = dur(0) }, "spec.cache.ttl", "must be greater than 0"},
+		{"cache maxEntries minimum", func(r *ContextRouter) { r.Spec.Cache.MaxEntries = ptr[int32](-1) }, "spec.cache.maxEntries", "greater than or equal to 0"},
+		{"auth mode enum", func(r *ContextRouter) { r.Spec.Auth.Mode = "OIDC" }, "spec.auth.mode", `"ServiceAccountToken"`},
+		{"replicas minimum", func(r *ContextRouter) { r.Spec.Deployment.Replicas = ptr[int32](-1) }, "spec.deployment.replicas", "greater than or equal to 0"},
+		{"serviceAccountName", func(r *ContextRouter) { r.Spec.Deployment.ServiceAccountName = "Bad Name" }, "spec.deployment.serviceAccountName", "RFC 1123 subdomain"},
+		{"negative resource", func(r *ContextRouter) {
+			r.Spec.Deployment.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: *qty("-1Mi")}
+		}, "spec.deployment.resources.limits[memory]", "greater than or equal to 0"},
+		{"request above limit", func(r *ContextRouter) {
+			r.Spec.Deployment.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: *qty("100m")}
+			r.Spec.Deployment.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: *qty("200m")}
+		}, "spec.deployment.resources.requests[cpu]", "less than or equal to the cpu limit (100m)"},
+	})
+
+	// Valid variations that must not be rejected.
+	for name, mutate := range map[string]func(*ContextRouter){
+		"dedup disabled":       func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "0" },
+		"dedup 1.0":            func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "1.0" },
+		"hybrid with endpoint": func(r *ContextRouter) { r.Spec.Ranking.Strategy = RankingHybrid; r.Spec.Ranking.Embedding = embedding },
+		"cache disabled":       func(r *ContextRouter) { r.Spec.Cache.MaxEntries = ptr[int32](0) },
+		"zero replicas":        func(r *ContextRouter) { r.Spec.Deployment.Replicas = ptr[int32](0) },
+	} {
+		r := base()
+		mutate(r)
+		if errs := r.Validate(); len(errs) != 0 {
+			t.Errorf("%s: unexpected errors: %v", name, errs.ToAggregate())
+		}
+	}
+}
+
+func TestContextRouteValidate(t *testing.T) {
+	base := func() *ContextRoute {
+		return &ContextRoute{ObjectMeta: meta("hr"), Spec: ContextRouteSpec{
+			ParentRefs: []ParentReference{{Name: "acme"}},
+			When:       `"hr" in tags`,
+			Sources:    []LocalObjectReference{{Name: "docs"}, {Name: "prompt"}},
+		}}
+	}
+	runValidation(t, base, (*ContextRoute).Validate, []validCase[ContextRoute]{
+		{"name", func(r *ContextRoute) { r.Name = "-hr" }, "metadata.name", "RFC 1123 subdomain"},
+		{"sources required", func(r *ContextRoute) { r.Spec.Sources = nil }, "spec.sources", "at least one source"},
+		{"sources max items", func(r *ContextRoute) {
+			r.Spec.Sources = nil
+			for i := 0; i < 65; i++ {
+				r.Spec.Sources = append(r.Spec.Sources, LocalObjectReference{Name: "s" + strings.Repeat("x", i)})
+			}
+		}, "spec.sources", "must have at most 64 items"},
+		{"source name required", func(r *ContextRoute) { r.Spec.Sources[1].Name = "" }, "spec.sources[1].name", "Required value"},
+		{"source name too long", func(r *ContextRoute) { r.Spec.Sources[0].Name = strings.Repeat("a", 254) }, "spec.sources[0].name", "may not be more than 253"},
+		{"duplicate source", func(r *ContextRoute) { r.Spec.Sources[1].Name = "docs" }, "spec.sources[1].name", `Duplicate value: "docs"`},
+		{"parentRefs max items", func(r *ContextRoute) {
+			r.Spec.ParentRefs = nil
+			for i := 0; i < 33; i++ {
+				r.Spec.ParentRefs = append(r.Spec.ParentRefs, ParentReference{Name: "r" + strings.Repeat("x", i)})
+			}
+		}, "spec.parentRefs", "must have at most 32 items"},
+		{"duplicate parentRef", func(r *ContextRoute) {
+			r.Spec.ParentRefs = append(r.Spec.ParentRefs, ParentReference{Name: "acme"})
+		}, "spec.parentRefs[1].name", `Duplicate value: "acme"`},
+		{"parentRef name required", func(r *ContextRoute) { r.Spec.ParentRefs[0].Name = "" }, "spec.parentRefs[0].name", "Required value"},
+		{"when too long", func(r *ContextRoute) { r.Spec.When = strings.Repeat("x", 4097) }, "spec.when", "may not be more than 4096 characters"},
+	})
+	// CEL is compiled by the engine, not here: nonsense passes validation.
+	r := base()
+	r.Spec.When = "((("
+	if errs := r.Validate(); len(errs) != 0 {
+		t.Errorf("validation must not compile CEL, got %v", errs.ToAggregate())
+	}
+}
+
+func TestContextSourceValidate(t *testing.T) {
+	inline := func() *ContextSource {
+		s := &ContextSource{ObjectMeta: meta("prompt"), Spec: ContextSourceSpec{
+			Type: SourceInline, Tags: []string{"a", "b"}, Inline: &InlineSource{Content: "Be nice."}}}
+		s.Default()
+		return s
+	}
+	runValidation(t, inline, (*ContextSource).Validate, []validCase[ContextSource]{
+		{"type required", func(s *ContextSource) { s.Spec.Type = ""; s.Spec.Inline = nil }, "spec.type", "Required value"},
+		{"type enum", func(s *ContextSource) { s.Spec.Type = "S3"; s.Spec.Inline = nil }, "spec.type", `"HTTPAPI"`},
+		{"union: block missing", func(s *ContextSource) { s.Spec.Inline = nil }, "spec.inline", "must be set when type is Inline"},
+		{"union: other block set", func(s *ContextSource) {
+			s.Spec.Type = SourceDirectory
+			s.Spec.Inline = nil
+			s.Spec.Directory = &DirectorySource{Path: "d"}
+			s.Spec.GitRepo = &GitRepoSource{URL: "https://h/r.git"}
+			s.Default()
+		}, "spec.gitRepo", "must not be set unless type is GitRepo (type is Directory)"},
+		{"inline content", func(s *ContextSource) { s.Spec.Inline.Content = "" }, "spec.inline.content", "Required value"},
+		{"sensitivity enum", func(s *ContextSource) { s.Spec.Sensitivity = "Secret" }, "spec.sensitivity", `"Restricted"`},
+		{"chunking strategy enum", func(s *ContextSource) { s.Spec.Chunking.Strategy = "Lines" }, "spec.chunking.strategy", `"WholeFile"`},
+		{"maxChunkTokens minimum", func(s *ContextSource) { s.Spec.Chunking.MaxChunkTokens = 15 }, "spec.chunking.maxChunkTokens", "greater than or equal to 16"},
+		{"duplicate tag", func(s *ContextSource) { s.Spec.Tags = []string{"a", "a"} }, "spec.tags[1]", `Duplicate value: "a"`},
+	})
+
+	directory := func() *ContextSource {
+		s := &ContextSource{ObjectMeta: meta("docs"), Spec: ContextSourceSpec{
+			Type: SourceDirectory, Directory: &DirectorySource{Path: "docs", Exclude: []string{"drafts/**"}}}}
+		s.Default()
+		return s
+	}
+	runValidation(t, directory, (*ContextSource).Validate, []validCase[ContextSource]{
+		{"include glob", func(s *ContextSource) { s.Spec.Directory.Include = []string{"**/*.md", "docs/[a-"} }, "spec.directory.include[1]", "not a valid doublestar glob"},
+		{"exclude glob", func(s *ContextSource) { s.Spec.Directory.Exclude = []string{"{a,b"} }, "spec.directory.exclude[0]", "not a valid doublestar glob"},
+		{"absolute glob", func(s *ContextSource) { s.Spec.Directory.Include = []string{"/docs/*.md"} }, "spec.directory.include[0]", "must be relative"},
+		{"empty glob", func(s *ContextSource) { s.Spec.Directory.Exclude = []string{""} }, "spec.directory.exclude[0]", "Required value"},
+		{"maxFileSize positive", func(s *ContextSource) { s.Spec.Directory.MaxFileSize = qty("0") }, "spec.directory.maxFileSize", "must be greater than 0"},
+		{"volume one-of: neither", func(s *ContextSource) { s.Spec.Directory.Volume = &DirectoryVolume{} }, "spec.directory.volume", "exactly one of configMap and persistentVolumeClaim"},
+		{"volume one-of: both", func(s *ContextSource) {
+			s.Spec.Directory.Volume = &DirectoryVolume{ConfigMap: &LocalObjectReference{Name: "cm"},
+				PersistentVolumeClaim: &PersistentVolumeClaimReference{ClaimName: "pvc"}}
+		}, "spec.directory.volume", "exactly one of configMap and persistentVolumeClaim"},
+		{"volume claimName", func(s *ContextSource) {
+			s.Spec.Directory.Volume = &DirectoryVolume{PersistentVolumeClaim: &PersistentVolumeClaimReference{}}
+		}, "spec.directory.volume.persistentVolumeClaim.claimName", "Required value"},
+		{"volume configMap name", func(s *ContextSource) {
+			s.Spec.Directory.Volume = &DirectoryVolume{ConfigMap: &LocalObjectReference{}}
+		}, "spec.directory.volume.configMap.name", "Required value"},
+	})
+
+	git := func() *ContextSource {
+		s := &ContextSource{ObjectMeta: meta("wiki"), Spec: ContextSourceSpec{
+			Type: SourceGitRepo, GitRepo: &GitRepoSource{URL: "https://git.example.com/eng/wiki.git", Ref: "main",
+				Auth: &GitAuth{SecretRef: LocalObjectReference{Name: "wiki-git"}}}}}
+		s.Default()
+		return s
+	}
+	runValidation(t, git, (*ContextSource).Validate, []validCase[ContextSource]{
+		{"url required", func(s *ContextSource) { s.Spec.GitRepo.URL = "" }, "spec.gitRepo.url", "Required value"},
+		{"url scheme", func(s *ContextSource) { s.Spec.GitRepo.URL = "ftp://h/r.git" }, "spec.gitRepo.url", `unsupported scheme "ftp"`},
+		{"url host", func(s *ContextSource) { s.Spec.GitRepo.URL = "https:///r.git" }, "spec.gitRepo.url", "must name a host"},
+		{"interval positive", func(s *ContextSource) { s.Spec.GitRepo.Interval = &metav1.Duration{Duration: -time.Second} }, "spec.gitRepo.interval", "must be greater than 0"},
+		{"include glob", func(s *ContextSource) { s.Spec.GitRepo.Include = []string{"[z-a"} }, "spec.gitRepo.include[0]", "not a valid doublestar glob"},
+		{"maxFileSize positive", func(s *ContextSource) { s.Spec.GitRepo.MaxFileSize = qty("-1") }, "spec.gitRepo.maxFileSize", "must be greater than 0"},
+		{"auth secret name", func(s *ContextSource) { s.Spec.GitRepo.Auth.SecretRef.Name = "Wiki Git" }, "spec.gitRepo.auth.secretRef.name", "RFC 1123 subdomain"},
+	})
+	for _, u := range []string{"git@github.com:org/repo.git", "ssh://git@h:22/r.git", "file:///srv/repos/wiki", "/srv/repos/wiki"} {
+		s := git()
+		s.Spec.GitRepo.URL = u
+		if errs := s.Validate(); len(errs) != 0 {
+			t.Errorf("git url %q rejected: %v", u, errs.ToAggregate())
+		}
+	}
+
+	api := func() *ContextSource {
+		s := &ContextSource{ObjectMeta: meta("kb"), Spec: ContextSourceSpec{
+			Type: SourceHTTPAPI, HTTPAPI: &HTTPAPISource{
+				URL: "https://kb.example.com/search?q={{query}}", TextField: "body.text",
+				Headers: []HTTPHeader{
+					{Name: "Authorization", ValueFrom: &HeaderValueSource{SecretKeyRef: SecretKeySelector{Name: "kb", Key: "token"}}},
+					{Name: "X-Tenant", Value: ptr("${TENANT}")},
+				}}}}
+		s.Default()
+		return s
+	}
+	runValidation(t, api, (*ContextSource).Validate, []validCase[ContextSource]{
+		{"url scheme", func(s *ContextSource) { s.Spec.HTTPAPI.URL = "kb.example.com/search" }, "spec.httpAPI.url", "must start with http:// or https://"},
+		{"url parses after substitution", func(s *ContextSource) { s.Spec.HTTPAPI.URL = "https://kb example.com/?q={{query}}" }, "spec.httpAPI.url", "is not a valid URL"},
+		{"method enum", func(s *ContextSource) { s.Spec.HTTPAPI.Method = "PUT" }, "spec.httpAPI.method", `supported values: "GET", "POST"`},
+		{"GET with body", func(s *ContextSource) { s.Spec.HTTPAPI.Body = `{"q": {{query}}}` }, "spec.httpAPI.body", "must be empty when method is GET"},
+		{"header value one-of: neither", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Value = nil }, "spec.httpAPI.headers[1]", "exactly one of value and valueFrom"},
+		{"header value one-of: both", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].ValueFrom = s.Spec.HTTPAPI.Headers[0].ValueFrom }, "spec.httpAPI.headers[1]", "exactly one of value and valueFrom"},
+		{"header name required", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Name = "" }, "spec.httpAPI.headers[1].name", "Required value"},
+		{"header name token", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Name = "X Tenant" }, "spec.httpAPI.headers[1].name", "not a valid HTTP header name"},
+		{"duplicate header ignores case", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Name = "authorization" }, "spec.httpAPI.headers[1].name", "duplicates headers[0]"},
+		{"header value line break", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Value = ptr("a\r\nX-Evil: 1") }, "spec.httpAPI.headers[1].value", "must not contain line breaks"},
+		{"header secret key", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[0].ValueFrom.SecretKeyRef.Key = "" }, "spec.httpAPI.headers[0].valueFrom.secretKeyRef.key", "Required value"},
+		{"textField required", func(s *ContextSource) { s.Spec.HTTPAPI.TextField = "" }, "spec.httpAPI.textField", "Required value"},
+		{"timeout positive", func(s *ContextSource) { s.Spec.HTTPAPI.Timeout = dur(0) }, "spec.httpAPI.timeout", "must be greater than 0"},
+		{"maxResults maximum", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResults = 1001 }, "spec.httpAPI.maxResults", "between 1 and 1000"},
+		{"maxResults minimum", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResults = -1 }, "spec.httpAPI.maxResults", "between 1 and 1000"},
+		{"maxResponseSize positive", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResponseSize = qty("0") }, "spec.httpAPI.maxResponseSize", "must be greater than 0"},
+	})
+	s := api()
+	s.Spec.HTTPAPI.Method = HTTPMethodPost
+	s.Spec.HTTPAPI.Body = `{"q": {{query}}, "k": 8}`
+	if errs := s.Validate(); len(errs) != 0 {
+		t.Errorf("POST with body rejected: %v", errs.ToAggregate())
+	}
+}
+
+func TestAgentPermissionValidate(t *testing.T) {
+	base := func() *AgentPermission {
+		p := &AgentPermission{ObjectMeta: meta("hr"), Spec: AgentPermissionSpec{
+			ParentRefs:   []ParentReference{{Name: "acme"}},
+			Agents:       []string{"hr-assistant", "*"},
+			AllowSources: []string{"docs"},
+			DenySources:  []string{"finance"},
+			DenyPaths:    []string{"**/secrets/**", "salaries/*"},
+		}}
+		p.Default()
+		return p
+	}
+	runValidation(t, base, (*AgentPermission).Validate, []validCase[AgentPermission]{
+		{"agents required", func(p *AgentPermission) { p.Spec.Agents = nil }, "spec.agents", "at least one agent"},
+		{"agent entry empty", func(p *AgentPermission) { p.Spec.Agents = []string{"a", ""} }, "spec.agents[1]", "must not be empty"},
+		{"agent duplicate", func(p *AgentPermission) { p.Spec.Agents = []string{"a", "a"} }, "spec.agents[1]", `Duplicate value: "a"`},
+		{"allowSources entry empty", func(p *AgentPermission) { p.Spec.AllowSources = []string{" "} }, "spec.allowSources[0]", "must not be empty"},
+		{"denySources duplicate", func(p *AgentPermission) { p.Spec.DenySources = []string{"x", "x"} }, "spec.denySources[1]", "Duplicate value"},
+		{"denyPaths glob", func(p *AgentPermission) { p.Spec.DenyPaths = []string{"a/[b"} }, "spec.denyPaths[0]", "not a valid doublestar glob"},
+		{"denyPaths empty reported once", func(p *AgentPermission) { p.Spec.DenyPaths = []string{""} }, "spec.denyPaths[0]", "must not be empty"},
+		{"default enum", func(p *AgentPermission) { p.Spec.Default = "Maybe" }, "spec.default", `supported values: "Allow", "Deny"`},
+		{"maxSensitivity enum", func(p *AgentPermission) { p.Spec.MaxSensitivity = "TopSecret" }, "spec.maxSensitivity", `"Confidential"`},
+		{"sensitivityAction enum", func(p *AgentPermission) { p.Spec.SensitivityAction = "Mask" }, "spec.sensitivityAction", `supported values: "Drop", "Redact"`},
+		{"parentRef duplicate", func(p *AgentPermission) { p.Spec.ParentRefs = []ParentReference{{Name: "a"}, {Name: "a"}} }, "spec.parentRefs[1].name", "Duplicate value"},
+	})
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+)
+
+func newQueryCommand() *cobra.Command {
+	var (
+		sf       sourceFlags
+		req      engine.Request
+		metadata []string
+		output   string
+		showFull bool
+	)
+	cmd := &cobra.Command{
+		Use:   "query -f PATH... [-a AGENT] [-t TAG]... [-m KEY=VALUE]... [-o text|json] TEXT",
+		Short: "Answer one question from manifest files",
+		Example: `  contextrouter query -f examples/quickstart -a hr-assistant "How many vacation days do I get?"
+  contextrouter query -f examples/quickstart -a eng-assistant -m department=engineering -o json "How do I roll back a deploy?"`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output: must be text or json, not %q", output)
+			}
+			req.Text = strings.Join(args, " ")
+			req.Metadata = map[string]string{}
+			for _, kv := range metadata {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--metadata %q: want KEY=VALUE", kv)
+				}
+				req.Metadata[k] = v
+			}
+			snap, err := sf.compile(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := snap.Query(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				return enc.Encode(resp)
+			}
+			printText(cmd.OutOrStdout(), snap, resp, showFull)
+			return nil
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().StringVarP(&req.Agent, "agent", "a", "", "agent identity asking the question")
+	cmd.Flags().StringArrayVarP(&req.Tags, "tag", "t", nil, "tag of the question (repeatable)")
+	cmd.Flags().StringArrayVarP(&metadata, "metadata", "m", nil, "metadata KEY=VALUE (repeatable)")
+	cmd.Flags().IntVar(&req.MaxTokens, "max-tokens", 0, "lower the router's token budget for this question")
+	cmd.Flags().IntVar(&req.MaxChunks, "max-chunks", 0, "return at most this many chunks")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&showFull, "full", false, "print whole chunks instead of previews")
+	return cmd
+}
+
+// printText renders a response for people: what matched, what was refused,
+// then each chunk with its score, size, origin and a preview.
+func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool) {
+	list := func(xs []string) string {
+		if len(xs) == 0 {
+			return "(none)"
+		}
+		return strings.Join(xs, ", ")
+	}
+	fmt.Fprintf(w, "router:          %s\n", snap.Router())
+	fmt.Fprintf(w, "matched routes:  %s\n", list(r.MatchedRoutes))
+	fmt.Fprintf(w, "denied sources:  %s\n", list(r.DeniedSources))
+	var failed []string
+	for _, f := range r.FailedSources {
+		failed = append(failed, fmt.Sprintf("%s (%s)", f.Source, f.Error))
+	}
+	fmt.Fprintf(w, "failed sources:  %s\n", list(failed))
+	for _, e := range r.RouteErrors {
+		fmt.Fprintf(w, "route error:     %s: %s\n", e.Route, e.Error)
+	}
+	d := r.Stats.Dropped
+	var drops []string
+	for _, x := range []struct {
+		n    int
+		what string
+	}{{d.Budget, "budget"}, {d.Duplicate, "duplicate"}, {d.PathDenied, "path denied"}, {d.Sensitivity, "sensitivity"}} {
+		if x.n > 0 {
+			drops = append(drops, fmt.Sprintf("%d %s", x.n, x.what))
+		}
+	}
+	sort.Strings(drops)
+	fmt.Fprintf(w, "chunks:          %d of %d candidates, %d tokens", r.Stats.Included, r.Stats.Candidates, r.TotalTokens)
+	if len(drops) > 0 {
+		fmt.Fprintf(w, "; dropped: %s", strings.Join(drops, ", "))
+	}
+	if r.Stats.Redacted > 0 {
+		fmt.Fprintf(w, "; %d redacted", r.Stats.Redacted)
+	}
+	if r.WasTruncated {
+		fmt.Fprint(w, " (truncated to fit the budget)")
+	}
+	fmt.Fprintf(w, "\ntime:            %.3f ms\n", r.EvaluationTimeMS)
+	for i, c := range r.Chunks {
+		where := c.Source
+		if c.Path != "" {
+			where += ":" + c.Path
+		}
+		fmt.Fprintf(w, "\n[%d] %s  (score %.2f, %d tokens)\n    %s\n", i+1, c.Title, c.RelevanceScore, c.TokenCount, where)
+		if full {
+			for _, line := range strings.Split(c.Content, "\n") {
+				fmt.Fprintf(w, "    | %s\n", line)
+			}
+			continue
+		}
+		fmt.Fprintf(w, "    %s\n", preview(c.Content, 160))
+	}
+	if len(r.Chunks) == 0 {
+		fmt.Fprintln(w, "\n(no context for this question)")
+	}
+}
+
+// preview is the first n characters of a text on one line, without heading
+// lines (the title already shows them).
+func preview(s string, n int) string {
+	var parts []string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			parts = append(parts, line)
+		}
+	}
+	p := strings.Join(parts, " ")
+	if utf8.RuneCountInString(p) <= n {
+		return p
+	}
+	r := []rune(p)[:n]
+	return strings.TrimRight(string(r), " ") + "…"
+}

@@ -1,0 +1,497 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/budget"
+	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+// Request is one question (API.md "Query API").
+type Request struct {
+	Text     string            `json:"text"`
+	Agent    string            `json:"agent,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// MaxTokens can only lower the router's budget.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// MaxChunks caps the number of chunks (0 = no cap); an extension for
+	// callers that want a top-k list, such as retrieval evaluation.
+	MaxChunks int `json:"max_chunks,omitempty"`
+}
+
+// Response is the assembled context (API.md "Query API").
+type Response struct {
+	Chunks           []Chunk         `json:"chunks"`
+	Text             string          `json:"text"`
+	TotalTokens      int             `json:"total_tokens"`
+	WasTruncated     bool            `json:"was_truncated"`
+	MatchedRoutes    []string        `json:"matched_routes"`
+	DeniedSources    []string        `json:"denied_sources"`
+	FailedSources    []SourceFailure `json:"failed_sources"`
+	RouteErrors      []RouteError    `json:"route_errors"`
+	Stats            Stats           `json:"stats"`
+	EvaluationTimeMS float64         `json:"evaluation_time_ms"`
+}
+
+// Chunk is one piece of the assembled context.
+type Chunk struct {
+	Content        string         `json:"content"`
+	Source         string         `json:"source"`
+	Title          string         `json:"title"`
+	Path           string         `json:"path"`
+	RelevanceScore float64        `json:"relevance_score"`
+	TokenCount     int            `json:"token_count"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+// SourceFailure reports a source that could not answer.
+type SourceFailure struct {
+	Source string `json:"source"`
+	Error  string `json:"error"`
+}
+
+// RouteError reports a condition that failed at query time (counted as no match).
+type RouteError struct {
+	Route string `json:"route"`
+	Error string `json:"error"`
+}
+
+// Stats accounts for every candidate: Included + sum(Dropped) == Candidates.
+type Stats struct {
+	Candidates int     `json:"candidates"`
+	Included   int     `json:"included"`
+	Redacted   int     `json:"redacted"`
+	Dropped    Dropped `json:"dropped"`
+}
+
+// Dropped counts candidates left out, by reason.
+type Dropped struct {
+	Budget      int `json:"budget"`
+	PathDenied  int `json:"path_denied"`
+	Sensitivity int `json:"sensitivity"`
+	Duplicate   int `json:"duplicate"`
+}
+
+// ErrBadRequest marks request errors (HTTP 400).
+var ErrBadRequest = errors.New("bad request")
+
+// RedactedContent replaces the content of a chunk above the agent's clearance
+// under sensitivityAction: Redact.
+func RedactedContent(source string, s v1alpha1.Sensitivity) string {
+	return fmt.Sprintf("[redacted: %s content from source %s]", s, source)
+}
+
+// candidate is a chunk on its way through the pipeline.
+type candidate struct {
+	chunk    sources.Chunk
+	doc      int64 // index doc id, or -1 for fetched chunks
+	score    float64
+	tokens   int
+	priority int32
+	terms    []uint32 // for near-duplicate detection; nil until needed for fetched chunks
+	redacted bool
+}
+
+// Query runs the pipeline. Only request errors are returned (wrapping
+// ErrBadRequest); failing routes and sources are reported in the response.
+func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
+	start := time.Now()
+	if strings.TrimSpace(req.Text) == "" {
+		return nil, fmt.Errorf("%w: text must not be empty", ErrBadRequest)
+	}
+	if len(req.Text) > MaxTextBytes || len(req.Tags) > MaxTags || len(req.Metadata) > MaxMetadataPairs {
+		return nil, fmt.Errorf("%w: text is limited to %d bytes, tags to %d and metadata to %d pairs", ErrBadRequest, MaxTextBytes, MaxTags, MaxMetadataPairs)
+	}
+	if req.MaxTokens < 0 || req.MaxChunks < 0 {
+		return nil, fmt.Errorf("%w: max_tokens and max_chunks must not be negative", ErrBadRequest)
+	}
+	resp := &Response{
+		Chunks: []Chunk{}, MatchedRoutes: []string{}, DeniedSources: []string{},
+		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{},
+	}
+
+	// 1. Routes: every matching route contributes its sources, in route order.
+	srcNames := s.matchRoutes(&req, resp)
+
+	// 2. Permissions.
+	access := s.accessFor(req.Agent)
+	allowed := make([]bool, len(s.byGroup))
+	var fetch []*sourceState
+	for _, n := range srcNames {
+		st := s.sources[n]
+		if !access.SourceAllowed(n) {
+			resp.DeniedSources = append(resp.DeniedSources, n)
+			continue
+		}
+		switch {
+		case st.loadErr != nil:
+			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: n, Error: st.loadErr.Error()})
+		case st.query != nil:
+			fetch = append(fetch, st)
+		default:
+			allowed[st.group] = true
+		}
+	}
+
+	// 3. Fetch per-query sources concurrently, while the index is scored.
+	type fetched struct {
+		chunks []sources.Chunk
+		err    error
+	}
+	results := make([]fetched, len(fetch))
+	var wg sync.WaitGroup
+	for i, st := range fetch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The source enforces its own timeout with a precise message; this is a backstop.
+			fctx, cancel := context.WithTimeout(ctx, st.timeout+time.Second)
+			defer cancel()
+			chunks, err := st.query.Fetch(fctx, req.Text)
+			results[i] = fetched{chunks, err}
+		}()
+	}
+
+	q := s.ix.NewQuery(req.Text)
+	var hits []index.Hit
+	if s.scorer == v1alpha1.ScorerKeyword {
+		hits = s.ix.Keyword(nil, q, allowed)
+	} else {
+		hits = s.ix.BM25(nil, q, allowed)
+	}
+	cands := make([]candidate, 0, len(hits)+8)
+	for _, h := range hits {
+		cands = append(cands, s.staticCandidate(h.Doc, h.Score))
+	}
+	// Inline text reaches every query its routes match, even without a shared term.
+	for _, st := range s.byGroup {
+		if !allowed[st.group] || len(st.always) == 0 {
+			continue
+		}
+		for _, d := range st.always {
+			if !hasDoc(hits, d) {
+				cands = append(cands, s.staticCandidate(d, 0))
+			}
+		}
+	}
+	wg.Wait()
+	for i, st := range fetch {
+		if err := results[i].err; err != nil {
+			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: st.name, Error: err.Error()})
+			continue
+		}
+		for _, c := range results[i].chunks {
+			c.Source = st.name
+			var score float64
+			if s.scorer == v1alpha1.ScorerKeyword {
+				score = index.KeywordText(q, c.Title, c.Content)
+			} else {
+				score = s.ix.BM25Text(q, c.Title, c.Content)
+			}
+			cands = append(cands, candidate{chunk: c, doc: -1, score: score, tokens: s.est.Count(c.Content), priority: s.sources[st.name].priority})
+		}
+	}
+	resp.Stats.Candidates = len(cands)
+
+	// 4. Path and sensitivity filters.
+	kept := cands[:0]
+	for _, c := range cands {
+		if access.PathDenied(c.chunk.Path) {
+			resp.Stats.Dropped.PathDenied++
+			continue
+		}
+		st := s.sources[c.chunk.Source]
+		if !access.Cleared(st.sensitivity) {
+			if access.SensitivityAction != v1alpha1.SensitivityActionRedact {
+				resp.Stats.Dropped.Sensitivity++
+				continue
+			}
+			c.chunk.Content = RedactedContent(st.name, st.sensitivity)
+			c.tokens = s.est.Count(c.chunk.Content)
+			c.redacted = true
+			c.doc = -1
+			c.terms = []uint32{}
+		}
+		kept = append(kept, c)
+	}
+	cands = kept
+
+	// 5. Scores are normalised to 0..1 per query.
+	var maxScore float64
+	for _, c := range cands {
+		maxScore = math.Max(maxScore, c.score)
+	}
+	if maxScore > 0 {
+		for i := range cands {
+			cands[i].score /= maxScore
+		}
+	}
+
+	// 6-7. Rank, drop near-duplicates, fill the budget.
+	limit := s.maxTokens
+	if req.MaxTokens > 0 && req.MaxTokens < limit {
+		limit = req.MaxTokens
+	}
+	limit -= s.reserveTokens
+	if limit < 0 {
+		limit = 0
+	}
+	s.fill(resp, cands, limit, req.MaxChunks)
+
+	// 8. Assemble.
+	parts := make([]string, len(resp.Chunks))
+	for i, c := range resp.Chunks {
+		parts[i] = c.Content
+		resp.TotalTokens += c.TokenCount
+	}
+	resp.Text = strings.Join(parts, "\n\n")
+	resp.Stats.Included = len(resp.Chunks)
+	resp.EvaluationTimeMS = math.Round(float64(time.Since(start).Microseconds())) / 1000
+	return resp, nil
+}
+
+// matchRoutes evaluates every route condition, records matches and errors in
+// resp, and returns the sources of the matching routes, deduplicated, in route order.
+func (s *Snapshot) matchRoutes(req *Request, resp *Response) []string {
+	act := newActivation(req, s.vars)
+	var srcNames []string
+	for i := range s.routes {
+		rt := &s.routes[i]
+		if rt.prg != nil {
+			ok, err := evalCondition(rt.prg, act)
+			if err != nil {
+				resp.RouteErrors = append(resp.RouteErrors, RouteError{Route: rt.name, Error: err.Error()})
+				continue
+			}
+			if !ok {
+				continue
+			}
+		}
+		resp.MatchedRoutes = append(resp.MatchedRoutes, rt.name)
+		for _, n := range rt.sources {
+			if !slices.Contains(srcNames, n) {
+				srcNames = append(srcNames, n)
+			}
+		}
+	}
+	return srcNames
+}
+
+func (s *Snapshot) staticCandidate(doc uint32, score float64) candidate {
+	d := &s.docs[doc]
+	return candidate{chunk: d.chunk, doc: int64(doc), score: score, tokens: d.tokens, priority: s.byGroup[s.ix.Group(doc)].priority}
+}
+
+func hasDoc(hits []index.Hit, d uint32) bool {
+	// hits are in doc order.
+	lo, hi := 0, len(hits)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if hits[m].Doc < d {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo < len(hits) && hits[lo].Doc == d
+}
+
+const maxCachedAgents = 4096
+
+func (s *Snapshot) accessFor(agent string) *Access {
+	if a, ok := s.access.Load(agent); ok {
+		return a.(*Access)
+	}
+	a := ResolveAccess(s.perms, agent, s.defaultAccess)
+	if s.nAccess.Load() < maxCachedAgents {
+		if _, loaded := s.access.LoadOrStore(agent, &a); !loaded {
+			s.nAccess.Add(1)
+		}
+	}
+	return &a
+}
+
+// minUsefulTokens is the smallest truncated chunk worth including.
+const minUsefulTokens = 8
+
+// fill pops candidates in rank order: a near-duplicate of an included chunk is
+// dropped, a chunk that fits is included, one that does not is dropped (Drop)
+// or cut to the remaining budget (TruncateEnd/TruncateMiddle), after which the
+// budget is full. Whatever is left when the budget or max_chunks is exhausted
+// counts as dropped for budget.
+func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int) {
+	h := &rankHeap{c: cands, less: s.lessFunc()}
+	heap.Init(h)
+	remaining := limit
+	minTokens := math.MaxInt
+	for _, c := range cands {
+		minTokens = min(minTokens, c.tokens)
+	}
+	var included []*candidate
+	extra := map[string]uint32{}
+	prefixes := prefixIndex{}
+	full := false
+	for h.Len() > 0 {
+		if full || remaining < minTokens || (maxChunks > 0 && len(included) >= maxChunks) {
+			resp.Stats.Dropped.Budget += h.Len()
+			resp.WasTruncated = resp.WasTruncated || full || remaining < minTokens
+			break
+		}
+		c := heap.Pop(h).(candidate)
+		if s.dedup > 0 && !c.redacted {
+			if c.terms == nil {
+				if c.doc >= 0 {
+					c.terms = s.ix.DocTerms(uint32(c.doc))
+				} else {
+					c.terms = s.ix.TermIDs(c.chunk.Content, extra)
+				}
+			}
+			if prefixes.duplicate(c.terms, included, s.dedup) {
+				resp.Stats.Dropped.Duplicate++
+				continue
+			}
+		}
+		if c.tokens > remaining {
+			resp.WasTruncated = true
+			if s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens {
+				resp.Stats.Dropped.Budget++
+				continue
+			}
+			var out string
+			var tokens int
+			var ok bool
+			if s.truncation == v1alpha1.TruncationTruncateMiddle {
+				out, tokens, ok = budget.TruncateMiddle(c.chunk.Content, remaining, s.est)
+			} else {
+				out, tokens, ok = budget.TruncateEnd(c.chunk.Content, remaining, s.est)
+			}
+			if !ok {
+				resp.Stats.Dropped.Budget++
+				continue
+			}
+			c.chunk.Content, c.tokens = out, tokens
+			full = true
+		}
+		remaining -= c.tokens
+		if c.redacted {
+			resp.Stats.Redacted++
+		}
+		cc := c
+		if s.dedup > 0 && !c.redacted {
+			prefixes.add(c.terms, len(included), s.dedup)
+		}
+		included = append(included, &cc)
+		resp.Chunks = append(resp.Chunks, toChunk(&cc))
+	}
+}
+
+// prefixIndex maps the prefix terms of included chunks to their positions,
+// so a candidate is verified only against chunks that pass the prefix filter.
+type prefixIndex map[uint32][]int
+
+func (p prefixIndex) add(terms []uint32, pos int, t float64) {
+	for _, r := range terms[:index.PrefixLen(len(terms), t)] {
+		p[r] = append(p[r], pos)
+	}
+}
+
+func (p prefixIndex) duplicate(terms []uint32, included []*candidate, t float64) bool {
+	for _, r := range terms[:index.PrefixLen(len(terms), t)] {
+		for _, pos := range p[r] {
+			if index.JaccardAtLeast(terms, included[pos].terms, t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func toChunk(c *candidate) Chunk {
+	md := map[string]any{"chunk": c.chunk.Index}
+	if !c.chunk.ModTime.IsZero() {
+		md["mtime"] = c.chunk.ModTime.UTC().Format(time.RFC3339)
+	}
+	if c.chunk.Commit != "" {
+		md["commit"] = c.chunk.Commit
+	}
+	if c.redacted {
+		md["redacted"] = true
+	}
+	return Chunk{
+		Content: c.chunk.Content, Source: c.chunk.Source, Title: c.chunk.Title, Path: c.chunk.Path,
+		RelevanceScore: math.Round(c.score*1e4) / 1e4, TokenCount: c.tokens, Metadata: md,
+	}
+}
+
+// lessFunc orders candidates for the router's strategy. Ties are broken by
+// source priority, source name, path and chunk index, so output is stable.
+func (s *Snapshot) lessFunc() func(a, b *candidate) bool {
+	tie := func(a, b *candidate) bool {
+		if a.priority != b.priority {
+			return a.priority > b.priority
+		}
+		if a.chunk.Source != b.chunk.Source {
+			return a.chunk.Source < b.chunk.Source
+		}
+		if a.chunk.Path != b.chunk.Path {
+			return a.chunk.Path < b.chunk.Path
+		}
+		return a.chunk.Index < b.chunk.Index
+	}
+	switch s.strategy {
+	case v1alpha1.RankingRecency:
+		return func(a, b *candidate) bool {
+			if !a.chunk.ModTime.Equal(b.chunk.ModTime) {
+				return a.chunk.ModTime.After(b.chunk.ModTime)
+			}
+			if a.score != b.score {
+				return a.score > b.score
+			}
+			return tie(a, b)
+		}
+	case v1alpha1.RankingManual:
+		return func(a, b *candidate) bool {
+			if a.priority != b.priority {
+				return a.priority > b.priority
+			}
+			if a.score != b.score {
+				return a.score > b.score
+			}
+			return tie(a, b)
+		}
+	default:
+		return func(a, b *candidate) bool {
+			if a.score != b.score {
+				return a.score > b.score
+			}
+			return tie(a, b)
+		}
+	}
+}
+
+type rankHeap struct {
+	c    []candidate
+	less func(a, b *candidate) bool
+}
+
+func (h *rankHeap) Len() int           { return len(h.c) }
+func (h *rankHeap) Less(i, j int) bool { return h.less(&h.c[i], &h.c[j]) }
+func (h *rankHeap) Swap(i, j int)      { h.c[i], h.c[j] = h.c[j], h.c[i] }
+func (h *rankHeap) Push(x any)         { h.c = append(h.c, x.(candidate)) }
+func (h *rankHeap) Pop() any {
+	n := len(h.c) - 1
+	x := h.c[n]
+	h.c = h.c[:n]
+	return x
+}

@@ -1,0 +1,417 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/budget"
+	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+// Options are the surroundings of a compile.
+type Options struct {
+	// CacheDir holds git clones ("" = the user cache directory).
+	CacheDir string
+	// Secrets resolves secret references ("" = environment variables only).
+	Secrets sources.SecretResolver
+	// Getenv resolves ${VAR} in header values (nil = os.Getenv).
+	Getenv func(string) string
+	// HTTPClient for HTTPAPI sources.
+	HTTPClient *http.Client
+	// Logger for notes such as skipped files.
+	Logger *slog.Logger
+	// Open builds a source; nil = sources.New. The server uses it to keep git
+	// clones across reloads.
+	Open func(spec *v1alpha1.ContextSource, env sources.Env) (sources.Source, error)
+	// IndexParams overrides the BM25 parameters (evaluation and tuning).
+	IndexParams *index.Params
+	// LoadConcurrency bounds parallel source loads (0 = 4).
+	LoadConcurrency int
+}
+
+// Problem is one reason a configuration cannot be compiled.
+type Problem struct {
+	// Origin is where the object came from ("file:line"), if known.
+	Origin string
+	Kind   string
+	Name   string
+	Field  string
+	Msg    string
+}
+
+func (p Problem) Error() string {
+	var b strings.Builder
+	if p.Origin != "" {
+		b.WriteString(p.Origin + ": ")
+	}
+	if p.Kind != "" {
+		b.WriteString(p.Kind + "/" + p.Name + ": ")
+	}
+	if p.Field != "" {
+		b.WriteString(p.Field + ": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// CompileError lists every problem found, one per line.
+type CompileError struct{ Problems []Problem }
+
+func (e *CompileError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// SourceStatus describes one source of a snapshot.
+type SourceStatus struct {
+	Name   string              `json:"name"`
+	Type   v1alpha1.SourceType `json:"type"`
+	Chunks int                 `json:"chunks"`
+	// Error is why the source could not be loaded; the rest of the router still answers.
+	Error  string `json:"error,omitempty"`
+	Commit string `json:"commit,omitempty"`
+}
+
+type route struct {
+	name    string
+	prg     cel.Program
+	sources []string
+}
+
+type sourceState struct {
+	name        string
+	typ         v1alpha1.SourceType
+	group       uint16
+	priority    int32
+	sensitivity v1alpha1.Sensitivity
+	src         sources.Source
+	query       sources.QuerySource
+	timeout     time.Duration
+	loadErr     error
+	always      []uint32 // inline chunks: candidates for every query that reaches the source
+	chunks      int
+	commit      string
+}
+
+type docInfo struct {
+	chunk  sources.Chunk
+	tokens int
+}
+
+// Snapshot is an immutable compiled router. It is safe for concurrent queries.
+type Snapshot struct {
+	routerName    string
+	defaultAccess v1alpha1.AccessPolicy
+	maxTokens     int
+	reserveTokens int
+	truncation    v1alpha1.TruncationMode
+	strategy      v1alpha1.RankingStrategy
+	scorer        v1alpha1.Scorer
+	dedup         float64
+	est           budget.Estimator
+	vars          ref.Val
+
+	routes  []route
+	perms   []v1alpha1.AgentPermission
+	sources map[string]*sourceState
+	byGroup []*sourceState
+	ix      *index.Index
+	docs    []docInfo
+
+	hash    string
+	built   time.Time
+	access  sync.Map // agent -> *Access, bounded by nAccess
+	nAccess atomic.Int64
+}
+
+// Hash identifies the configuration and the content a snapshot was built from.
+func (s *Snapshot) Hash() string { return s.hash }
+
+// Router is the name of the compiled router.
+func (s *Snapshot) Router() string { return s.routerName }
+
+// BuiltAt is when the snapshot was compiled.
+func (s *Snapshot) BuiltAt() time.Time { return s.built }
+
+// Chunks is the number of indexed static chunks.
+func (s *Snapshot) Chunks() int { return len(s.docs) }
+
+// Routes lists the route names in evaluation order.
+func (s *Snapshot) Routes() []string {
+	out := make([]string, len(s.routes))
+	for i, r := range s.routes {
+		out[i] = r.name
+	}
+	return out
+}
+
+// Sources describes every source, sorted by name.
+func (s *Snapshot) Sources() []SourceStatus {
+	out := make([]SourceStatus, 0, len(s.byGroup))
+	for _, st := range s.byGroup {
+		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Commit: st.commit}
+		if st.loadErr != nil {
+			ss.Error = st.loadErr.Error()
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+// Source returns a built source by name (for syncing git sources), or nil.
+func (s *Snapshot) Source(name string) sources.Source {
+	if st := s.sources[name]; st != nil {
+		return st.src
+	}
+	return nil
+}
+
+// Compile builds a snapshot. Configuration problems (CEL, references, invalid
+// source specs) fail the compile with a *CompileError listing all of them; a
+// source that cannot be read (missing folder, unreachable repository) does
+// not: it is reported in Sources() and in every response that reaches it.
+func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) {
+	var problems []Problem
+	add := func(kind, name, field, msg string) {
+		problems = append(problems, Problem{Origin: cfg.Origin(kind, name), Kind: kind, Name: name, Field: field, Msg: msg})
+	}
+
+	r := cfg.Router
+	rs := &r.Spec
+	s := &Snapshot{
+		routerName:    r.Name,
+		defaultAccess: orDefault(rs.DefaultAccess, v1alpha1.AccessDeny),
+		maxTokens:     int(rs.Budget.MaxTokens),
+		reserveTokens: int(rs.Budget.ReserveTokens),
+		truncation:    orDefault(rs.Budget.Truncation, v1alpha1.TruncationDrop),
+		strategy:      orDefault(rs.Ranking.Strategy, v1alpha1.RankingRelevance),
+		scorer:        orDefault(rs.Ranking.Scorer, v1alpha1.ScorerBM25),
+		sources:       map[string]*sourceState{},
+		built:         time.Now(),
+	}
+	routerKind := v1alpha1.KindContextRouter
+	if s.maxTokens == 0 {
+		s.maxTokens = 8000
+	}
+	if s.reserveTokens < 0 || s.reserveTokens >= s.maxTokens {
+		add(routerKind, r.Name, "spec.budget.reserveTokens", fmt.Sprintf("must be >= 0 and less than maxTokens (%d)", s.maxTokens))
+	}
+	switch s.truncation {
+	case v1alpha1.TruncationDrop, v1alpha1.TruncationTruncateEnd, v1alpha1.TruncationTruncateMiddle:
+	default:
+		add(routerKind, r.Name, "spec.budget.truncation", fmt.Sprintf("unsupported value %q: must be Drop, TruncateEnd or TruncateMiddle", s.truncation))
+	}
+	est, err := budget.New(rs.Budget.Estimator)
+	if err != nil {
+		add(routerKind, r.Name, "spec.budget.estimator", err.Error())
+		est, _ = budget.New("")
+	}
+	s.est = est
+	switch s.strategy {
+	case v1alpha1.RankingRelevance, v1alpha1.RankingRecency, v1alpha1.RankingManual:
+	case v1alpha1.RankingEmbedding, v1alpha1.RankingHybrid:
+		add(routerKind, r.Name, "spec.ranking.strategy", fmt.Sprintf("%s ranking is not supported by this version; use Relevance, Recency or Manual", s.strategy))
+	default:
+		add(routerKind, r.Name, "spec.ranking.strategy", fmt.Sprintf("unsupported value %q", s.strategy))
+	}
+	switch s.scorer {
+	case v1alpha1.ScorerBM25, v1alpha1.ScorerKeyword:
+	default:
+		add(routerKind, r.Name, "spec.ranking.scorer", fmt.Sprintf("unsupported value %q: must be BM25 or Keyword", s.scorer))
+	}
+	if d := rs.Ranking.DedupThreshold; d != "" {
+		v, err := strconv.ParseFloat(d, 64)
+		if err != nil || v < 0 || v > 1 {
+			add(routerKind, r.Name, "spec.ranking.dedupThreshold", fmt.Sprintf("%q is not a number between 0 and 1", d))
+		}
+		s.dedup = v
+	} else {
+		s.dedup = 0.85
+	}
+	vars := map[string]any{}
+	for _, k := range sortedKeys(rs.Variables) {
+		var v any
+		if err := json.Unmarshal(rs.Variables[k].Raw, &v); err != nil {
+			add(routerKind, r.Name, "spec.variables."+k, "invalid JSON: "+err.Error())
+			continue
+		}
+		vars[k] = v
+	}
+	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
+
+	// Routes: CEL and references.
+	known := map[string]*v1alpha1.ContextSource{}
+	for i := range cfg.Sources {
+		known[cfg.Sources[i].Name] = &cfg.Sources[i]
+	}
+	for _, rt := range cfg.Routes {
+		prg, err := CompileCondition(rt.Spec.When)
+		if err != nil {
+			add(v1alpha1.KindContextRoute, rt.Name, "spec.when", err.Error())
+		}
+		cr := route{name: rt.Name, prg: prg}
+		for i, ref := range rt.Spec.Sources {
+			if known[ref.Name] == nil {
+				add(v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
+				continue
+			}
+			cr.sources = append(cr.sources, ref.Name)
+		}
+		s.routes = append(s.routes, cr)
+	}
+	for _, p := range cfg.Permissions {
+		for i, g := range p.Spec.DenyPaths {
+			if !doublestar.ValidatePattern(g) {
+				add(v1alpha1.KindAgentPermission, p.Name, fmt.Sprintf("spec.denyPaths[%d]", i), fmt.Sprintf("invalid glob %q", g))
+			}
+		}
+		s.perms = append(s.perms, *p.DeepCopy())
+	}
+
+	// Sources: build every one (a spec error is a problem), then load the static ones.
+	names := make([]string, 0, len(cfg.Sources))
+	for name := range known {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if len(names) > 1<<16-1 {
+		add(routerKind, r.Name, "", fmt.Sprintf("too many sources (%d); the limit is 65535", len(names)))
+		names = names[:1<<16-1]
+	}
+	open := opts.Open
+	if open == nil {
+		open = sources.New
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	for i, name := range names {
+		spec := known[name]
+		st := &sourceState{
+			name: name, typ: spec.Spec.Type, group: uint16(i),
+			priority: spec.Spec.Priority, sensitivity: orDefault(spec.Spec.Sensitivity, v1alpha1.SensitivityInternal),
+		}
+		env := sources.Env{
+			BaseDir: cfg.BaseDirs[name], CacheDir: opts.CacheDir, Secrets: opts.Secrets, Getenv: opts.Getenv,
+			HTTPClient: opts.HTTPClient, Logger: logger.With("source", name), CountTokens: est.Count,
+		}
+		src, err := open(spec, env)
+		if err != nil {
+			add(v1alpha1.KindContextSource, name, "", err.Error())
+			st.loadErr = err
+		}
+		st.src = src
+		if q, ok := src.(sources.QuerySource); ok {
+			st.query = q
+			st.timeout = 5 * time.Second
+			if t, ok := src.(interface{ Timeout() time.Duration }); ok {
+				st.timeout = t.Timeout()
+			}
+		}
+		s.sources[name] = st
+		s.byGroup = append(s.byGroup, st)
+	}
+	if len(problems) > 0 {
+		return nil, &CompileError{Problems: problems}
+	}
+
+	loaded := s.loadStatic(ctx, opts.LoadConcurrency)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	params := index.DefaultParams
+	if opts.IndexParams != nil {
+		params = *opts.IndexParams
+	}
+	b := index.NewBuilder(params, s.scorer == v1alpha1.ScorerKeyword)
+	h := sha256.New()
+	cfgJSON, _ := json.Marshal(struct {
+		Router      v1alpha1.ContextRouterSpec
+		Routes      []v1alpha1.ContextRoute
+		Sources     []v1alpha1.ContextSource
+		Permissions []v1alpha1.AgentPermission
+	}{*rs, cfg.Routes, cfg.Sources, cfg.Permissions})
+	h.Write(cfgJSON)
+	for _, st := range s.byGroup {
+		for _, c := range loaded[st.group] {
+			doc := b.Add(st.group, c.Title, c.Content)
+			s.docs = append(s.docs, docInfo{chunk: c, tokens: est.Count(c.Content)})
+			if st.typ == v1alpha1.SourceInline {
+				st.always = append(st.always, doc)
+			}
+			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", c.Source, c.Path, c.Title, c.Index, c.Commit)
+			h.Write([]byte(c.Content))
+		}
+		st.chunks = len(loaded[st.group])
+		if st.chunks > 0 {
+			st.commit = loaded[st.group][0].Commit
+		}
+	}
+	s.ix = b.Build()
+	s.hash = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return s, nil
+}
+
+// loadStatic loads every static source concurrently; failures are recorded on the source.
+func (s *Snapshot) loadStatic(ctx context.Context, limit int) [][]sources.Chunk {
+	if limit <= 0 {
+		limit = 4
+	}
+	out := make([][]sources.Chunk, len(s.byGroup))
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for _, st := range s.byGroup {
+		static, ok := st.src.(sources.StaticSource)
+		if !ok || st.loadErr != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			chunks, err := static.Load(ctx)
+			if err != nil {
+				st.loadErr = err
+				return
+			}
+			for i := range chunks {
+				chunks[i].Source = st.name
+			}
+			out[st.group] = chunks
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,274 @@
+// Package manifest reads standalone manifests: YAML and JSON files holding
+// ContextRouter, ContextRoute, ContextSource and AgentPermission objects. It
+// decodes strictly (unknown and duplicate fields are errors naming the file,
+// line, object and field path), applies the API defaults, checks the objects
+// and their references, and selects the engine.Config of one router.
+package manifest
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+)
+
+// Set is everything read from manifest files, in file order.
+type Set struct {
+	Routers     []v1alpha1.ContextRouter
+	Routes      []v1alpha1.ContextRoute
+	Sources     []v1alpha1.ContextSource
+	Permissions []v1alpha1.AgentPermission
+	// Namespace is the one namespace of the objects ("" if none was given).
+	Namespace string
+
+	// origins maps "Kind/name" to every place an object with that key was
+	// read, in file order (more than one only for duplicates).
+	origins map[string][]placement
+	// files in the order they were read, to sort problems.
+	files []string
+}
+
+// placement is where one object was read from, with its YAML node to point
+// problems at the exact line of a field.
+type placement struct {
+	origin Origin
+	node   *yamlv3.Node // nil when the document could not be parsed for positions
+}
+
+// Origin is where an object came from.
+type Origin struct {
+	// File as it was given (or found while walking a directory).
+	File string
+	// Line is the first line of the object's YAML document or JSON value
+	// (1-based); for problems, the line of the offending field when known.
+	Line int
+	// Doc is the 1-based position of the document among the file's non-empty documents.
+	Doc int
+}
+
+// String returns "file:line", or just the file when the line is unknown.
+func (o Origin) String() string {
+	if o.Line > 0 {
+		return o.File + ":" + strconv.Itoa(o.Line)
+	}
+	return o.File
+}
+
+// Origin returns where the object Kind/name was first read from.
+func (s *Set) Origin(kind, name string) (Origin, bool) {
+	pl, ok := s.placementOf(kind, name, 0)
+	return pl.origin, ok
+}
+
+func (s *Set) placementOf(kind, name string, i int) (placement, bool) {
+	list := s.origins[kind+"/"+name]
+	if i >= len(list) {
+		return placement{}, false
+	}
+	return list[i], true
+}
+
+// Problem is one problem with the manifests.
+type Problem struct {
+	Origin Origin
+	// Kind and Name of the object ("" when unknown).
+	Kind, Name string
+	// Field is the path of the offending field, like spec.budget.reserveTokens ("" for the whole object).
+	Field string
+	// Message says what is wrong.
+	Message string
+	// Warning marks problems that do not stop the manifests from being used.
+	Warning bool
+}
+
+// Error returns "<file>:<line>: <Kind>/<name>: <field>: <message>", leaving out
+// the parts that are unknown.
+func (p Problem) Error() string {
+	var b strings.Builder
+	if p.Origin.File != "" {
+		b.WriteString(p.Origin.String())
+		b.WriteString(": ")
+	}
+	if p.Kind != "" {
+		b.WriteString(p.Kind)
+		if p.Name != "" {
+			b.WriteString("/" + p.Name)
+		}
+		b.WriteString(": ")
+	}
+	if p.Field != "" {
+		b.WriteString(p.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+// LoadError holds every problem found while reading manifests.
+type LoadError struct {
+	Problems []Problem
+}
+
+// Error returns one line per problem.
+func (e *LoadError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Load reads manifest files and directories. A directory is walked
+// recursively for *.yaml, *.yml and *.json files in lexical order, skipping
+// hidden entries (".git", the "..data" of a mounted ConfigMap); a file named
+// explicitly is always read. Every problem is collected into one *LoadError.
+func Load(paths ...string) (*Set, error) {
+	p := newParser()
+	if len(paths) == 0 {
+		p.problem(Problem{Message: "no manifest files or directories given"})
+	}
+	seen := make(map[string]bool)
+	for _, path := range paths {
+		for _, f := range p.expand(path) {
+			key := f
+			if abs, err := filepath.Abs(f); err == nil {
+				key = abs
+			}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			data, err := os.ReadFile(f)
+			if err != nil {
+				p.problem(Problem{Origin: Origin{File: f}, Message: pathErrorText(err)})
+				continue
+			}
+			p.parseFile(f, data)
+		}
+	}
+	return p.finish()
+}
+
+// Parse reads the manifests of one file's bytes; name is used in messages and
+// to resolve relative directory paths.
+func Parse(name string, data []byte) (*Set, error) {
+	p := newParser()
+	p.parseFile(name, data)
+	return p.finish()
+}
+
+// manifestExts are the extensions read when walking a directory.
+var manifestExts = map[string]bool{".yaml": true, ".yml": true, ".json": true}
+
+func isManifestFile(name string) bool {
+	return manifestExts[strings.ToLower(filepath.Ext(name))]
+}
+
+func isHidden(name string) bool { return strings.HasPrefix(name, ".") }
+
+// expand turns one -f argument into the files to read.
+func (p *parser) expand(path string) []string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		p.problem(Problem{Origin: Origin{File: path}, Message: pathErrorText(err)})
+		return nil
+	}
+	if !fi.IsDir() {
+		return []string{path}
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(f string, d fs.DirEntry, err error) error {
+		if err != nil {
+			p.problem(Problem{Origin: Origin{File: f}, Message: pathErrorText(err)})
+			if d != nil && d.IsDir() && f != path {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if f == path {
+			return nil
+		}
+		if isHidden(d.Name()) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !isManifestFile(d.Name()) {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// Mounted ConfigMaps link each key into a hidden folder: follow
+			// links to files, never to directories (no cycles).
+			if ti, err := os.Stat(f); err != nil || !ti.Mode().IsRegular() {
+				return nil
+			}
+		} else if !d.Type().IsRegular() {
+			return nil
+		}
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		p.problem(Problem{Origin: Origin{File: path}, Message: pathErrorText(err)})
+	}
+	if len(files) == 0 && err == nil {
+		p.problem(Problem{Origin: Origin{File: path}, Message: "directory holds no *.yaml, *.yml or *.json files"})
+	}
+	return files
+}
+
+// pathErrorText drops the path that *fs.PathError repeats; problems name it already.
+func pathErrorText(err error) string {
+	if pe, ok := err.(*fs.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// kinds are the kinds a manifest may hold, in the order messages list them.
+var kinds = []string{v1alpha1.KindContextRouter, v1alpha1.KindContextRoute, v1alpha1.KindContextSource, v1alpha1.KindAgentPermission}
+
+func (s *Set) place(kind, name string, pl placement) {
+	if s.origins == nil {
+		s.origins = make(map[string][]placement)
+	}
+	key := kind + "/" + name
+	s.origins[key] = append(s.origins[key], pl)
+}
+
+// namespaces returns pointers to every object's namespace, for the pass that
+// fills in the set's namespace.
+func (s *Set) namespaces() []*string {
+	var out []*string
+	for i := range s.Routers {
+		out = append(out, &s.Routers[i].Namespace)
+	}
+	for i := range s.Routes {
+		out = append(out, &s.Routes[i].Namespace)
+	}
+	for i := range s.Sources {
+		out = append(out, &s.Sources[i].Namespace)
+	}
+	for i := range s.Permissions {
+		out = append(out, &s.Permissions[i].Namespace)
+	}
+	return out
+}
+
+// quoteList renders names for messages: "a", "b", "c".
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func describe(kind, name string) string { return fmt.Sprintf("%s %q", kind, name) }

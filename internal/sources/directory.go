@@ -1,0 +1,325 @@
+package sources
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+)
+
+func init() { Register(v1alpha1.SourceDirectory, newDirectory) }
+
+// DirectoryMountRoot is where the operator mounts a Directory source's volume
+// in router pods: <DirectoryMountRoot>/<source name>.
+const DirectoryMountRoot = "/var/run/contextrouter/sources"
+
+var (
+	directoryDefaultInclude = []string{"**/*.md", "**/*.txt"}
+	// directoryDefaultMaxFileSize is 1Mi, the CRD default.
+	directoryDefaultMaxFileSize int64 = 1 << 20
+)
+
+// directorySource reads the files under a folder.
+type directorySource struct {
+	name        string
+	root        string
+	include     []string
+	exclude     []string
+	maxFileSize int64
+	chunking    ChunkOptions
+	log         *slog.Logger
+}
+
+func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
+	d := spec.Spec.Directory
+	if d == nil {
+		return nil, errors.New("spec.directory: must be set when spec.type is Directory")
+	}
+	root := d.Path
+	switch {
+	case root == "" && d.Volume != nil:
+		root = filepath.Join(DirectoryMountRoot, spec.Name)
+	case root == "":
+		return nil, errors.New("spec.directory.path: must be set when spec.directory.volume is not")
+	case !filepath.IsAbs(root) && env.BaseDir != "":
+		root = filepath.Join(env.BaseDir, root)
+	}
+	include := d.Include
+	if len(include) == 0 {
+		include = directoryDefaultInclude
+	}
+	if err := ValidateGlobs(include); err != nil {
+		return nil, fmt.Errorf("spec.directory.include: %w", err)
+	}
+	if err := ValidateGlobs(d.Exclude); err != nil {
+		return nil, fmt.Errorf("spec.directory.exclude: %w", err)
+	}
+	maxSize := directoryDefaultMaxFileSize
+	if d.MaxFileSize != nil {
+		maxSize = d.MaxFileSize.Value()
+		if maxSize <= 0 {
+			return nil, fmt.Errorf("spec.directory.maxFileSize: must be positive, got %s", d.MaxFileSize.String())
+		}
+	}
+	opts, err := ChunkOptionsFor(spec, env)
+	if err != nil {
+		return nil, err
+	}
+	logger := env.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &directorySource{
+		name:        spec.Name,
+		root:        filepath.Clean(root),
+		include:     append([]string(nil), include...),
+		exclude:     append([]string(nil), d.Exclude...),
+		maxFileSize: maxSize,
+		chunking:    opts,
+		log:         logger.With("source", spec.Name, "type", string(v1alpha1.SourceDirectory)),
+	}, nil
+}
+
+func (s *directorySource) Name() string { return s.name }
+
+// Load walks the folder in sorted order and chunks every file that matches
+// the globs. Files that cannot be used (too large, binary, unreadable,
+// escaping symlinks) are skipped with a logged reason; only a missing or
+// unreadable root fails the source.
+func (s *directorySource) Load(ctx context.Context) ([]Chunk, error) {
+	realRoot, err := filepath.EvalSymlinks(s.root)
+	if err != nil {
+		return nil, fmt.Errorf("directory %q: %w", s.root, err)
+	}
+	info, err := os.Stat(realRoot)
+	if err != nil {
+		return nil, fmt.Errorf("directory %q: %w", s.root, err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("directory %q: not a directory", s.root)
+	}
+	entries, err := os.ReadDir(realRoot)
+	if err != nil {
+		return nil, fmt.Errorf("directory %q: %w", s.root, err)
+	}
+	w := &dirWalker{src: s, ctx: ctx, realRoot: realRoot, visited: map[string]string{realRoot: "."}}
+	if err := w.walkEntries(realRoot, "", entries); err != nil {
+		return nil, err
+	}
+	// Folder symlinks are followed only after the real tree is read, so a
+	// folder reached both directly and through an alias is read under its
+	// real path, whatever the names sort like. New links found below a
+	// followed link join the queue.
+	for len(w.pending) > 0 {
+		l := w.pending[0]
+		w.pending = w.pending[1:]
+		if err := w.followDir(l.target, l.rel); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(w.chunks, func(a, b Chunk) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), cmp.Compare(a.Index, b.Index))
+	})
+	return w.chunks, nil
+}
+
+// dirWalker holds the state of one Load.
+type dirWalker struct {
+	src      *directorySource
+	ctx      context.Context
+	realRoot string
+	// visited maps the real path of every folder read to the relative path it
+	// was read under. Each folder is read once, which also breaks symlink loops.
+	visited map[string]string
+	// pending are folder symlinks (already resolved) waiting to be followed.
+	pending []dirLink
+	chunks  []Chunk
+}
+
+type dirLink struct{ target, rel string }
+
+func (w *dirWalker) skip(rel, reason string, args ...any) {
+	w.src.log.Info("skipping "+rel+": "+reason, args...)
+}
+
+// walkDir reads the folder whose real (symlink-free) path is dir; rel is the
+// slash path it has under the root.
+func (w *dirWalker) walkDir(dir, rel string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		// A folder that vanished or cannot be read must not hide the rest.
+		w.skip(rel+"/", "cannot read folder", "error", err)
+		return nil
+	}
+	return w.walkEntries(dir, rel, entries)
+}
+
+func (w *dirWalker) walkEntries(dir, rel string, entries []fs.DirEntry) error {
+	// os.ReadDir sorts by name, so which of two aliases is read is deterministic.
+	for _, e := range entries {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		name := e.Name()
+		// Kubernetes ConfigMap and Secret volumes keep the real files under
+		// "..data" -> "..<timestamp>" and expose each key as a top-level
+		// symlink into them; reading only the top-level links reads each key once.
+		if strings.HasPrefix(name, "..") {
+			continue
+		}
+		full := filepath.Join(dir, name)
+		relPath := path.Join(rel, name)
+		mode := e.Type()
+
+		if mode&fs.ModeSymlink != 0 {
+			w.walkSymlink(full, relPath)
+			continue
+		}
+		switch {
+		case mode.IsDir():
+			if w.prunable(relPath) {
+				continue
+			}
+			// Not a symlink and inside a real folder: full is already real.
+			w.visited[full] = relPath
+			if err := w.walkDir(full, relPath); err != nil {
+				return err
+			}
+		case mode.IsRegular():
+			if MatchPath(relPath, w.src.include, w.src.exclude) {
+				w.readFile(full, relPath)
+			}
+		default:
+			// Devices, sockets and FIFOs: reading a FIFO would block the load.
+			if MatchPath(relPath, w.src.include, w.src.exclude) {
+				w.skip(relPath, "not a regular file", "mode", mode.String())
+			}
+		}
+	}
+	return nil
+}
+
+// walkSymlink follows a link only when its real target stays inside the real
+// root. Files are read at once; folders are queued (see Load).
+func (w *dirWalker) walkSymlink(link, rel string) {
+	target, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		if MatchPath(rel, w.src.include, w.src.exclude) {
+			w.skip(rel, "broken symlink", "error", err)
+		}
+		return
+	}
+	info, err := os.Stat(target)
+	if err != nil {
+		w.skip(rel, "cannot stat symlink target", "error", err)
+		return
+	}
+	if info.IsDir() {
+		if w.prunable(rel) {
+			return
+		}
+		if !w.inside(target) {
+			w.skip(rel+"/", "symlink points outside the source root", "target", target)
+			return
+		}
+		w.pending = append(w.pending, dirLink{target: target, rel: rel})
+		return
+	}
+	if !MatchPath(rel, w.src.include, w.src.exclude) {
+		return
+	}
+	if !w.inside(target) {
+		w.skip(rel, "symlink points outside the source root", "target", target)
+		return
+	}
+	if !info.Mode().IsRegular() {
+		w.skip(rel, "not a regular file", "mode", info.Mode().String())
+		return
+	}
+	// Read the resolved path, not the link, so the file read is the one checked.
+	w.readFile(target, rel)
+}
+
+// followDir reads a folder reached through a symlink unless it was read already.
+func (w *dirWalker) followDir(target, rel string) error {
+	if first, seen := w.visited[target]; seen {
+		w.skip(rel+"/", "folder already read (symlink alias or loop)", "readAs", first)
+		return nil
+	}
+	w.visited[target] = rel
+	return w.walkDir(target, rel)
+}
+
+// inside reports whether the real path p is the real root or below it. A
+// string prefix test would wrongly accept /data/docs2 for /data/docs.
+func (w *dirWalker) inside(p string) bool {
+	r, err := filepath.Rel(w.realRoot, p)
+	if err != nil || filepath.IsAbs(r) {
+		return false
+	}
+	return r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator))
+}
+
+// prunable reports whether an exclude pattern of the form "X/**" covers the
+// folder rel, so nothing below it could be read and the walk can skip it.
+func (w *dirWalker) prunable(rel string) bool {
+	for _, p := range w.src.exclude {
+		if dir, ok := strings.CutSuffix(p, "/**"); ok && doublestar.MatchUnvalidated(dir, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// readFile reads one matching file and appends its chunks.
+func (w *dirWalker) readFile(file, rel string) {
+	f, err := os.Open(file)
+	if err != nil {
+		w.skip(rel, "cannot open file", "error", err)
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		w.skip(rel, "cannot stat file", "error", err)
+		return
+	}
+	limit := w.src.maxFileSize
+	if info.Size() > limit {
+		w.skip(rel, "file larger than maxFileSize", "size", info.Size(), "maxFileSize", limit)
+		return
+	}
+	// Read at most one byte past the limit: the file may grow after Stat.
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		w.skip(rel, "cannot read file", "error", err)
+		return
+	}
+	if int64(len(data)) > limit {
+		w.skip(rel, "file larger than maxFileSize", "maxFileSize", limit)
+		return
+	}
+	if !IsText(data) {
+		w.skip(rel, "not UTF-8 text (binary or other encoding)")
+		return
+	}
+	w.chunks = append(w.chunks, SplitDocument(Document{
+		Source:  w.src.name,
+		Path:    rel,
+		Title:   path.Base(rel),
+		Content: string(data),
+		ModTime: info.ModTime(),
+	}, w.src.chunking)...)
+}

@@ -1,0 +1,726 @@
+package sources
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+)
+
+func init() { Register(v1alpha1.SourceHTTPAPI, newHTTPAPI) }
+
+const (
+	// queryPlaceholder is replaced by the query text in the URL and the body.
+	queryPlaceholder = "{{query}}"
+
+	defaultHTTPTimeout  = 5 * time.Second
+	defaultMaxResults   = 20
+	maxMaxResults       = 1000
+	defaultMaxResponse  = 1 << 20
+	maxMaxResponse      = 1 << 30 // the body is buffered whole; more is a mistake
+	errorExcerptBytes   = 200
+	invalidJSONExcerpt  = 100
+	httpAPIUserAgent    = "contextrouter"
+	maxRedirects        = 10
+	httpAPIFieldPrefix  = "spec.httpAPI"
+	parentDeadlineSlack = 10 * time.Millisecond
+	contentTypeJSON     = "application/json"
+	maxIdleConnsPerHost = 16
+)
+
+// nearPlaceholder finds spellings of the placeholder that are not replaced,
+// such as "{{ query }}" or "{{Query}}", so a typo fails validation instead of
+// sending the literal text to the API.
+var nearPlaceholder = regexp.MustCompile(`\{\{\s*(?i:query)\s*\}\}`)
+
+// HTTPAPI is a QuerySource that asks a search API per query. It is immutable
+// after construction and safe for concurrent use.
+type HTTPAPI struct {
+	name        string
+	method      string
+	url         queryTemplate // rendered then parsed per request
+	target      string        // scheme://host/path of the URL, for error messages
+	body        *queryTemplate
+	headers     []httpHeader
+	setsCT      bool // a spec header sets Content-Type
+	respPath    fieldPath
+	textPath    fieldPath
+	titlePath   fieldPath
+	pathPath    fieldPath
+	timeout     time.Duration
+	maxResults  int
+	maxSize     int64
+	maxSizeText string // as written, e.g. "1Mi"
+	client      *http.Client
+	getenv      func(string) string
+	secrets     SecretResolver
+	logger      *slog.Logger
+}
+
+// queryTemplate is literal text with the query inserted between the pieces.
+type queryTemplate struct {
+	lits []string                    // len(escs)+1 pieces
+	escs []func(query string) string // how the query is written at each gap
+}
+
+func (t *queryTemplate) render(query string) string {
+	if len(t.escs) == 0 {
+		return t.lits[0]
+	}
+	var b strings.Builder
+	b.WriteString(t.lits[0])
+	for i, esc := range t.escs {
+		b.WriteString(esc(query))
+		b.WriteString(t.lits[i+1])
+	}
+	return b.String()
+}
+
+// httpHeader is a spec header prepared for per-request resolution.
+type httpHeader struct {
+	field string // "spec.httpAPI.headers[1]", for errors
+	name  string // canonical form
+	// value: lits[0] vars[0] lits[1] ... ; ${VAR} references resolved per request.
+	lits   []string
+	vars   []string
+	secret *v1alpha1.SecretKeySelector
+}
+
+var _ QuerySource = (*HTTPAPI)(nil)
+
+// Name implements Source.
+func (h *HTTPAPI) Name() string { return h.name }
+
+// Timeout is the deadline of one Fetch; the engine uses it for the per-source
+// deadline and Fetch enforces it as well.
+func (h *HTTPAPI) Timeout() time.Duration { return h.timeout }
+
+func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
+	s := spec.Spec.HTTPAPI
+	if s == nil {
+		return nil, fmt.Errorf("%s: required when type is %s", httpAPIFieldPrefix, v1alpha1.SourceHTTPAPI)
+	}
+	h := &HTTPAPI{
+		name:        spec.Name,
+		timeout:     defaultHTTPTimeout,
+		maxResults:  defaultMaxResults,
+		maxSize:     defaultMaxResponse,
+		maxSizeText: resource.NewQuantity(defaultMaxResponse, resource.BinarySI).String(),
+		getenv:      env.Getenv,
+		secrets:     env.Secrets,
+		logger:      env.Logger,
+	}
+	if h.getenv == nil {
+		h.getenv = os.Getenv
+	}
+	if h.secrets == nil {
+		h.secrets = EnvFileSecrets{Getenv: h.getenv}
+	}
+	if h.logger == nil {
+		h.logger = slog.Default()
+	}
+
+	switch s.Method {
+	case "", v1alpha1.HTTPMethodGet:
+		h.method = http.MethodGet
+	case v1alpha1.HTTPMethodPost:
+		h.method = http.MethodPost
+	default:
+		return nil, fmt.Errorf("%s.method: must be GET or POST, got %q", httpAPIFieldPrefix, s.Method)
+	}
+
+	var err error
+	if h.url, h.target, err = compileURL(s.URL); err != nil {
+		return nil, fmt.Errorf("%s.url: %w", httpAPIFieldPrefix, err)
+	}
+
+	contentType := ""
+	if h.headers, contentType, err = compileHeaders(s.Headers); err != nil {
+		return nil, err
+	}
+	for _, hd := range h.headers {
+		if hd.name == "Content-Type" {
+			h.setsCT = true
+		}
+	}
+
+	if s.Body != "" {
+		if h.method == http.MethodGet {
+			return nil, fmt.Errorf("%s.body: a GET request has no body; set method: POST", httpAPIFieldPrefix)
+		}
+		// Only a JSON body can be checked; a header may declare another type.
+		checkJSON := !h.setsCT || strings.Contains(strings.ToLower(contentType), "json")
+		if h.body, err = compileBody(s.Body, checkJSON); err != nil {
+			return nil, fmt.Errorf("%s.body: %w", httpAPIFieldPrefix, err)
+		}
+	}
+
+	if strings.TrimSpace(s.TextField) == "" {
+		return nil, fmt.Errorf("%s.textField: required", httpAPIFieldPrefix)
+	}
+	for _, f := range []struct {
+		name string
+		raw  string
+		dst  *fieldPath
+	}{
+		{"responsePath", s.ResponsePath, &h.respPath},
+		{"textField", s.TextField, &h.textPath},
+		{"titleField", s.TitleField, &h.titlePath},
+		{"pathField", s.PathField, &h.pathPath},
+	} {
+		if *f.dst, err = parseFieldPath(f.raw); err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", httpAPIFieldPrefix, f.name, err)
+		}
+	}
+
+	if s.Timeout != nil {
+		if s.Timeout.Duration <= 0 {
+			return nil, fmt.Errorf("%s.timeout: must be positive, got %s", httpAPIFieldPrefix, s.Timeout.Duration)
+		}
+		h.timeout = s.Timeout.Duration
+	}
+	if s.MaxResults != 0 {
+		if s.MaxResults < 1 || s.MaxResults > maxMaxResults {
+			return nil, fmt.Errorf("%s.maxResults: must be between 1 and %d, got %d", httpAPIFieldPrefix, maxMaxResults, s.MaxResults)
+		}
+		h.maxResults = int(s.MaxResults)
+	}
+	if q := s.MaxResponseSize; q != nil {
+		limit := resource.NewQuantity(maxMaxResponse, resource.BinarySI)
+		if q.Sign() <= 0 || q.Cmp(*limit) > 0 {
+			return nil, fmt.Errorf("%s.maxResponseSize: must be more than 0 and at most %s, got %s", httpAPIFieldPrefix, limit, q)
+		}
+		h.maxSize = q.Value()
+		h.maxSizeText = q.String()
+	}
+
+	if env.HTTPClient != nil {
+		h.client = withRedirectPolicy(env.HTTPClient)
+	} else {
+		h.client = defaultHTTPClient()
+	}
+	return h, nil
+}
+
+// compileURL splits the URL at each {{query}}, choosing the escaping by where
+// the placeholder sits, and checks that the URL parses once substituted. It
+// also returns scheme://host/path for error messages: no query string (it
+// holds the query text) and no userinfo (it may hold a password).
+func compileURL(raw string) (queryTemplate, string, error) {
+	if raw == "" {
+		return queryTemplate{}, "", errors.New("required")
+	}
+	if err := checkNearPlaceholders(raw); err != nil {
+		return queryTemplate{}, "", err
+	}
+	if strings.ContainsAny(raw, " \t\r\n") {
+		return queryTemplate{}, "", errors.New("contains white space; write a space as %20")
+	}
+
+	fragment := strings.IndexByte(raw, '#')
+	if fragment < 0 {
+		fragment = len(raw)
+	}
+	queryStart := strings.IndexByte(raw[:fragment], '?')
+	if queryStart < 0 {
+		queryStart = fragment
+	}
+	authorityEnd := 0
+	if i := strings.Index(raw, "://"); i >= 0 {
+		authorityEnd = i + 3
+		if j := strings.IndexAny(raw[authorityEnd:], "/?#"); j >= 0 {
+			authorityEnd += j
+		} else {
+			authorityEnd = len(raw)
+		}
+	}
+
+	t := queryTemplate{}
+	rest, offset := raw, 0
+	for {
+		i := strings.Index(rest, queryPlaceholder)
+		if i < 0 {
+			t.lits = append(t.lits, rest)
+			break
+		}
+		pos := offset + i
+		switch {
+		case pos < authorityEnd:
+			return queryTemplate{}, "", errors.New("{{query}} may appear only in the path or the query string")
+		case pos > fragment:
+			return queryTemplate{}, "", errors.New("{{query}} in the fragment (after #) is never sent to the server")
+		case pos > queryStart:
+			t.escs = append(t.escs, url.QueryEscape)
+		default:
+			t.escs = append(t.escs, pathSegmentEscape)
+		}
+		t.lits = append(t.lits, rest[:i])
+		rest = rest[i+len(queryPlaceholder):]
+		offset = pos + len(queryPlaceholder)
+	}
+
+	u, err := url.Parse(t.render("q"))
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return queryTemplate{}, "", fmt.Errorf("invalid URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return queryTemplate{}, "", fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return queryTemplate{}, "", errors.New("has no host")
+	}
+	target := u.Scheme + "://" + u.Host + raw[authorityEnd:queryStart]
+	return t, target, nil
+}
+
+// pathSegmentEscape escapes the query as one path segment. url.PathEscape
+// already escapes "/"; a query of "." or ".." is escaped too, or it would walk
+// the URL's path (GET /docs/../admin).
+func pathSegmentEscape(q string) string {
+	e := url.PathEscape(q)
+	if e == "." || e == ".." {
+		e = strings.ReplaceAll(e, ".", "%2E")
+	}
+	return e
+}
+
+// compileBody splits the body at each {{query}}, where the query is written as
+// a JSON string literal.
+func compileBody(raw string, checkJSON bool) (*queryTemplate, error) {
+	if err := checkNearPlaceholders(raw); err != nil {
+		return nil, err
+	}
+	parts := strings.Split(raw, queryPlaceholder)
+	t := &queryTemplate{lits: parts}
+	for range parts[1:] {
+		t.escs = append(t.escs, jsonString)
+	}
+	if checkJSON && !json.Valid([]byte(t.render("q"))) {
+		if strings.Contains(raw, `"`+queryPlaceholder+`"`) {
+			return nil, errors.New(`not valid JSON: {{query}} is inserted as a quoted JSON string, so do not put it in quotes`)
+		}
+		return nil, errors.New("not valid JSON once {{query}} is replaced by a JSON string")
+	}
+	return t, nil
+}
+
+func checkNearPlaceholders(s string) error {
+	for _, m := range nearPlaceholder.FindAllString(s, -1) {
+		if m != queryPlaceholder {
+			return fmt.Errorf("%q is not replaced; write %s", m, queryPlaceholder)
+		}
+	}
+	return nil
+}
+
+// jsonString quotes s as a JSON string. HTML escaping is off so that & < >
+// reach the API as written (they need no escaping in JSON).
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // encoding a string cannot fail
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// compileHeaders validates the headers and prepares their values. It returns
+// the literal Content-Type value, if one is set, so the body check knows
+// whether the body should be JSON.
+func compileHeaders(specs []v1alpha1.HTTPHeader) ([]httpHeader, string, error) {
+	out := make([]httpHeader, 0, len(specs))
+	seen := map[string]int{}
+	contentType := ""
+	for i, s := range specs {
+		field := fmt.Sprintf("%s.headers[%d]", httpAPIFieldPrefix, i)
+		if s.Name == "" {
+			return nil, "", fmt.Errorf("%s.name: required", field)
+		}
+		if !validHeaderName(s.Name) {
+			return nil, "", fmt.Errorf("%s.name: %q is not a valid header name", field, s.Name)
+		}
+		name := http.CanonicalHeaderKey(s.Name)
+		switch name {
+		case "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Trailer", "Keep-Alive", "Proxy-Connection":
+			return nil, "", fmt.Errorf("%s.name: %s is set by the HTTP client", field, name)
+		}
+		if j, dup := seen[name]; dup {
+			return nil, "", fmt.Errorf("%s.name: duplicate header %s (also headers[%d])", field, name, j)
+		}
+		seen[name] = i
+		h := httpHeader{field: field, name: name}
+		switch {
+		case s.Value != nil && s.ValueFrom != nil:
+			return nil, "", fmt.Errorf("%s: set exactly one of value and valueFrom, not both", field)
+		case s.Value != nil:
+			if !validHeaderValue(*s.Value) {
+				return nil, "", fmt.Errorf("%s.value: contains a line break or control character", field)
+			}
+			var err error
+			if h.lits, h.vars, err = parseInterpolation(*s.Value); err != nil {
+				return nil, "", fmt.Errorf("%s.value: %w", field, err)
+			}
+			if name == "Content-Type" && len(h.vars) == 0 {
+				contentType = *s.Value
+			}
+		case s.ValueFrom != nil:
+			ref := s.ValueFrom.SecretKeyRef
+			if ref.Name == "" {
+				return nil, "", fmt.Errorf("%s.valueFrom.secretKeyRef.name: required", field)
+			}
+			if ref.Key == "" {
+				return nil, "", fmt.Errorf("%s.valueFrom.secretKeyRef.key: required", field)
+			}
+			h.secret = &ref
+		default:
+			return nil, "", fmt.Errorf("%s: set one of value and valueFrom", field)
+		}
+		out = append(out, h)
+	}
+	return out, contentType, nil
+}
+
+// parseInterpolation splits a header value at ${VAR} references. A "$" that
+// does not start "${" is literal; a "${" must be a complete reference.
+func parseInterpolation(v string) (lits, vars []string, err error) {
+	var lit strings.Builder
+	for i := 0; i < len(v); {
+		if v[i] != '$' || i+1 >= len(v) || v[i+1] != '{' {
+			lit.WriteByte(v[i])
+			i++
+			continue
+		}
+		end := strings.IndexByte(v[i+2:], '}')
+		if end < 0 {
+			return nil, nil, fmt.Errorf("unclosed ${ at byte %d", i)
+		}
+		name := v[i+2 : i+2+end]
+		if !validEnvName(name) {
+			return nil, nil, fmt.Errorf("${%s} is not a valid variable reference (letters, digits and _; not starting with a digit)", name)
+		}
+		lits = append(lits, lit.String())
+		lit.Reset()
+		vars = append(vars, name)
+		i += 2 + end + 1
+	}
+	lits = append(lits, lit.String())
+	return lits, vars, nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue rejects control characters other than tab; a line break
+// would split the header (and net/http would refuse the request with a less
+// precise message).
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// value resolves the header for one request. Errors name the field and the
+// variable or secret but never include a value.
+func (hd *httpHeader) value(getenv func(string) string, secrets SecretResolver) (string, error) {
+	if hd.secret != nil {
+		v, err := secrets.SecretValue(hd.secret.Name, hd.secret.Key)
+		if err != nil {
+			return "", fmt.Errorf("%s.valueFrom.secretKeyRef: %w", hd.field, err)
+		}
+		if !validHeaderValue(v) {
+			return "", fmt.Errorf("%s.valueFrom.secretKeyRef: secret %s key %s contains a line break or control character", hd.field, hd.secret.Name, hd.secret.Key)
+		}
+		return v, nil
+	}
+	if len(hd.vars) == 0 {
+		return hd.lits[0], nil
+	}
+	var b strings.Builder
+	b.WriteString(hd.lits[0])
+	for i, name := range hd.vars {
+		v := getenv(name)
+		if v == "" {
+			return "", fmt.Errorf("%s.value: environment variable %s is not set", hd.field, name)
+		}
+		if !validHeaderValue(v) {
+			return "", fmt.Errorf("%s.value: environment variable %s contains a line break or control character", hd.field, name)
+		}
+		b.WriteString(v)
+		b.WriteString(hd.lits[i+1])
+	}
+	return b.String(), nil
+}
+
+// defaultHTTPClient is shared by every HTTPAPI source built without
+// Env.HTTPClient so that connections are pooled across sources and snapshots.
+// It has no overall timeout: each request carries its source's deadline.
+var defaultHTTPClient = sync.OnceValue(func() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Queries fan out to the same few APIs concurrently; the default of 2 idle
+	// connections per host would make most requests dial anew.
+	tr.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	return withRedirectPolicy(&http.Client{Transport: tr})
+})
+
+// withRedirectPolicy returns a copy of c that refuses redirects to schemes
+// other than http and https and from https to http (which would expose the
+// request, headers included, in clear text), then applies c's own policy.
+func withRedirectPolicy(c *http.Client) *http.Client {
+	cp := *c
+	next := c.CheckRedirect
+	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		to := req.URL.Scheme
+		if to != "http" && to != "https" {
+			return fmt.Errorf("redirect to a %q URL refused", to)
+		}
+		if via[len(via)-1].URL.Scheme == "https" && to == "http" {
+			return errors.New("redirect from https to http refused")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
+	return &cp
+}
+
+// timeoutError is returned when a Fetch runs out of time. Its text is what
+// people see in failed_sources; it matches context.DeadlineExceeded.
+type timeoutError struct{ after time.Duration }
+
+func (e *timeoutError) Error() string { return "timeout after " + e.after.String() }
+func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }
+func (e *timeoutError) Timeout() bool { return true }
+
+// Fetch implements QuerySource: one request, one chunk per result.
+func (h *HTTPAPI) Fetch(ctx context.Context, query string) ([]Chunk, error) {
+	start := time.Now()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+
+	req, err := h.newRequest(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return nil, h.transportError(ctx, parent, start, err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, errorExcerptBytes))
+		return nil, statusError(resp, excerpt)
+	}
+	if resp.ContentLength > h.maxSize {
+		return nil, fmt.Errorf("response larger than %s", h.maxSizeText)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, h.maxSize+1))
+	if err != nil {
+		return nil, h.transportError(ctx, parent, start, err)
+	}
+	if int64(len(body)) > h.maxSize {
+		return nil, fmt.Errorf("response larger than %s", h.maxSizeText)
+	}
+	return h.chunks(body)
+}
+
+func (h *HTTPAPI) newRequest(ctx context.Context, query string) (*http.Request, error) {
+	var body io.Reader
+	if h.body != nil {
+		body = strings.NewReader(h.body.render(query))
+	}
+	req, err := http.NewRequestWithContext(ctx, h.method, h.url.render(query), body)
+	if err != nil {
+		// The URL parsed at build time and the query is escaped, so
+		// this is unexpected; the message must not repeat the query.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("%s.url: %w", httpAPIFieldPrefix, err)
+	}
+	req.Header.Set("Accept", contentTypeJSON)
+	req.Header.Set("User-Agent", httpAPIUserAgent)
+	if h.body != nil && !h.setsCT {
+		req.Header.Set("Content-Type", contentTypeJSON)
+	}
+	for i := range h.headers {
+		hd := &h.headers[i]
+		v, err := hd.value(h.getenv, h.secrets)
+		if err != nil {
+			return nil, err
+		}
+		if hd.name == "Host" {
+			req.Host = v // net/http ignores a Host entry in Header
+			continue
+		}
+		req.Header.Set(hd.name, v)
+	}
+	return req, nil
+}
+
+// transportError turns a failed request or body read into a short message.
+// Running out of time reads "timeout after 5s"; other errors name the method
+// and target but not the query string, which holds the user's query.
+func (h *HTTPAPI) transportError(ctx, parent context.Context, start time.Time, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		after := h.timeout
+		// An earlier deadline of the caller's is reported as what it was.
+		if dl, ok := parent.Deadline(); ok && dl.Before(start.Add(h.timeout-parentDeadlineSlack)) {
+			after = max(dl.Sub(start), 0).Round(time.Millisecond)
+		}
+		return &timeoutError{after: after}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s %s: %w", h.method, h.target, ctx.Err())
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return fmt.Errorf("%s %s: %w", h.method, h.target, err)
+}
+
+// statusError reads "HTTP 503 Service Unavailable: <start of the body>".
+func statusError(resp *http.Response, excerpt []byte) error {
+	code := resp.StatusCode
+	text := strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(code)))
+	if text == "" {
+		text = http.StatusText(code)
+	}
+	msg := strings.TrimSpace(fmt.Sprintf("HTTP %d %s", code, text))
+	if s := oneLine(excerpt); s != "" {
+		msg += ": " + s
+	}
+	return errors.New(msg)
+}
+
+// oneLine makes a body excerpt fit in one log line: valid UTF-8 (a cut may
+// split a character) and runs of white space as single spaces.
+func oneLine(b []byte) string {
+	return strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "")), " ")
+}
+
+// chunks decodes the response and turns each result into a chunk.
+func (h *HTTPAPI) chunks(body []byte) ([]Chunk, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	err := dec.Decode(&doc)
+	if err == nil {
+		if _, err2 := dec.Token(); err2 != io.EOF {
+			err = errors.New("data after the JSON value")
+		}
+	}
+	if err != nil {
+		if len(bytes.TrimSpace(body)) == 0 {
+			return nil, errors.New("invalid JSON response: the body is empty")
+		}
+		if len(body) > invalidJSONExcerpt {
+			body = body[:invalidJSONExcerpt]
+		}
+		return nil, fmt.Errorf("invalid JSON response: %v: %s", err, oneLine(body))
+	}
+
+	v, found := h.respPath.lookup(doc)
+	list, isList := v.([]any)
+	switch {
+	case h.respPath.isEmpty() && !isList:
+		return nil, fmt.Errorf("response is %s, not a list; set %s.responsePath to the path of the result list", jsonKind(v), httpAPIFieldPrefix)
+	case !found:
+		return nil, fmt.Errorf("responsePath %q: not found in the response", h.respPath)
+	case !isList:
+		return nil, fmt.Errorf("responsePath %q: is %s, not a list", h.respPath, jsonKind(v))
+	}
+
+	out := make([]Chunk, 0, min(len(list), h.maxResults))
+	for i, item := range list {
+		if len(out) == h.maxResults {
+			break
+		}
+		raw, _ := h.textPath.lookup(item)
+		text, ok := scalarText(raw)
+		if !ok || strings.TrimSpace(text) == "" {
+			h.logger.Debug("httpAPI result has no text; skipped", "source", h.name, "index", i, "textField", h.textPath.String())
+			continue
+		}
+		c := Chunk{Source: h.name, Index: i, Content: text}
+		if !h.titlePath.isEmpty() {
+			t, _ := h.titlePath.lookup(item)
+			title, _ := scalarText(t)
+			c.Title = strings.TrimSpace(title)
+		}
+		if !h.pathPath.isEmpty() {
+			p, _ := h.pathPath.lookup(item)
+			s, _ := scalarText(p)
+			c.Path = cleanResultPath(s)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// cleanResultPath makes an API's path relative and clean, as chunk paths are
+// everywhere else, so denyPaths globs match: "/docs/./a.md" is "docs/a.md"
+// and ".." cannot climb above the root.
+func cleanResultPath(p string) string {
+	p = strings.TrimSpace(p)
+	if p == "" {
+		return ""
+	}
+	return strings.TrimPrefix(path.Clean("/"+p), "/")
+}

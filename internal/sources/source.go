@@ -1,0 +1,132 @@
+// Package sources turns ContextSources into chunks. Static sources (inline,
+// directory, git) are read when a snapshot is built; query sources (httpAPI)
+// are asked per query. The package is pure Go: no Kubernetes client.
+package sources
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+)
+
+// Chunk is one piece of text that may go into a context window.
+type Chunk struct {
+	// Source is the ContextSource name.
+	Source string
+	// Title for people and for scoring (weighted above the body).
+	Title string
+	// Path is slash-separated and relative to the source root ("" if none).
+	Path string
+	// Content is the text.
+	Content string
+	// Index is the chunk's position within its document (file or result list).
+	Index int
+	// ModTime is the document's modification time; zero if unknown.
+	ModTime time.Time
+	// Commit is the git commit the chunk was read from ("" for other sources).
+	Commit string
+}
+
+// Source is a built ContextSource. It is a StaticSource or a QuerySource.
+type Source interface {
+	Name() string
+}
+
+// StaticSource is read once per snapshot; a query does no I/O for it.
+type StaticSource interface {
+	Source
+	// Load returns every chunk of the source.
+	Load(ctx context.Context) ([]Chunk, error)
+}
+
+// QuerySource is asked per query.
+type QuerySource interface {
+	Source
+	// Fetch returns the chunks for one query. The context carries the source's timeout.
+	Fetch(ctx context.Context, query string) ([]Chunk, error)
+}
+
+// Syncer is a static source whose content changes upstream (git).
+type Syncer interface {
+	// Sync fetches upstream; changed reports whether Load would now return other chunks.
+	// A failed sync keeps the last good content.
+	Sync(ctx context.Context) (changed bool, err error)
+}
+
+// Env is what a source needs from its surroundings.
+type Env struct {
+	// BaseDir resolves relative directory paths (the manifest file's folder).
+	BaseDir string
+	// CacheDir holds git clones; empty means a directory under os.UserCacheDir.
+	CacheDir string
+	// Secrets resolves secret references.
+	Secrets SecretResolver
+	// Getenv resolves ${VAR} in header values; nil means os.Getenv.
+	Getenv func(string) string
+	// HTTPClient for HTTPAPI sources; nil means a default client.
+	HTTPClient *http.Client
+	// Logger receives skipped files and other notes; nil means slog.Default().
+	Logger *slog.Logger
+	// CountTokens estimates tokens, for maxChunkTokens; nil means ceil(chars/4).
+	CountTokens func(string) int
+}
+
+// Factory builds a source from its spec. It validates and prepares; it does no slow I/O.
+type Factory func(spec *v1alpha1.ContextSource, env Env) (Source, error)
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[v1alpha1.SourceType]Factory{}
+)
+
+// Register makes a source type available to New. It panics on a duplicate.
+func Register(t v1alpha1.SourceType, f Factory) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[t]; dup {
+		panic("sources: duplicate registration of " + string(t))
+	}
+	registry[t] = f
+}
+
+// Types lists the registered source types, sorted.
+func Types() []v1alpha1.SourceType {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]v1alpha1.SourceType, 0, len(registry))
+	for t := range registry {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// New builds the source a spec describes.
+func New(spec *v1alpha1.ContextSource, env Env) (Source, error) {
+	registryMu.RLock()
+	f, ok := registry[spec.Spec.Type]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("spec.type: unsupported source type %q", spec.Spec.Type)
+	}
+	return f(spec, env.withDefaults())
+}
+
+func (e Env) withDefaults() Env {
+	if e.Logger == nil {
+		e.Logger = slog.Default()
+	}
+	if e.CountTokens == nil {
+		e.CountTokens = func(s string) int { return (len([]rune(s)) + 3) / 4 }
+	}
+	if e.Secrets == nil {
+		e.Secrets = EnvFileSecrets{Getenv: e.Getenv}
+	}
+	return e
+}

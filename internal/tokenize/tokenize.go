@@ -1,0 +1,167 @@
+// Package tokenize turns text into search terms. The scorer, the index, route
+// conditions (containsAnyWord) and near-duplicate detection all use it, so a
+// word means the same thing everywhere: a maximal run of letters and digits,
+// lower-cased, stemmed with the Snowball English stemmer.
+package tokenize
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
+)
+
+// EachWord calls fn with every lower-cased letter/digit run of s, in order. The
+// slice passed to fn is reused: fn must copy it to keep it.
+func EachWord(s string, fn func(word []byte)) {
+	var buf [64]byte
+	w := buf[:0]
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+				w = append(w, c)
+				continue
+			case c >= 'A' && c <= 'Z':
+				w = append(w, c+'a'-'A')
+				continue
+			}
+		} else {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+			if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) {
+				w = utf8.AppendRune(w, unicode.ToLower(r))
+				continue
+			}
+		}
+		if len(w) > 0 {
+			fn(w)
+			w = w[:0]
+		}
+	}
+	if len(w) > 0 {
+		fn(w)
+	}
+}
+
+// stopwords are dropped from scored text and queries. Kept short on purpose:
+// words such as "not" or "no" carry meaning in policies and claims.
+var stopwords = func() map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, w := range strings.Fields(`a an and are as at be been but by for if in into is it its
+		no of on or such that the their then there these they this to was were will with
+		i me my we our you your he she his her him from do does did have has had
+		can could would should what which who whom how when where why am so than`) {
+		m[w] = struct{}{}
+	}
+	return m
+}()
+
+// IsStopword reports whether a lower-cased word is a stopword.
+func IsStopword(word string) bool {
+	_, ok := stopwords[word]
+	return ok
+}
+
+// Stem returns the Snowball English stem of a lower-cased word. Results are
+// cached: stemming dominates indexing time and vocabularies are Zipf-shaped.
+func Stem(word string) string {
+	if v, ok := stemCache.Load(word); ok {
+		return v.(string)
+	}
+	s := stem(word)
+	if stemCacheSize.Load() < maxStemCache {
+		if _, loaded := stemCache.LoadOrStore(strings.Clone(word), s); !loaded {
+			stemCacheSize.Add(1)
+		}
+	}
+	return s
+}
+
+const maxStemCache = 1 << 18
+
+var (
+	stemCache     sync.Map
+	stemCacheSize atomic.Int64
+)
+
+func stem(word string) string {
+	// The stemmer is for English; digits, mixed tokens and long words pass through.
+	if len(word) <= 2 || len(word) > 40 {
+		return word
+	}
+	for i := 0; i < len(word); i++ {
+		if c := word[i]; c < 'a' || c > 'z' {
+			return word
+		}
+	}
+	return english.Stem(word, true)
+}
+
+// Term normalises one lower-cased word into a search term; ok is false for
+// stopwords and single letters, which are not indexed.
+func Term(word string) (term string, ok bool) {
+	if IsStopword(word) || (len(word) == 1 && word[0] >= 'a' && word[0] <= 'z') {
+		return "", false
+	}
+	return Stem(word), true
+}
+
+// Terms appends the search terms of s to dst, in order, duplicates kept.
+func Terms(dst []string, s string) []string {
+	EachWord(s, func(w []byte) {
+		if t, ok := Term(string(w)); ok {
+			dst = append(dst, t)
+		}
+	})
+	return dst
+}
+
+// UniqueTerms returns the distinct search terms of s in first-seen order.
+func UniqueTerms(s string) []string {
+	var out []string
+	seen := map[string]struct{}{}
+	EachWord(s, func(w []byte) {
+		t, ok := Term(string(w))
+		if !ok {
+			return
+		}
+		if _, dup := seen[t]; !dup {
+			seen[t] = struct{}{}
+			out = append(out, t)
+		}
+	})
+	return out
+}
+
+// WordStems returns the stems of every word of s, stopwords included, for
+// whole-word matching in route conditions ("the" must be findable there).
+func WordStems(s string) []string {
+	var out []string
+	EachWord(s, func(w []byte) { out = append(out, Stem(string(w))) })
+	return out
+}
+
+// Keywords implements the reference projects' keyword extraction: whitespace
+// tokens, lower-cased, surrounding punctuation trimmed, without stopwords and
+// one-character tokens. Distinct, in first-seen order.
+func Keywords(s string) []string {
+	var out []string
+	seen := map[string]struct{}{}
+	for _, f := range strings.Fields(s) {
+		k := strings.ToLower(strings.TrimFunc(f, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSymbol(r) }))
+		if utf8.RuneCountInString(k) <= 1 || IsStopword(k) {
+			continue
+		}
+		if _, dup := seen[k]; !dup {
+			seen[k] = struct{}{}
+			out = append(out, k)
+		}
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package tokenize
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestEachWord(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"Hello, World!", []string{"hello", "world"}},
+		{"PTO-policy v2.1", []string{"pto", "policy", "v2", "1"}},
+		{"don't", []string{"don", "t"}},
+		{"Größe ÉTÉ naïve", []string{"größe", "été", "naïve"}},
+		{"  tabs\tand\nnewlines ", []string{"tabs", "and", "newlines"}},
+		{"日本語 text", []string{"日本語", "text"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var got []string
+			EachWord(tt.in, func(w []byte) { got = append(got, string(w)) })
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("EachWord(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTerms(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"The vacations of the employees", []string{"vacat", "employe"}},
+		{"Running runs ran", []string{"run", "run", "ran"}},
+		{"What is a PTO policy?", []string{"pto", "polici"}},
+		{"deploy 2026 k8s", []string{"deploy", "2026", "k8s"}},
+		{"x y z", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got := Terms(nil, tt.in)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Terms(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestUniqueTermsAndWordStems(t *testing.T) {
+	if got, want := UniqueTerms("deploy deploys deployment the deploy"), []string{"deploy"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("UniqueTerms = %q, want %q", got, want)
+	}
+	if got, want := WordStems("The Vacations"), []string{"the", "vacat"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("WordStems = %q, want %q", got, want)
+	}
+}
+
+func TestKeywords(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"What is the remote-work policy?", []string{"remote-work", "policy"}},
+		{"(PTO) pto, PTO!", []string{"pto"}},
+		{"a b c I x", nil},
+		{"Deploy \"staging\" now...", []string{"deploy", "staging", "now"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := Keywords(tt.in); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Keywords(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func BenchmarkTerms(b *testing.B) {
+	text := "Employees may work remotely up to three days per week after their probation period, subject to manager approval and the security requirements of the remote work policy."
+	b.ReportAllocs()
+	var dst []string
+	for b.Loop() {
+		dst = Terms(dst[:0], text)
+	}
+}
