@@ -46,13 +46,25 @@ type Response struct {
 
 // Chunk is one piece of the assembled context.
 type Chunk struct {
-	Content        string         `json:"content"`
-	Source         string         `json:"source"`
-	Title          string         `json:"title"`
-	Path           string         `json:"path"`
-	RelevanceScore float64        `json:"relevance_score"`
-	TokenCount     int            `json:"token_count"`
-	Metadata       map[string]any `json:"metadata"`
+	Content        string        `json:"content"`
+	Source         string        `json:"source"`
+	Title          string        `json:"title"`
+	Path           string        `json:"path"`
+	RelevanceScore float64       `json:"relevance_score"`
+	TokenCount     int           `json:"token_count"`
+	Metadata       ChunkMetadata `json:"metadata"`
+}
+
+// ChunkMetadata says where a chunk came from.
+type ChunkMetadata struct {
+	// Chunk is the chunk's position within its document.
+	Chunk int `json:"chunk"`
+	// Commit is the git commit the chunk was read from.
+	Commit string `json:"commit,omitempty"`
+	// MTime is the document's modification time (RFC 3339, UTC).
+	MTime string `json:"mtime,omitempty"`
+	// Redacted is set when the content was replaced under sensitivityAction: Redact.
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 // SourceFailure reports a source that could not answer.
@@ -163,7 +175,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		}()
 	}
 
-	q := s.ix.NewQuery(req.Text)
+	q := s.ix.NewQuery(req.Text, s.scorer == v1alpha1.ScorerKeyword)
 	var hits []index.Hit
 	if s.scorer == v1alpha1.ScorerKeyword {
 		hits = s.ix.Keyword(nil, q, allowed)
@@ -331,7 +343,10 @@ const minUsefulTokens = 8
 // budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
 func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int) {
-	h := &rankHeap{c: cands, less: s.lessFunc()}
+	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: s.lessFunc()}
+	for i := range h.idx {
+		h.idx[i] = int32(i)
+	}
 	heap.Init(h)
 	remaining := limit
 	minTokens := math.MaxInt
@@ -340,7 +355,7 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 	}
 	var included []*candidate
 	extra := map[string]uint32{}
-	prefixes := prefixIndex{}
+	dedup := dedupSet{t: s.dedup}
 	full := false
 	for h.Len() > 0 {
 		if full || remaining < minTokens || (maxChunks > 0 && len(included) >= maxChunks) {
@@ -348,7 +363,7 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 			resp.WasTruncated = resp.WasTruncated || full || remaining < minTokens
 			break
 		}
-		c := heap.Pop(h).(candidate)
+		c := cands[heap.Pop(h).(int32)]
 		if s.dedup > 0 && !c.redacted {
 			if c.terms == nil {
 				if c.doc >= 0 {
@@ -357,7 +372,7 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 					c.terms = s.ix.TermIDs(c.chunk.Content, extra)
 				}
 			}
-			if prefixes.duplicate(c.terms, included, s.dedup) {
+			if dedup.duplicate(c.terms) {
 				resp.Stats.Dropped.Duplicate++
 				continue
 			}
@@ -389,27 +404,37 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 		}
 		cc := c
 		if s.dedup > 0 && !c.redacted {
-			prefixes.add(c.terms, len(included), s.dedup)
+			dedup.add(c.terms)
 		}
 		included = append(included, &cc)
 		resp.Chunks = append(resp.Chunks, toChunk(&cc))
 	}
 }
 
-// prefixIndex maps the prefix terms of included chunks to their positions,
-// so a candidate is verified only against chunks that pass the prefix filter.
-type prefixIndex map[uint32][]int
-
-func (p prefixIndex) add(terms []uint32, pos int, t float64) {
-	for _, r := range terms[:index.PrefixLen(len(terms), t)] {
-		p[r] = append(p[r], pos)
-	}
+// dedupSet holds the term sets of included chunks. Few sets are compared
+// pairwise (JaccardAtLeast rejects most pairs in a few steps); past
+// pairwiseLimit an inverted map of prefix terms (see index.PrefixLen) picks
+// the only sets worth verifying.
+type dedupSet struct {
+	t        float64
+	sets     [][]uint32
+	prefixes map[uint32][]int32
 }
 
-func (p prefixIndex) duplicate(terms []uint32, included []*candidate, t float64) bool {
-	for _, r := range terms[:index.PrefixLen(len(terms), t)] {
-		for _, pos := range p[r] {
-			if index.JaccardAtLeast(terms, included[pos].terms, t) {
+const pairwiseLimit = 32
+
+func (d *dedupSet) duplicate(terms []uint32) bool {
+	if d.prefixes == nil {
+		for _, o := range d.sets {
+			if index.JaccardAtLeast(terms, o, d.t) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range terms[:index.PrefixLen(len(terms), d.t)] {
+		for _, pos := range d.prefixes[r] {
+			if index.JaccardAtLeast(terms, d.sets[pos], d.t) {
 				return true
 			}
 		}
@@ -417,16 +442,29 @@ func (p prefixIndex) duplicate(terms []uint32, included []*candidate, t float64)
 	return false
 }
 
+func (d *dedupSet) add(terms []uint32) {
+	d.sets = append(d.sets, terms)
+	switch {
+	case len(d.sets) == pairwiseLimit:
+		d.prefixes = make(map[uint32][]int32, pairwiseLimit*16)
+		for i, set := range d.sets {
+			d.index(set, i)
+		}
+	case len(d.sets) > pairwiseLimit:
+		d.index(terms, len(d.sets)-1)
+	}
+}
+
+func (d *dedupSet) index(terms []uint32, pos int) {
+	for _, r := range terms[:index.PrefixLen(len(terms), d.t)] {
+		d.prefixes[r] = append(d.prefixes[r], int32(pos))
+	}
+}
+
 func toChunk(c *candidate) Chunk {
-	md := map[string]any{"chunk": c.chunk.Index}
+	md := ChunkMetadata{Chunk: c.chunk.Index, Commit: c.chunk.Commit, Redacted: c.redacted}
 	if !c.chunk.ModTime.IsZero() {
-		md["mtime"] = c.chunk.ModTime.UTC().Format(time.RFC3339)
-	}
-	if c.chunk.Commit != "" {
-		md["commit"] = c.chunk.Commit
-	}
-	if c.redacted {
-		md["redacted"] = true
+		md.MTime = c.chunk.ModTime.UTC().Format(time.RFC3339)
 	}
 	return Chunk{
 		Content: c.chunk.Content, Source: c.chunk.Source, Title: c.chunk.Title, Path: c.chunk.Path,
@@ -480,18 +518,20 @@ func (s *Snapshot) lessFunc() func(a, b *candidate) bool {
 	}
 }
 
+// rankHeap orders candidate positions, so swaps move ints, not chunks.
 type rankHeap struct {
 	c    []candidate
+	idx  []int32
 	less func(a, b *candidate) bool
 }
 
-func (h *rankHeap) Len() int           { return len(h.c) }
-func (h *rankHeap) Less(i, j int) bool { return h.less(&h.c[i], &h.c[j]) }
-func (h *rankHeap) Swap(i, j int)      { h.c[i], h.c[j] = h.c[j], h.c[i] }
-func (h *rankHeap) Push(x any)         { h.c = append(h.c, x.(candidate)) }
+func (h *rankHeap) Len() int           { return len(h.idx) }
+func (h *rankHeap) Less(i, j int) bool { return h.less(&h.c[h.idx[i]], &h.c[h.idx[j]]) }
+func (h *rankHeap) Swap(i, j int)      { h.idx[i], h.idx[j] = h.idx[j], h.idx[i] }
+func (h *rankHeap) Push(x any)         { h.idx = append(h.idx, x.(int32)) }
 func (h *rankHeap) Pop() any {
-	n := len(h.c) - 1
-	x := h.c[n]
-	h.c = h.c[:n]
+	n := len(h.idx) - 1
+	x := h.idx[n]
+	h.idx = h.idx[:n]
 	return x
 }

@@ -271,9 +271,13 @@ type queryTerm struct {
 // Empty reports whether the query has no terms at all.
 func (q *Query) Empty() bool { return len(q.all) == 0 && len(q.kw) == 0 }
 
-// NewQuery parses text. Each distinct term counts once.
-func (ix *Index) NewQuery(text string) *Query {
-	q := &Query{kw: tokenize.Keywords(text)}
+// NewQuery parses text. Each distinct term counts once. Keywords are
+// extracted only when asked for (the Keyword scorer).
+func (ix *Index) NewQuery(text string, keywords bool) *Query {
+	q := &Query{}
+	if keywords {
+		q.kw = tokenize.Keywords(text)
+	}
 	for _, t := range tokenize.UniqueTerms(text) {
 		qt := queryTerm{term: t, id: -1}
 		df := 0.0

@@ -28,7 +28,7 @@ func TestBM25HandComputed(t *testing.T) {
 		[2]string{"Deploy", "canary"},           // dl 2+1=3, tf(deploy)=2 (title weight)
 		[2]string{"", "vacation policy"},        // dl 2
 	)
-	q := ix.NewQuery("How do I deploy?")
+	q := ix.NewQuery("How do I deploy?", false)
 	hits := ix.BM25(nil, q, []bool{true, true})
 	if len(hits) != 2 || hits[0].Doc != 0 || hits[1].Doc != 1 {
 		t.Fatalf("hits = %+v, want docs 0 and 1", hits)
@@ -69,7 +69,7 @@ func TestBM25GroupsAndMisses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hits := ix.BM25(nil, ix.NewQuery(tt.query), tt.allowed)
+			hits := ix.BM25(nil, ix.NewQuery(tt.query, false), tt.allowed)
 			var got []uint32
 			for _, h := range hits {
 				if h.Score <= 0 {
@@ -88,8 +88,8 @@ func TestBM25GroupsAndMisses(t *testing.T) {
 		})
 	}
 	// The pooled accumulator must be clean for the next query.
-	a := ix.BM25(nil, ix.NewQuery("alpha"), []bool{true, true})
-	b := ix.BM25(nil, ix.NewQuery("alpha"), []bool{true, true})
+	a := ix.BM25(nil, ix.NewQuery("alpha", false), []bool{true, true})
+	b := ix.BM25(nil, ix.NewQuery("alpha", false), []bool{true, true})
 	if a[0].Score != b[0].Score {
 		t.Errorf("repeated query changed score: %v then %v", a[0].Score, b[0].Score)
 	}
@@ -102,7 +102,7 @@ func TestRarerTermScoresHigher(t *testing.T) {
 		[2]string{"", "common"},
 		[2]string{"", "common filler"},
 	)
-	hits := ix.BM25(nil, ix.NewQuery("common rare"), []bool{true, true})
+	hits := ix.BM25(nil, ix.NewQuery("common rare", false), []bool{true, true})
 	best := hits[0]
 	for _, h := range hits {
 		if h.Score > best.Score {
@@ -136,7 +136,7 @@ func TestKeywordHandComputed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
-			q := ix.NewQuery(tt.query)
+			q := ix.NewQuery(tt.query, true)
 			hits := ix.Keyword(nil, q, []bool{true, true})
 			if len(hits) != len(tt.want) {
 				t.Fatalf("hits = %+v, want %v", hits, tt.want)

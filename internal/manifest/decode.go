@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -38,7 +39,30 @@ func (p *parser) problem(pr Problem) { p.problems = append(p.problems, pr) }
 // the set, or every problem found.
 func (p *parser) finish() (*Set, error) {
 	if len(p.problems) > 0 {
-		return nil, &LoadError{Problems: p.problems}
+		// Keep files in the order they were read, lines in order within each.
+		run := make([]int, len(p.problems))
+		for i := 1; i < len(p.problems); i++ {
+			run[i] = run[i-1]
+			if p.problems[i].Origin.File != p.problems[i-1].Origin.File {
+				run[i]++
+			}
+		}
+		idx := make([]int, len(p.problems))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(a, b int) bool {
+			pa, pb := idx[a], idx[b]
+			if run[pa] != run[pb] {
+				return run[pa] < run[pb]
+			}
+			return p.problems[pa].Origin.Line < p.problems[pb].Origin.Line
+		})
+		sorted := make([]Problem, len(idx))
+		for i, j := range idx {
+			sorted[i] = p.problems[j]
+		}
+		return nil, &LoadError{Problems: sorted}
 	}
 	for _, ns := range p.set.namespaces() {
 		if *ns == "" {
@@ -207,6 +231,64 @@ func (d *document) yamlProblem(msg, kind, name string) Problem {
 	return Problem{Origin: d.origin(line), Kind: kind, Name: name, Message: "invalid YAML: " + msg}
 }
 
+// readHeader reads apiVersion, kind, metadata.name and metadata.namespace,
+// explaining the first that is not a string.
+func readHeader(j []byte) (h header, field, msg string) {
+	var raw struct {
+		APIVersion any `json:"apiVersion"`
+		Kind       any `json:"kind"`
+		Metadata   any `json:"metadata"`
+	}
+	if err := json.Unmarshal(j, &raw); err != nil {
+		return h, "", "not an object: " + err.Error()
+	}
+	str := func(path string, v any, dst *string) bool {
+		switch v := v.(type) {
+		case nil:
+		case string:
+			*dst = v
+		default:
+			field, msg = path, "must be a string, not "+jsonKindOf(v)
+			if _, ok := v.(bool); ok {
+				msg += yamlBoolHint
+			}
+			return false
+		}
+		return true
+	}
+	if !str("apiVersion", raw.APIVersion, &h.APIVersion) || !str("kind", raw.Kind, &h.Kind) {
+		return h, field, msg
+	}
+	switch m := raw.Metadata.(type) {
+	case nil:
+	case map[string]any:
+		if !str("metadata.name", m["name"], &h.Metadata.Name) || !str("metadata.namespace", m["namespace"], &h.Metadata.Namespace) {
+			return h, field, msg
+		}
+	default:
+		return h, "metadata", "must be an object, not " + jsonKindOf(m)
+	}
+	return h, "", ""
+}
+
+const yamlBoolHint = " (put it in quotes: YAML reads unquoted yes, no, on, off, y and n as booleans)"
+
+func jsonKindOf(v any) string {
+	switch v.(type) {
+	case bool:
+		return "bool"
+	case float64:
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	case string:
+		return "string"
+	}
+	return "null"
+}
+
 // header is what is read before the kind is known.
 type header struct {
 	APIVersion string `json:"apiVersion"`
@@ -281,9 +363,9 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 			"a manifest must be an object with apiVersion and kind, not %s", jsonValueKind(t))})
 		return
 	}
-	var h header
-	if err := json.Unmarshal(j, &h); err != nil {
-		p.problem(Problem{Origin: o, Message: "apiVersion, kind, metadata.name and metadata.namespace must be strings"})
+	h, field, msg := readHeader(j)
+	if msg != "" {
+		p.problem(Problem{Origin: d.origin(lineOf(node, field, false)), Kind: h.Kind, Name: h.Metadata.Name, Field: field, Message: msg})
 		return
 	}
 	if itemKind != "" && h.APIVersion == "" && h.Kind == "" {
@@ -486,6 +568,14 @@ var (
 func explainDecodeError(err error, j []byte, t reflect.Type) (field, msg string) {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
+		// Errors of custom unmarshalers get their path too; explain them by
+		// the field's type (a duration, a quantity), not by the JSON they read.
+		if ft := typeAt(t, te.Field); ft != nil && (ft == durationType || ft == quantityType || ft == timeType) {
+			var raw any
+			if json.Unmarshal(j, &raw) == nil {
+				return te.Field, explainValueError(raw, te.Field, ft, err)
+			}
+		}
 		return te.Field, typeMismatch(te)
 	}
 	var raw any
@@ -521,7 +611,7 @@ func typeMismatch(te *json.UnmarshalTypeError) string {
 	if te.Type.Kind() == reflect.String {
 		switch {
 		case te.Value == "bool":
-			msg += " (put it in quotes: YAML reads unquoted yes, no, on, off, y and n as booleans)"
+			msg += yamlBoolHint
 		case strings.HasPrefix(te.Value, "number"):
 			msg += " (put it in quotes)"
 		}
@@ -657,14 +747,9 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-// suggestField returns the known field closest to the last segment of an
-// unknown field's path, or "".
-func suggestField(t reflect.Type, path string) string {
-	segs := splitPath(path)
-	if len(segs) == 0 {
-		return ""
-	}
-	for _, seg := range segs[:len(segs)-1] {
+// typeAt returns the Go type (pointers removed) of the field at path, or nil.
+func typeAt(t reflect.Type, path string) reflect.Type {
+	for _, seg := range splitPath(path) {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
@@ -672,22 +757,36 @@ func suggestField(t reflect.Type, path string) string {
 		case reflect.Struct:
 			ft, ok := jsonFields(t)[seg.key]
 			if !ok {
-				return ""
+				return nil
 			}
 			t = ft
 		case reflect.Map, reflect.Slice, reflect.Array:
 			t = t.Elem()
 		default:
-			return ""
+			return nil
 		}
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct {
+	return t
+}
+
+// suggestField returns the known field closest to the last segment of an
+// unknown field's path, or "".
+func suggestField(t reflect.Type, path string) string {
+	segs := splitPath(path)
+	if len(segs) == 0 {
 		return ""
 	}
-	return closest(segs[len(segs)-1].key, sortedKeys(jsonFields(t)))
+	parent := t
+	if i := strings.LastIndexAny(path, ".["); i > 0 {
+		parent = typeAt(t, path[:i])
+	}
+	if parent == nil || parent.Kind() != reflect.Struct {
+		return ""
+	}
+	return closest(segs[len(segs)-1].key, sortedKeys(jsonFields(parent)))
 }
 
 // closest returns the candidate nearest to s by case-insensitive edit

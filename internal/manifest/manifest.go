@@ -182,16 +182,22 @@ func (p *parser) expand(path string) []string {
 	if !fi.IsDir() {
 		return []string{path}
 	}
+	root := path
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 && !os.IsPathSeparator(path[len(path)-1]) {
+		// WalkDir does not follow a link given as its root; a trailing
+		// separator makes the system resolve it.
+		root += string(filepath.Separator)
+	}
 	var files []string
-	err = filepath.WalkDir(path, func(f string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(f string, d fs.DirEntry, err error) error {
 		if err != nil {
 			p.problem(Problem{Origin: Origin{File: f}, Message: pathErrorText(err)})
-			if d != nil && d.IsDir() && f != path {
+			if d != nil && d.IsDir() && f != root {
 				return fs.SkipDir
 			}
 			return nil
 		}
-		if f == path {
+		if f == root {
 			return nil
 		}
 		if isHidden(d.Name()) {

@@ -257,6 +257,18 @@ spec:
 			want: [][]string{{"d.json:5: ContextSource/docs: spec.priority: duplicate field"}},
 		},
 		{
+			name: "problems of a file in line order",
+			files: map[string]string{"o.yaml": src + `metadata: {name: o}
+spec:
+  type: Directory
+  directory:
+    includ: []
+    path: a
+    path: b
+`},
+			want: [][]string{{"o.yaml:7: ContextSource/o: spec.directory.includ: unknown field"}, {"o.yaml:9: ContextSource/o: spec.directory.path: duplicate field"}},
+		},
+		{
 			name:  "unknown kind",
 			files: map[string]string{"k.yaml": "---\napiVersion: contextrouter.dev/v1alpha1\nkind: ContextSrc\nmetadata: {name: x}\n"},
 			want:  [][]string{{"k.yaml:3: ContextSrc/x: kind: unknown kind \"ContextSrc\"", "did you mean ContextSource?"}},
@@ -298,13 +310,18 @@ spec:
 		},
 		{
 			name:  "YAML 1.1 boolean where a string belongs",
-			files: map[string]string{"y.yaml": src + "metadata: {name: y}\nspec:\n  type: Inline\n  inline:\n    content: yes\n"},
-			want:  [][]string{{"y.yaml:7: ContextSource/y: spec.inline.content: must be a string, not bool (put it in quotes"}},
+			files: map[string]string{"y.yaml": src + "metadata: {name: yy}\nspec:\n  type: Inline\n  inline:\n    content: yes\n"},
+			want:  [][]string{{"y.yaml:7: ContextSource/yy: spec.inline.content: must be a string, not bool (put it in quotes"}},
+		},
+		{
+			name:  "YAML 1.1 boolean as a name",
+			files: map[string]string{"b.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextRoute\nmetadata:\n  name: no\n"},
+			want:  [][]string{{"b.yaml:4: ContextRoute: metadata.name: must be a string, not bool (put it in quotes"}},
 		},
 		{
 			name:  "number where a string belongs",
-			files: map[string]string{"n.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextRouter\nmetadata: {name: n}\nspec:\n  ranking:\n    dedupThreshold: 0.9\n"},
-			want:  [][]string{{"n.yaml:6: ContextRouter/n: spec.ranking.dedupThreshold: must be a string, not number (put it in quotes)"}},
+			files: map[string]string{"n.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextRouter\nmetadata: {name: nn}\nspec:\n  ranking:\n    dedupThreshold: 0.9\n"},
+			want:  [][]string{{"n.yaml:6: ContextRouter/nn: spec.ranking.dedupThreshold: must be a string, not number (put it in quotes)"}},
 		},
 		{
 			name:  "duration given as a number",
@@ -327,7 +344,7 @@ spec:
 				"a.yaml": src + "metadata: {name: a, namespace: team-a}\nspec: {type: Inline, inline: {content: x}}\n",
 				"b.yaml": src + "metadata: {name: b, namespace: team-b}\nspec: {type: Inline, inline: {content: x}}\n",
 			},
-			want: [][]string{{"b.yaml:3: ContextSource/b: metadata.namespace: namespace \"team-b\" differs from \"team-a\" of ContextSource \"a\" at ", "a.yaml:3: standalone manifests share one namespace"}},
+			want: [][]string{{"b.yaml:3: ContextSource/b: metadata.namespace: namespace \"team-b\" differs from \"team-a\" of ContextSource \"a\" at ", "a.yaml:1: standalone manifests share one namespace"}},
 		},
 		{
 			name: "problems of several files are all reported",
@@ -395,6 +412,19 @@ func TestLoadPaths(t *testing.T) {
 	want := []string{"deep", "az", "a", "b", "c", "cm"}
 	if got := sourceNames(s.Sources); !reflect.DeepEqual(got, want) {
 		t.Errorf("walk order = %v, want %v", got, want)
+	}
+
+	// A link to a directory given as the path is walked.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Join(dir, "a"), link); err != nil {
+		t.Fatal(err)
+	}
+	s = mustLoad(t, link)
+	if got := sourceNames(s.Sources); !reflect.DeepEqual(got, []string{"deep", "az"}) {
+		t.Errorf("linked directory = %v", got)
+	}
+	if o, _ := s.Origin("ContextSource", "az"); o.File != filepath.Join(link, "z.yml") {
+		t.Errorf("file through a link = %q, want %q", o.File, filepath.Join(link, "z.yml"))
 	}
 
 	// An explicit file is read even when hidden; a file named twice is read once.

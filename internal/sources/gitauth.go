@@ -211,6 +211,10 @@ func resolveGitAuth(secretName string, secrets SecretResolver, ep gitEndpoint) (
 			return creds, err
 		}
 		if err := setKnownHosts(pk, knownHosts, ep.host); err != nil {
+			if knownHosts == "" {
+				return creds, fmt.Errorf("%s: secret %q has no key %q and the user's known_hosts cannot be used: %w",
+					field, secretName, GitSecretKnownHosts, err)
+			}
 			return creds, fmt.Errorf("%s: secret %q key %q: %w", field, secretName, GitSecretKnownHosts, err)
 		}
 		creds.method = pk

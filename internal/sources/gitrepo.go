@@ -317,7 +317,6 @@ func (g *GitRepo) syncLocked(ctx context.Context) (bool, error) {
 	hash, pinned, fetchErr := g.syncCache(ctx, noCommit)
 
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.lastAttempt = started
 	if fetchErr != nil {
 		g.lastErr = fetchErr
@@ -326,22 +325,26 @@ func (g *GitRepo) syncLocked(ctx context.Context) (bool, error) {
 		if parent.Err() == nil {
 			g.attempted = true
 		}
-		if noCommit && !pinned.IsZero() {
+		usePin := noCommit && !pinned.IsZero()
+		if usePin {
 			g.commit = pinned
+		}
+		g.mu.Unlock()
+		if usePin {
 			g.log.Warn("git sync failed; serving the commit cached by an earlier run",
 				"commit", pinned.String(), "error", fetchErr)
-			return true, fetchErr
 		}
-		return false, fetchErr
+		return usePin, fetchErr
 	}
 	g.attempted = true
 	g.lastErr = nil
 	g.lastSync = time.Now()
 	changed := hash != g.commit
+	g.commit = hash
+	g.mu.Unlock()
 	if changed {
 		g.log.Info("git sync: new commit", "ref", g.refLabel(), "commit", hash.String())
 	}
-	g.commit = hash
 	return changed, nil
 }
 
@@ -377,7 +380,7 @@ func (g *GitRepo) syncCache(ctx context.Context, wantPin bool) (hash, pinned plu
 
 	creds, err := resolveGitAuth(g.secretName, g.secrets, g.ep)
 	if err != nil {
-		return plumbing.ZeroHash, plumbing.ZeroHash, fmt.Errorf("git %s: %w", g.ep.display, err)
+		return plumbing.ZeroHash, plumbing.ZeroHash, g.wrapErr(err, creds)
 	}
 	s := &gitSync{g: g, ctx: ctx, st: repo.Storer, creds: creds}
 	hash, err = s.run()
@@ -440,14 +443,20 @@ func (g *GitRepo) compact(st storage.Storer) error {
 	}
 	seen := map[plumbing.Hash]bool{}
 	var objs, shallow []plumbing.Hash
+	kept := pins[:0]
 	for _, pin := range pins {
 		if seen[pin.Hash()] {
+			kept = append(kept, pin)
 			continue
 		}
 		c, err := object.GetCommit(st, pin.Hash())
 		if err != nil {
-			return fmt.Errorf("%s: %w", pin.Name(), err)
+			// A pin whose commit cannot be read is dropped, not carried into
+			// every later compaction.
+			g.log.Warn("dropping an unreadable recorded commit", "ref", pin.Name().String(), "error", err)
+			continue
 		}
+		kept = append(kept, pin)
 		seen[c.Hash] = true
 		objs = append(objs, c.Hash)
 		if len(c.ParentHashes) > 0 {
@@ -458,6 +467,9 @@ func (g *GitRepo) compact(st storage.Storer) error {
 		}
 	}
 
+	if len(objs) == 0 {
+		return errors.New("no readable recorded commit to keep")
+	}
 	tmp := g.dir + ".compact"
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
@@ -482,7 +494,7 @@ func (g *GitRepo) compact(st storage.Storer) error {
 	if err := w.Close(); err != nil {
 		return err
 	}
-	for _, pin := range pins {
+	for _, pin := range kept {
 		if err := fresh.Storer.SetReference(pin); err != nil {
 			return err
 		}
@@ -618,13 +630,6 @@ func (s *gitSync) run() (plumbing.Hash, error) {
 			return c, nil
 		}
 	}
-	if isHexPrefix(ref) && len(ref) < 40 {
-		if c, ok, err := s.localPrefix(strings.ToLower(ref)); err != nil {
-			return plumbing.ZeroHash, err
-		} else if ok {
-			return c, nil
-		}
-	}
 	if err := s.list(); err != nil {
 		return plumbing.ZeroHash, err
 	}
@@ -635,7 +640,18 @@ func (s *gitSync) run() (plumbing.Hash, error) {
 	if name != "" {
 		return s.fetchNamed(name, hash)
 	}
-	return s.fetchCommit(strings.ToLower(ref))
+	// An abbreviated hash the clone already resolves needs no fetch. It is
+	// looked up only after the remote's names, so a branch that happens to
+	// look like hex still wins.
+	prefix := strings.ToLower(ref)
+	if len(prefix) < 40 {
+		if c, ok, err := s.localPrefix(prefix); err != nil {
+			return plumbing.ZeroHash, err
+		} else if ok {
+			return c, nil
+		}
+	}
+	return s.fetchCommit(prefix)
 }
 
 // list reads the remote's references.

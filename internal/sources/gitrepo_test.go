@@ -3,10 +3,17 @@ package sources
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -22,6 +29,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -1340,4 +1348,134 @@ func TestGitRepoCompaction(t *testing.T) {
 	if changed, err := g.Sync(context.Background()); err != nil || changed {
 		t.Fatalf("Sync = %v, %v", changed, err)
 	}
+}
+
+// testSSHKey returns a PKCS#8 PEM ed25519 private key and its public key in
+// known_hosts wire format ("ssh-ed25519 AAAA...").
+func testSSHKey(t *testing.T) (privPEM, pubLine string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	privPEM = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	var wire []byte
+	for _, field := range [][]byte{[]byte("ssh-ed25519"), pub} {
+		wire = binary.BigEndian.AppendUint32(wire, uint32(len(field)))
+		wire = append(wire, field...)
+	}
+	return privPEM, "ssh-ed25519 " + base64.StdEncoding.EncodeToString(wire)
+}
+
+func TestGitRepoSSHAuth(t *testing.T) {
+	key, pubLine := testSSHKey(t)
+	userKnownHosts := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(userKnownHosts, []byte("[git.example.com]:2222 "+pubLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secrets := func(values map[string]string) SecretResolver {
+		return EnvFileSecrets{Getenv: func(k string) string {
+			for key, v := range values {
+				if SecretEnvVar("deploy-key", key) == k {
+					return v
+				}
+			}
+			return ""
+		}}
+	}
+	tests := []struct {
+		name        string
+		url         string
+		values      map[string]string
+		knownHosts  string // SSH_KNOWN_HOSTS
+		wantUser    string
+		trustedHost string
+		wantErr     string
+	}{
+		{
+			name:        "known_hosts from the secret",
+			url:         "git@git.example.com:eng/wiki.git",
+			values:      map[string]string{"ssh-privatekey": key, "known_hosts": "git.example.com " + pubLine + "\n"},
+			knownHosts:  filepath.Join(t.TempDir(), "none"),
+			wantUser:    "git",
+			trustedHost: "git.example.com:22",
+		},
+		{
+			name:        "user's known_hosts and URL user",
+			url:         "ssh://deploy@git.example.com:2222/eng/wiki.git",
+			values:      map[string]string{"ssh-privatekey": key},
+			knownHosts:  userKnownHosts,
+			wantUser:    "deploy",
+			trustedHost: "git.example.com:2222",
+		},
+		{
+			name:        "username key wins",
+			url:         "ssh://git.example.com:2222/eng/wiki.git",
+			values:      map[string]string{"ssh-privatekey": key, "username": "robot"},
+			knownHosts:  userKnownHosts,
+			wantUser:    "robot",
+			trustedHost: "git.example.com:2222",
+		},
+		{
+			name:       "no known_hosts anywhere",
+			url:        "git@git.example.com:eng/wiki.git",
+			values:     map[string]string{"ssh-privatekey": key},
+			knownHosts: filepath.Join(t.TempDir(), "missing"),
+			wantErr:    `spec.gitRepo.auth.secretRef: secret "deploy-key" has no key "known_hosts" and the user's known_hosts cannot be used: unable to find any valid known_hosts file`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SSH_KNOWN_HOSTS", tc.knownHosts)
+			ep, err := parseGitURL(tc.url, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			creds, err := resolveGitAuth("deploy-key", secrets(tc.values), ep)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pk, ok := creds.method.(*gitssh.PublicKeys)
+			if !ok {
+				t.Fatalf("auth method is %T", creds.method)
+			}
+			if pk.User != tc.wantUser {
+				t.Fatalf("user = %q, want %q", pk.User, tc.wantUser)
+			}
+			if !slices.Contains(pk.HostKeyAlgorithms, "ssh-ed25519") {
+				t.Fatalf("host key algorithms = %v", pk.HostKeyAlgorithms)
+			}
+			if !slices.Contains(creds.secrets, key) {
+				t.Fatal("the private key is not among the secrets scrubbed from errors")
+			}
+			// The test key doubles as the host key known_hosts trusts.
+			hostKey := pk.Signer.PublicKey()
+			addr := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 22}
+			if err := pk.HostKeyCallback(tc.trustedHost, addr, hostKey); err != nil {
+				t.Fatalf("trusted host refused: %v", err)
+			}
+			if err := pk.HostKeyCallback("evil.example.com:22", addr, hostKey); err == nil {
+				t.Fatal("an unknown host was accepted")
+			}
+		})
+	}
+}
+
+func TestGitRepoLocalIgnoresAuth(t *testing.T) {
+	u := newGitUpstream(t, "main")
+	c1 := u.commit("one", map[string]string{"a.md": "local"})
+	env, _ := gitEnv(t, nil)
+	// Local repositories take no credentials, so a missing secret is no error.
+	g := newTestGitRepo(t, v1alpha1.GitRepoSource{URL: u.dir, Auth: &v1alpha1.GitAuth{SecretRef: v1alpha1.LocalObjectReference{Name: "unused"}}}, env)
+	checkCommit(t, mustLoad(t, g), c1, u.commitTime(c1))
 }
