@@ -138,6 +138,7 @@ func TestQueryErrors(t *testing.T) {
 		{"bad metadata", []string{"query", "-f", quickstart, "-m", "novalue", "hi"}, `--metadata "novalue": want KEY=VALUE`},
 		{"bad output", []string{"query", "-f", quickstart, "-o", "yaml", "hi"}, "--output: must be text or json"},
 		{"missing path", []string{"query", "-f", "does/not/exist", "hi"}, "does/not/exist"},
+		{"invalid object", []string{"query", "-f", "testdata/invalid-glob.yaml", "hi"}, "spec.denyPaths[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"log/slog"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
@@ -14,6 +16,18 @@ func (f *sourceFlags) compile(ctx context.Context) (*engine.Snapshot, error) {
 	set, err := manifest.Load(f.files...)
 	if err != nil {
 		return nil, err
+	}
+	// The same checks as validate: an invalid object never reaches the engine.
+	var errs []string
+	for _, p := range set.Check() {
+		if p.Warning {
+			slog.Warn(p.Error())
+			continue
+		}
+		errs = append(errs, p.Error())
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
 	}
 	cfg, err := set.Config(f.router)
 	if err != nil {
