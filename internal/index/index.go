@@ -19,7 +19,7 @@ type Params struct {
 }
 
 // DefaultParams were tuned on the SciFact train split (docs/benchmarks.md).
-var DefaultParams = Params{K1: 0.9, B: 0.4, TitleWeight: 2}
+var DefaultParams = Params{K1: 1.2, B: 0.5, TitleWeight: 2}
 
 // Builder accumulates documents. It is not safe for concurrent use.
 type Builder struct {
