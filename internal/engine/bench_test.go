@@ -110,6 +110,9 @@ func generate(n int) (map[string]*corpus, []string, int) {
 				b.WriteByte(' ')
 			}
 		}
+		if i%(n/50) == 0 {
+			b.WriteString(" needleword") // exactly 50 chunks at every corpus size
+		}
 		title := vocab[zipf.Uint64()] + " " + vocab[zipf.Uint64()]
 		text := b.String()
 		textBytes += len(text) + len(title)
@@ -174,6 +177,29 @@ func BenchmarkQueryCorpus(b *testing.B) {
 				i++
 			}
 			b.ReportMetric(float64(cands)/float64(i), "candidates/op")
+		})
+	}
+}
+
+// BenchmarkQueryFixedMatches asks for a term that exactly 50 chunks hold, at
+// every corpus size: the time should stay flat as the corpus grows.
+func BenchmarkQueryFixedMatches(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
+			s, _, _ := corpusSnapshot(b, n)
+			ctx := context.Background()
+			req := Request{Text: "where is the needleword", Agent: "bench"}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := s.Query(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if resp.Stats.Candidates != 50 {
+					b.Fatalf("candidates = %d, want 50", resp.Stats.Candidates)
+				}
+			}
 		})
 	}
 }
