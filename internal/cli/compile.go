@@ -3,8 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 	"log/slog"
+	"strings"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
