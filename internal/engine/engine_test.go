@@ -584,3 +584,20 @@ func TestUnsupportedRouterSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestSkipLoadCompilesWithoutReading(t *testing.T) {
+	dir := v1alpha1.ContextSource{ObjectMeta: meta("docs"), Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceDirectory,
+		Directory: &v1alpha1.DirectorySource{Path: "/nonexistent/contextrouter/docs"}}}
+	cfg := &Config{Router: router(nil), Routes: []v1alpha1.ContextRoute{routeTo("r", `"x" in tags`, "docs")}, Sources: []v1alpha1.ContextSource{dir}}
+	s, err := Compile(context.Background(), cfg, Options{SkipLoad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Sources()[0]; st.Error != "" || st.Chunks != 0 {
+		t.Errorf("SkipLoad read the source: %+v", st)
+	}
+	cfg.Routes[0].Spec.When = "tags.bogus()"
+	if _, err := Compile(context.Background(), cfg, Options{SkipLoad: true}); err == nil || !strings.Contains(err.Error(), "ContextRoute/r: spec.when") {
+		t.Errorf("SkipLoad must still compile CEL: %v", err)
+	}
+}

@@ -45,6 +45,10 @@ type Options struct {
 	IndexParams *index.Params
 	// LoadConcurrency bounds parallel source loads (0 = 4).
 	LoadConcurrency int
+	// SkipLoad compiles everything (CEL, settings, source specs) but reads no
+	// source: the operator and the webhook check configurations this way,
+	// without the files and repositories only the router can reach.
+	SkipLoad bool
 }
 
 // Problem is one reason a configuration cannot be compiled.
@@ -337,7 +341,12 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		return nil, &CompileError{Problems: problems}
 	}
 
-	loaded := s.loadStatic(ctx, opts.LoadConcurrency)
+	var loaded [][]sources.Chunk
+	if opts.SkipLoad {
+		loaded = make([][]sources.Chunk, len(s.byGroup))
+	} else {
+		loaded = s.loadStatic(ctx, opts.LoadConcurrency)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func (s *Set) Config(router string) (*engine.Config, error) {
 
 	for i := range s.Routes {
 		rt := s.Routes[i].DeepCopy()
-		if attached(rt.Spec.ParentRefs, r.Name) {
+		if rt.AttachesTo(r.Name) {
 			rt.Default()
 			cfg.Routes = append(cfg.Routes, *rt)
 			s.addOrigin(cfg, v1alpha1.KindContextRoute, rt.Name)
@@ -57,7 +57,7 @@ func (s *Set) Config(router string) (*engine.Config, error) {
 	}
 	for i := range s.Permissions {
 		p := s.Permissions[i].DeepCopy()
-		if attached(p.Spec.ParentRefs, r.Name) {
+		if p.AppliesTo(r.Name) {
 			p.Default()
 			cfg.Permissions = append(cfg.Permissions, *p)
 			s.addOrigin(cfg, v1alpha1.KindAgentPermission, p.Name)
@@ -119,12 +119,6 @@ func namesOf[T any](objs []T, name func(*T) string) []string {
 		out[i] = name(&objs[i])
 	}
 	return out
-}
-
-// attached reports whether an object with these parentRefs belongs to router:
-// no refs means every router in the namespace.
-func attached(refs []v1alpha1.ParentReference, router string) bool {
-	return len(refs) == 0 || slices.ContainsFunc(refs, func(r v1alpha1.ParentReference) bool { return r.Name == router })
 }
 
 func (s *Set) addOrigin(cfg *engine.Config, kind, name string) {
