@@ -601,3 +601,34 @@ func TestSkipLoadCompilesWithoutReading(t *testing.T) {
 		t.Errorf("SkipLoad must still compile CEL: %v", err)
 	}
 }
+
+func TestRecencyRanking(t *testing.T) {
+	root := t.TempDir()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, name := range []string{"old.md", "new.md", "mid.md"} {
+		p := filepath.Join(root, name)
+		if err := os.WriteFile(p, []byte("# "+name+"\n\nThe deploy checklist, version "+name+"."), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mtime := base.Add(time.Duration([]int{0, 48, 24}[i]) * time.Hour)
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := v1alpha1.ContextSource{ObjectMeta: meta("docs"), Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceDirectory,
+		Directory: &v1alpha1.DirectorySource{Path: root}}}
+	cfg := &Config{
+		Router:  router(func(s *v1alpha1.ContextRouterSpec) { s.Ranking.Strategy = v1alpha1.RankingRecency; s.Ranking.DedupThreshold = "0" }),
+		Routes:  []v1alpha1.ContextRoute{routeTo("all", "", "docs")},
+		Sources: []v1alpha1.ContextSource{src},
+	}
+	resp := query(t, compile(t, cfg), Request{Text: "deploy checklist"})
+	var got []string
+	for _, c := range resp.Chunks {
+		got = append(got, c.Path+"@"+c.Metadata.MTime)
+	}
+	want := []string{"new.md@2026-01-03T00:00:00Z", "mid.md@2026-01-02T00:00:00Z", "old.md@2026-01-01T00:00:00Z"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("recency order = %v, want %v", got, want)
+	}
+}
