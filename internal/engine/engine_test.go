@@ -618,7 +618,10 @@ func TestRecencyRanking(t *testing.T) {
 	src := v1alpha1.ContextSource{ObjectMeta: meta("docs"), Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceDirectory,
 		Directory: &v1alpha1.DirectorySource{Path: root}}}
 	cfg := &Config{
-		Router:  router(func(s *v1alpha1.ContextRouterSpec) { s.Ranking.Strategy = v1alpha1.RankingRecency; s.Ranking.DedupThreshold = "0" }),
+		Router: router(func(s *v1alpha1.ContextRouterSpec) {
+			s.Ranking.Strategy = v1alpha1.RankingRecency
+			s.Ranking.DedupThreshold = "0"
+		}),
 		Routes:  []v1alpha1.ContextRoute{routeTo("all", "", "docs")},
 		Sources: []v1alpha1.ContextSource{src},
 	}
