@@ -49,7 +49,7 @@ var (
 	// dedupThresholdPattern is the marker's pattern: a decimal in [0, 1].
 	dedupThresholdPattern = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
 	// gitSchemes are the URL schemes go-git can fetch from.
-	gitSchemes = []string{"http", "https", "ssh", "git", "file"}
+	gitSchemes = []string{"http", "https", "ssh", "file"}
 )
 
 // Validate reports every invalid field of a defaulted ContextRouter.

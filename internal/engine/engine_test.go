@@ -479,6 +479,19 @@ func TestBudgetModes(t *testing.T) {
 			}
 		})
 	}
+	// Two chunks bigger than what remains after the first: the second is cut
+	// into the remaining room, not dropped.
+	two := []v1alpha1.ContextSource{inlineSource("a", "A", long), inlineSource("b", "B", long+" extra words here")}
+	s2 := compile(t, &Config{
+		Router: router(func(s *v1alpha1.ContextRouterSpec) {
+			s.Budget.MaxTokens, s.Budget.Truncation, s.Ranking.DedupThreshold = 500, v1alpha1.TruncationTruncateEnd, "0"
+		}),
+		Routes: []v1alpha1.ContextRoute{routeTo("all", "", "a", "b")}, Sources: two,
+	})
+	if resp := query(t, s2, Request{Text: "deploy"}); len(resp.Chunks) != 2 || !strings.Contains(resp.Chunks[1].Content, "truncated") || resp.TotalTokens < 490 {
+		t.Errorf("second chunk not cut into the remaining budget: %v, %d tokens", sourcesOf(resp), resp.TotalTokens)
+	}
+
 	// The request can lower the budget but not raise it.
 	s := compile(t, &Config{Router: router(nil), Routes: []v1alpha1.ContextRoute{routeTo("all", "", "big", "small")}, Sources: srcs})
 	if resp := query(t, s, Request{Text: "deploy", MaxTokens: 100}); len(resp.Chunks) != 1 || resp.Chunks[0].Source != "small" {

@@ -358,9 +358,13 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 	dedup := dedupSet{t: s.dedup}
 	full := false
 	for h.Len() > 0 {
-		if full || remaining < minTokens || (maxChunks > 0 && len(included) >= maxChunks) {
+		// Stop when nothing more can go in: the budget is full, no candidate fits
+		// whole and none can be cut (Drop, or too little room left to cut into),
+		// or max_chunks is reached. The rest is counted as dropped for budget.
+		cannotFit := remaining < minTokens && (s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens)
+		if full || cannotFit || (maxChunks > 0 && len(included) >= maxChunks) {
 			resp.Stats.Dropped.Budget += h.Len()
-			resp.WasTruncated = resp.WasTruncated || full || remaining < minTokens
+			resp.WasTruncated = true
 			break
 		}
 		c := cands[heap.Pop(h).(int32)]
@@ -369,7 +373,7 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 				if c.doc >= 0 {
 					c.terms = s.ix.DocTerms(uint32(c.doc))
 				} else {
-					c.terms = s.ix.TermIDs(c.chunk.Content, extra)
+					c.terms = s.ix.TermIDs(c.chunk.Title+"\n"+c.chunk.Content, extra)
 				}
 			}
 			if dedup.duplicate(c.terms) {

@@ -414,6 +414,11 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 	}
 	// Items of typed lists may leave apiVersion and kind out.
 	obj.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kind))
+	// Defaulting cannot tell an explicit 0 from a missing field; the API
+	// server would refuse these zeros (minimum 1), so the loader does too.
+	for _, f := range explicitZeros(kind, j) {
+		p.problem(pr(f, "must be at least 1 (leave the field out for the default)"))
+	}
 	obj.Default()
 	p.namespace(obj.GetNamespace(), pr, describe(kind, name), o)
 
@@ -429,6 +434,36 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 		s.Permissions = append(s.Permissions, *v)
 	}
 	s.place(kind, name, placement{origin: o, node: node})
+}
+
+// positiveFields are integer fields with a default and a minimum of 1.
+var positiveFields = map[string][]string{
+	v1alpha1.KindContextRouter: {"spec.budget.maxTokens"},
+	v1alpha1.KindContextSource: {"spec.chunking.maxChunkTokens", "spec.httpAPI.maxResults"},
+}
+
+// explicitZeros returns the positiveFields of kind that the document sets to 0.
+func explicitZeros(kind string, j []byte) []string {
+	var doc map[string]any
+	if len(positiveFields[kind]) == 0 || json.Unmarshal(j, &doc) != nil {
+		return nil
+	}
+	var out []string
+	for _, path := range positiveFields[kind] {
+		var v any = doc
+		for _, seg := range strings.Split(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[seg]
+		}
+		if n, ok := v.(float64); ok && n == 0 {
+			out = append(out, path)
+		}
+	}
+	return out
 }
 
 // checkTypeMeta explains an apiVersion/kind pair this loader does not read.

@@ -217,6 +217,17 @@ spec:
 			want: [][]string{{"docs.yaml:10: ContextSource/docs: spec.directory.includ: unknown field", `did you mean "include"?`}},
 		},
 		{
+			name: "explicit zero where the API requires at least 1",
+			files: map[string]string{"z.yaml": `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: z}
+spec:
+  budget:
+    maxTokens: 0
+`},
+			want: [][]string{{"z.yaml:6: ContextRouter/z: spec.budget.maxTokens: must be at least 1"}},
+		},
+		{
 			name: "unknown field in a list item, JSON",
 			files: map[string]string{"r.json": `{"apiVersion": "contextrouter.dev/v1alpha1", "kind": "ContextRoute",
  "metadata": {"name": "r"},
