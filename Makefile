@@ -15,6 +15,25 @@ LDFLAGS := -s -w -X github.com/contextrouter/contextrouter/internal/cli.Version=
 
 DEMO_ARGS ?= -f examples/quickstart -a hr-assistant "How many vacation days do I get, and can I carry them over?"
 
+# Test control plane: Kubernetes built from Go modules by the separate module
+# hack/controlplane (no release downloads; envtest finds the binaries through
+# KUBEBUILDER_ASSETS). K8S_VERSION must match k8s.io/kubernetes in its go.mod;
+# the build checks that. The build date is the release's commit time as the
+# module proxy reports it, fixed so that rebuilds are reproducible.
+K8S_VERSION := v1.36.3
+K8S_BUILD_DATE := 2026-07-22T18:07:38Z
+K8S_BIN := $(BIN)/k8s/$(K8S_VERSION)
+K8S_MOD := hack/controlplane
+CONTROLPLANE_BINARIES := kube-apiserver etcd kubectl
+NODE_BINARIES := kube-controller-manager kube-scheduler kubelet kube-proxy
+K8S_MAJOR := $(word 1,$(subst ., ,$(K8S_VERSION:v%=%)))
+K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION:v%=%)))
+# Both version packages are stamped: servers report component-base's, kubectl's
+# client half reports client-go's.
+K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=$(K8S_MAJOR) -X $(p).gitMinor=$(K8S_MINOR) \
+	-X $(p).gitTreeState=clean -X $(p).buildDate=$(K8S_BUILD_DATE))
+
 .PHONY: all build test demo bench lint generate verify-generate tools clean help
 
 all: build
@@ -28,7 +47,8 @@ build: ## Build bin/contextrouter.
 demo: build ## Ask the quickstart knowledge base a question (no cluster needed).
 	$(BIN)/contextrouter query $(DEMO_ARGS)
 
-test: ## Run every test.
+test: export KUBEBUILDER_ASSETS := $(K8S_BIN)
+test: controlplane ## Run every test (envtest uses the control plane in bin/k8s).
 	$(GO) test -count=1 -timeout 20m ./...
 
 bench: ## Run the benchmarks (see docs/benchmarks.md).
@@ -54,6 +74,36 @@ $(CONTROLLER_GEN):
 
 $(BIN)/benchstat:
 	$(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+
+# k8s-build builds the binaries $(2) from $(K8S_MOD) in ONE go build: they
+# share most packages, so a single invocation compiles them once and links in
+# parallel. It does nothing when every binary exists and the stamp
+# $(K8S_BIN)/.$(1).stamp matches the hash of go.mod, go.sum, the mains, the
+# build flags and the Go version. $(3) is extra environment for go build.
+define k8s-build
+	@set -e; mkdir -p $(K8S_BIN); \
+	grep -Eq '^[[:space:]]*k8s.io/kubernetes $(K8S_VERSION)$$' $(K8S_MOD)/go.mod || \
+	  { echo "$(K8S_MOD)/go.mod does not require k8s.io/kubernetes $(K8S_VERSION) (K8S_VERSION)" >&2; exit 1; }; \
+	sum=$$({ printf '%s\n' '$(3)' '$(K8S_LDFLAGS)' '$(2)'; $(GO) version; \
+	  cd $(K8S_MOD) && cat go.mod go.sum $(foreach b,$(2),cmd/$(b)/*.go); } | sha256sum | cut -d' ' -f1); \
+	present=1; for b in $(2); do [ -x "$(K8S_BIN)/$$b" ] || present=0; done; \
+	if [ $$present = 1 ] && [ "$$(cat $(K8S_BIN)/.$(1).stamp 2>/dev/null)" = "$$sum" ]; then \
+	  echo "$(1): up to date in $(K8S_BIN)"; exit 0; fi; \
+	rm -f $(K8S_BIN)/.$(1).stamp; \
+	echo "$(1): building $(2) ($(K8S_VERSION)) into $(K8S_BIN)"; \
+	$(3) GOWORK=off $(GO) -C $(K8S_MOD) build -buildvcs=false -trimpath -ldflags '$(K8S_LDFLAGS)' \
+	  -o $(K8S_BIN)/ $(foreach b,$(2),./cmd/$(b)); \
+	echo "$$sum" > $(K8S_BIN)/.$(1).stamp
+endef
+
+.PHONY: controlplane node-binaries
+
+controlplane: ## Build kube-apiserver, etcd and kubectl for envtest into bin/k8s/ (cached).
+	$(call k8s-build,controlplane,$(CONTROLPLANE_BINARIES),CGO_ENABLED=0)
+
+# cgo stays at the toolchain default: upstream links the kubelet with cgo.
+node-binaries: ## Build kube-controller-manager, kube-scheduler, kubelet, kube-proxy into bin/k8s/ (cached).
+	$(call k8s-build,node-binaries,$(NODE_BINARIES),)
 
 clean: ## Remove build outputs.
 	rm -rf $(BIN)
