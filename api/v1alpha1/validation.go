@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/net/http/httpguts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -499,7 +500,7 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 		if hd.Name == "" {
 			allErrs = append(allErrs, field.Required(ip.Child("name"), ""))
 		} else {
-			if !isHTTPToken(hd.Name) {
+			if !httpguts.ValidHeaderFieldName(hd.Name) {
 				allErrs = append(allErrs, field.Invalid(ip.Child("name"), hd.Name,
 					"is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)"))
 			}
@@ -537,21 +538,4 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 	}
 	allErrs = append(allErrs, validatePositiveQuantity(p.Child("maxResponseSize"), h.MaxResponseSize)...)
 	return allErrs
-}
-
-// isHTTPToken reports whether s is an RFC 9110 token, the syntax of a header name.
-func isHTTPToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

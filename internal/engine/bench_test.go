@@ -122,8 +122,8 @@ func generate(n int) (map[string]*corpus, []string, int) {
 	return srcs, vocab, textBytes
 }
 
-func corpusSnapshot(b *testing.B, n int) (*Snapshot, []string, int) {
-	srcs, vocab, textBytes := generate(n)
+// corpusConfig is a router over the generated sources of generate(n).
+func corpusConfig(srcs map[string]*corpus) (*Config, Options) {
 	var names []string
 	var specs []v1alpha1.ContextSource
 	for name := range srcs {
@@ -133,9 +133,15 @@ func corpusSnapshot(b *testing.B, n int) (*Snapshot, []string, int) {
 	}
 	cfg := benchConfig(names)
 	cfg.Sources = specs
-	s, err := Compile(context.Background(), cfg, Options{Open: func(spec *v1alpha1.ContextSource, _ sources.Env) (sources.Source, error) {
+	return cfg, Options{Open: func(spec *v1alpha1.ContextSource, _ sources.Env) (sources.Source, error) {
 		return srcs[spec.Name], nil
-	}})
+	}}
+}
+
+func corpusSnapshot(b *testing.B, n int) (*Snapshot, []string, int) {
+	srcs, vocab, textBytes := generate(n)
+	cfg, opts := corpusConfig(srcs)
+	s, err := Compile(context.Background(), cfg, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,16 +216,7 @@ func BenchmarkCompileCorpus(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
 			srcs, _, textBytes := generate(n)
-			var names []string
-			var specs []v1alpha1.ContextSource
-			for name := range srcs {
-				names = append(names, name)
-				specs = append(specs, v1alpha1.ContextSource{ObjectMeta: meta(name), Spec: v1alpha1.ContextSourceSpec{
-					Type: v1alpha1.SourceDirectory, Directory: &v1alpha1.DirectorySource{Path: "/generated"}}})
-			}
-			cfg := benchConfig(names)
-			cfg.Sources = specs
-			opts := Options{Open: func(spec *v1alpha1.ContextSource, _ sources.Env) (sources.Source, error) { return srcs[spec.Name], nil }}
+			cfg, opts := corpusConfig(srcs)
 			var heap uint64
 			for b.Loop() {
 				var before, after runtime.MemStats

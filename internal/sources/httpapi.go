@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
@@ -355,7 +357,7 @@ func compileHeaders(specs []v1alpha1.HTTPHeader) ([]httpHeader, string, error) {
 		if s.Name == "" {
 			return nil, "", fmt.Errorf("%s.name: required", field)
 		}
-		if !validHeaderName(s.Name) {
+		if !httpguts.ValidHeaderFieldName(s.Name) {
 			return nil, "", fmt.Errorf("%s.name: %q is not a valid header name", field, s.Name)
 		}
 		name := http.CanonicalHeaderKey(s.Name)
@@ -433,23 +435,6 @@ func validEnvName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
 			return false
 		}
 	}
