@@ -9,6 +9,12 @@ export GOBIN := $(BIN)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+# v5.8.3 and later need Go 1.27.
+KUSTOMIZE_VERSION ?= v5.8.2
+KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
+KUBECTL ?= kubectl
+# Operator image that deploy and build-installer write into config/manager.
+IMG ?= contextrouter:dev
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/contextrouter/contextrouter/internal/cli.Version=$(VERSION)
@@ -29,12 +35,14 @@ NODE_BINARIES := kube-controller-manager kube-scheduler kubelet kube-proxy
 K8S_MAJOR := $(word 1,$(subst ., ,$(K8S_VERSION:v%=%)))
 K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION:v%=%)))
 # Both version packages are stamped: servers report component-base's, kubectl's
-# client half reports client-go's.
+# client half reports client-go's. The module proxy does not know the release
+# commit, so gitCommit is left empty rather than a placeholder.
 K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=$(K8S_MAJOR) -X $(p).gitMinor=$(K8S_MINOR) \
-	-X $(p).gitTreeState=clean -X $(p).buildDate=$(K8S_BUILD_DATE))
+	-X $(p).gitCommit= -X $(p).gitTreeState=clean -X $(p).buildDate=$(K8S_BUILD_DATE))
 
 .PHONY: all build test demo bench lint generate verify-generate tools clean help
+.PHONY: manifests samples verify-manifests install uninstall deploy undeploy build-installer
 
 all: build
 
@@ -65,12 +73,58 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 verify-generate: generate ## Fail if generated files are stale.
 	@git diff --exit-code -- api/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
-tools: $(CONTROLLER_GEN) ## Install the pinned tools into bin/.
+# The RBAC role and the webhook configuration come from +kubebuilder:rbac and
+# +kubebuilder:webhook markers anywhere under internal/; config/default's
+# namePrefix turns the role "operator" into contextrouter-operator. The CRD
+# folder is emptied first so a removed kind loses its CRD.
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs, the operator's RBAC role and the webhook configuration into config/.
+	rm -f config/crd/bases/*.yaml
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=false rbac:roleName=operator webhook \
+	  paths=./api/... paths=./internal/... \
+	  output:crd:artifacts:config=config/crd/bases \
+	  output:rbac:artifacts:config=config/rbac \
+	  output:webhook:artifacts:config=config/webhook
+
+samples: ## Generate the document ConfigMaps of config/samples from examples/quickstart.
+	$(GO) run ./hack/samples -quickstart examples/quickstart -sources config/samples/sources.yaml -out config/samples
+
+verify-manifests: manifests samples $(KUSTOMIZE) ## Fail if config/ is stale or config/default does not build.
+	@git diff --exit-code -- config/ || { echo "generated manifests are stale: run 'make manifests samples' and commit"; exit 1; }
+	@new=$$(git ls-files --others --exclude-standard -- config/); \
+	  if [ -n "$$new" ]; then echo "generated manifests are not committed:"; echo "$$new"; exit 1; fi
+	$(KUSTOMIZE) build config/default >/dev/null
+
+install: manifests $(KUSTOMIZE) ## Install the CRDs into the cluster of the current kubeconfig.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+
+uninstall: $(KUSTOMIZE) ## Remove the CRDs (and with them every object of the four kinds).
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+
+# deploy and build-installer set the image in config/manager/kustomization.yaml
+# (the kubebuilder convention); with the default IMG it stays unchanged.
+deploy: manifests $(KUSTOMIZE) ## Deploy the operator (image IMG) into the cluster of the current kubeconfig.
+	cd config/manager && $(KUSTOMIZE) edit set image contextrouter=$(IMG)
+	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+
+undeploy: $(KUSTOMIZE) ## Remove the operator, its CRDs and every object of the four kinds.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+
+build-installer: manifests $(KUSTOMIZE) ## Write dist/install.yaml: CRDs, RBAC, webhook and the operator (image IMG).
+	@mkdir -p dist
+	cd config/manager && $(KUSTOMIZE) edit set image contextrouter=$(IMG)
+	$(KUSTOMIZE) build config/default > dist/install.yaml
+
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Install the pinned tools into bin/.
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)
 	$(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv $(BIN)/controller-gen $@
+
+$(KUSTOMIZE):
+	@mkdir -p $(BIN)
+	$(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(BIN)/kustomize $@
 
 $(BIN)/benchstat:
 	$(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
@@ -79,13 +133,15 @@ $(BIN)/benchstat:
 # share most packages, so a single invocation compiles them once and links in
 # parallel. It does nothing when every binary exists and the stamp
 # $(K8S_BIN)/.$(1).stamp matches the hash of go.mod, go.sum, the mains, the
-# build flags and the Go version. $(3) is extra environment for go build.
+# module's internal packages, the build flags and the Go version. $(3) is
+# extra environment for go build.
 define k8s-build
 	@set -e; mkdir -p $(K8S_BIN); \
 	grep -Eq '^[[:space:]]*k8s.io/kubernetes $(K8S_VERSION)$$' $(K8S_MOD)/go.mod || \
 	  { echo "$(K8S_MOD)/go.mod does not require k8s.io/kubernetes $(K8S_VERSION) (K8S_VERSION)" >&2; exit 1; }; \
 	sum=$$({ printf '%s\n' '$(3)' '$(K8S_LDFLAGS)' '$(2)'; $(GO) version; \
-	  cd $(K8S_MOD) && cat go.mod go.sum $(foreach b,$(2),cmd/$(b)/*.go); } | sha256sum | cut -d' ' -f1); \
+	  cd $(K8S_MOD) && cat go.mod go.sum && find $(foreach b,$(2),cmd/$(b)) internal -name '*.go' | LC_ALL=C sort | xargs cat; } \
+	  | sha256sum | cut -d' ' -f1); \
 	present=1; for b in $(2); do [ -x "$(K8S_BIN)/$$b" ] || present=0; done; \
 	if [ $$present = 1 ] && [ "$$(cat $(K8S_BIN)/.$(1).stamp 2>/dev/null)" = "$$sum" ]; then \
 	  echo "$(1): up to date in $(K8S_BIN)"; exit 0; fi; \

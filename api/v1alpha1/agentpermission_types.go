@@ -78,10 +78,10 @@ type AgentPermissionStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=agentperm,categories=contextrouter
+// +kubebuilder:resource:shortName=agentperm,categories=contextrouting
 // +kubebuilder:printcolumn:name="Agents",type=string,JSONPath=`.spec.agents`
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.default`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="ResolvedRefs")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type AgentPermission struct {
 	metav1.TypeMeta   `json:",inline"`

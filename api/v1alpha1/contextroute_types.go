@@ -62,7 +62,7 @@ type ContextRouteStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=ctxroute,categories=contextrouter
+// +kubebuilder:resource:shortName=ctxroute,categories=contextrouting
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="When",type=string,JSONPath=`.spec.when`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

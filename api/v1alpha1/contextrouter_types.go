@@ -96,8 +96,12 @@ type ContextRouterSpec struct {
 	Deployment DeploymentSpec `json:"deployment,omitempty"`
 }
 
+// The API server also checks this rule against the schema default of
+// spec.budget, {}, whose fields are not defaulted: absent fields must pass.
+// In a stored object both fields are always set (defaulted).
+// +kubebuilder:validation:XValidation:rule="!has(self.maxTokens) || !has(self.reserveTokens) || self.reserveTokens < self.maxTokens",message="reserveTokens must be less than maxTokens"
+
 // BudgetSpec limits the tokens of a response.
-// +kubebuilder:validation:XValidation:rule="self.reserveTokens < self.maxTokens",message="reserveTokens must be less than maxTokens"
 type BudgetSpec struct {
 	// MaxTokens is the largest context a response may carry.
 	// +optional
@@ -122,8 +126,10 @@ type BudgetSpec struct {
 	Estimator TokenEstimator `json:"estimator,omitempty"`
 }
 
+// As for BudgetSpec, the rule must pass on the schema default {} of spec.ranking.
+// +kubebuilder:validation:XValidation:rule="!has(self.strategy) || !(self.strategy in ['Embedding', 'Hybrid']) || has(self.embedding)",message="embedding is required for the Embedding and Hybrid strategies"
+
 // RankingSpec orders chunks.
-// +kubebuilder:validation:XValidation:rule="!(self.strategy in ['Embedding', 'Hybrid']) || has(self.embedding)",message="embedding is required for the Embedding and Hybrid strategies"
 type RankingSpec struct {
 	// Strategy orders the candidates.
 	// +optional
@@ -242,7 +248,7 @@ type ContextRouterStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=ctxrouter,categories=contextrouter
+// +kubebuilder:resource:shortName=ctxrouter,categories=contextrouting
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Routes",type=integer,JSONPath=`.status.attachedRoutes`
 // +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sources`

@@ -274,7 +274,7 @@ type ContextSourceStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=ctxsrc,categories=contextrouter
+// +kubebuilder:resource:shortName=ctxsrc,categories=contextrouting
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Sensitivity",type=string,JSONPath=`.spec.sensitivity`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
