@@ -82,6 +82,7 @@ type AgentPermissionStatus struct {
 // +kubebuilder:printcolumn:name="Agents",type=string,JSONPath=`.spec.agents`
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.default`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Resolved",type=string,JSONPath=`.status.conditions[?(@.type=="ResolvedRefs")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type AgentPermission struct {
 	metav1.TypeMeta   `json:",inline"`
