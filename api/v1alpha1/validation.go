@@ -458,12 +458,13 @@ func validateGitRepo(p *field.Path, g *GitRepoSource) field.ErrorList {
 		u, err := url.Parse(g.URL)
 		switch {
 		case err != nil:
-			allErrs = append(allErrs, field.Invalid(up, g.URL, "is not a valid URL: "+unwrapURLError(err)))
+			// The URL may carry a password: show neither it nor url.Parse's echo of it.
+			allErrs = append(allErrs, field.Invalid(up, "<unparsable URL>", "is not a valid URL"))
 		case !slices.Contains(gitSchemes, u.Scheme):
-			allErrs = append(allErrs, field.Invalid(up, g.URL,
+			allErrs = append(allErrs, field.Invalid(up, u.Redacted(),
 				fmt.Sprintf("unsupported scheme %q: use one of %s", u.Scheme, strings.Join(gitSchemes, ", "))))
 		case u.Scheme != "file" && u.Host == "":
-			allErrs = append(allErrs, field.Invalid(up, g.URL, "must name a host"))
+			allErrs = append(allErrs, field.Invalid(up, u.Redacted(), "must name a host"))
 		}
 	}
 	// Anything else is git's user@host:path ssh shorthand or a local path,

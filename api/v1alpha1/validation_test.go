@@ -296,3 +296,18 @@ func TestAgentPermissionValidate(t *testing.T) {
 		{"parentRef duplicate", func(p *AgentPermission) { p.Spec.ParentRefs = []ParentReference{{Name: "a"}, {Name: "a"}} }, "spec.parentRefs[1].name", "Duplicate value"},
 	})
 }
+
+func TestGitURLErrorsHideCredentials(t *testing.T) {
+	for _, u := range []string{"gopher://alice:s3cret@example.com/repo.git", "https://alice:s3cret@/repo.git", "https://alice:s3cret@exa mple.com/%zz"} {
+		src := &ContextSource{Spec: ContextSourceSpec{Type: SourceGitRepo, GitRepo: &GitRepoSource{URL: u}}}
+		src.Name = "wiki"
+		src.Default()
+		errs := src.Validate()
+		if len(errs) == 0 {
+			t.Errorf("%s: no error", u)
+		}
+		if msg := errs.ToAggregate().Error(); strings.Contains(msg, "s3cret") {
+			t.Errorf("error leaks the password: %s", msg)
+		}
+	}
+}

@@ -1,0 +1,422 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+// Reference checks read the manager's cache; this bounds how long they may
+// delay an admission (the API server gives the webhook 10 s in all).
+const refLookupTimeout = 3 * time.Second
+
+// Only spec changes are validated on update: the matchCondition spares the
+// API server the call, and ValidateUpdate repeats the test for configurations
+// without it. So an object that a newer operator would refuse can still get
+// labels, annotations and finalizers, and be deleted.
+//
+// +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-contextrouter,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=contextrouters,verbs=create;update,versions=v1alpha1,name=vcontextrouter.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
+// +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-contextroute,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=contextroutes,verbs=create;update,versions=v1alpha1,name=vcontextroute.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
+// +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-contextsource,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=contextsources,verbs=create;update,versions=v1alpha1,name=vcontextsource.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
+// +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-agentpermission,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=agentpermissions,verbs=create;update,versions=v1alpha1,name=vagentpermission.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
+
+// Reference warnings list routers and sources.
+// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters;contextsources,verbs=get;list;watch
+
+// object is what every kind of api/v1alpha1 offers.
+type object[T any] interface {
+	client.Object
+	DeepCopy() T
+	Default()
+	Validate() field.ErrorList
+}
+
+// validator implements admission.Validator for one kind: Validate plus the
+// engine's checks, and optional reference warnings.
+type validator[T object[T]] struct {
+	kind  string
+	check func(obj T) field.ErrorList
+	spec  func(obj T) any
+	warn  func(ctx context.Context, obj T) admission.Warnings
+}
+
+// NewRouterValidator validates ContextRouters: Validate plus the engine's
+// router checks (an unsupported ranking strategy, invalid variables).
+func NewRouterValidator() admission.Validator[*v1alpha1.ContextRouter] {
+	return &validator[*v1alpha1.ContextRouter]{
+		kind:  v1alpha1.KindContextRouter,
+		check: checkRouter,
+		spec:  func(r *v1alpha1.ContextRouter) any { return r.Spec },
+	}
+}
+
+// NewRouteValidator validates ContextRoutes: Validate plus the CEL compile of
+// spec.when. With a cached reader, parentRefs and sources that do not exist
+// are reported as warnings; live (optional, uncached) confirms each absence
+// the cache reports.
+func NewRouteValidator(cached, live client.Reader) admission.Validator[*v1alpha1.ContextRoute] {
+	v := &validator[*v1alpha1.ContextRoute]{
+		kind:  v1alpha1.KindContextRoute,
+		check: checkRoute,
+		spec:  func(r *v1alpha1.ContextRoute) any { return r.Spec },
+	}
+	if cached != nil {
+		rr := refReaders{cached: cached, live: live}
+		v.warn = func(ctx context.Context, r *v1alpha1.ContextRoute) admission.Warnings {
+			parents := make([]string, len(r.Spec.ParentRefs))
+			for i, p := range r.Spec.ParentRefs {
+				parents[i] = p.Name
+			}
+			srcs := make([]string, len(r.Spec.Sources))
+			for i, s := range r.Spec.Sources {
+				srcs[i] = s.Name
+			}
+			return routeWarnings(r, rr.lookup(ctx, r.Namespace, parents, srcs))
+		}
+	}
+	return v
+}
+
+// NewSourceValidator validates ContextSources: Validate plus the source
+// factory's checks (without reading anything).
+func NewSourceValidator() admission.Validator[*v1alpha1.ContextSource] {
+	return &validator[*v1alpha1.ContextSource]{
+		kind:  v1alpha1.KindContextSource,
+		check: checkSource,
+		spec:  func(s *v1alpha1.ContextSource) any { return s.Spec },
+	}
+}
+
+// NewPermissionValidator validates AgentPermissions. With a cached reader,
+// parentRefs and allow/deny entries naming objects that do not exist are
+// reported as warnings; live (optional, uncached) confirms each absence the
+// cache reports.
+func NewPermissionValidator(cached, live client.Reader) admission.Validator[*v1alpha1.AgentPermission] {
+	v := &validator[*v1alpha1.AgentPermission]{
+		kind:  v1alpha1.KindAgentPermission,
+		check: checkPermission,
+		spec:  func(p *v1alpha1.AgentPermission) any { return p.Spec },
+	}
+	if cached != nil {
+		rr := refReaders{cached: cached, live: live}
+		v.warn = func(ctx context.Context, p *v1alpha1.AgentPermission) admission.Warnings {
+			parents := make([]string, len(p.Spec.ParentRefs))
+			for i, r := range p.Spec.ParentRefs {
+				parents[i] = r.Name
+			}
+			srcs := append(slices.Clone(p.Spec.AllowSources), p.Spec.DenySources...)
+			return permissionWarnings(p, rr.lookup(ctx, p.Namespace, parents, srcs))
+		}
+	}
+	return v
+}
+
+func (v *validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
+	return v.validate(ctx, obj)
+}
+
+func (v *validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (admission.Warnings, error) {
+	if newObj.GetDeletionTimestamp() != nil {
+		return nil, nil
+	}
+	if equality.Semantic.DeepEqual(v.spec(defaulted(oldObj)), v.spec(defaulted(newObj))) {
+		return nil, nil
+	}
+	return v.validate(ctx, newObj)
+}
+
+// ValidateDelete allows every delete: nothing depends on an object so
+// strongly that removing it must be refused.
+func (v *validator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *validator[T]) validate(ctx context.Context, obj T) (admission.Warnings, error) {
+	obj = defaulted(obj)
+	var warnings admission.Warnings
+	if v.warn != nil {
+		warnings = v.warn(ctx, obj)
+	}
+	if errs := v.check(obj); len(errs) > 0 {
+		gk := v1alpha1.GroupVersion.WithKind(v.kind).GroupKind()
+		return warnings, apierrors.NewInvalid(gk, obj.GetName(), errs)
+	}
+	return warnings, nil
+}
+
+// defaulted returns a defaulted copy, as the API server would store it.
+func defaulted[T object[T]](obj T) T {
+	c := obj.DeepCopy()
+	c.Default()
+	return c
+}
+
+// checkRouter runs Validate and then the engine's compile of the router
+// alone, which adds what only the engine knows (such as which ranking
+// strategies this version implements). Problems on a field Validate already
+// reported are left out: one message per field.
+func checkRouter(r *v1alpha1.ContextRouter) field.ErrorList {
+	errs := r.Validate()
+	cfg := &engine.Config{Router: *r}
+	_, err := engine.Compile(context.Background(), cfg, engine.Options{SkipLoad: true, Logger: discardLogger})
+	var ce *engine.CompileError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce):
+		for _, p := range ce.Problems {
+			path := p.Field
+			if path == "" {
+				path = "spec"
+			}
+			if reported(errs, path) {
+				continue
+			}
+			errs = append(errs, field.Invalid(field.NewPath(path), valueAt(r, path), p.Msg))
+		}
+	default:
+		errs = append(errs, field.InternalError(field.NewPath("spec"), err))
+	}
+	return errs
+}
+
+// checkRoute runs Validate and compiles spec.when exactly as the engine does;
+// the CEL compiler's message points at the offending column.
+func checkRoute(r *v1alpha1.ContextRoute) field.ErrorList {
+	errs := r.Validate()
+	when := field.NewPath("spec", "when")
+	if !reported(errs, when.String()) {
+		if _, err := engine.CompileCondition(r.Spec.When); err != nil {
+			errs = append(errs, field.Invalid(when, r.Spec.When, err.Error()))
+		}
+	}
+	return errs
+}
+
+// checkSource runs Validate and then the source factory, which checks what
+// the schema cannot (URL templates, JSON bodies, field paths, git refs)
+// without reading files, cloning or calling anything.
+func checkSource(s *v1alpha1.ContextSource) field.ErrorList {
+	errs := s.Validate()
+	env := sources.Env{Logger: discardLogger, Getenv: func(string) string { return "" }}
+	if _, err := sources.New(s, env); err != nil {
+		path, msg := splitFieldError(err.Error())
+		if !reported(errs, path) {
+			errs = append(errs, field.Invalid(field.NewPath(path), field.OmitValueType{}, msg))
+		}
+	}
+	return errs
+}
+
+// checkPermission runs Validate: the engine checks nothing more.
+func checkPermission(p *v1alpha1.AgentPermission) field.ErrorList {
+	return p.Validate()
+}
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// splitFieldError splits the factory's "spec.x.y: message" into its parts;
+// an error without a field path belongs to spec.
+func splitFieldError(s string) (path, msg string) {
+	if p, m, ok := strings.Cut(s, ": "); ok && strings.HasPrefix(p, "spec") && !strings.ContainsAny(p, " \t") {
+		return p, m
+	}
+	return "spec", s
+}
+
+// reported reports whether errs already holds an error on path, on a field
+// inside it or on a field containing it.
+func reported(errs field.ErrorList, path string) bool {
+	for _, e := range errs {
+		if within(e.Field, path) || within(path, e.Field) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether path is inner or lies inside it.
+func within(path, inner string) bool {
+	if !strings.HasPrefix(path, inner) {
+		return false
+	}
+	rest := path[len(inner):]
+	return rest == "" || rest[0] == '.' || rest[0] == '['
+}
+
+// valueAt returns the scalar at a field path such as "spec.budget.maxTokens"
+// for an error message, or field.OmitValueType when there is none.
+func valueAt(obj any, path string) any {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return field.OmitValueType{}
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return field.OmitValueType{}
+	}
+	for _, seg := range strings.Split(path, ".") {
+		name, rest, _ := strings.Cut(seg, "[")
+		if name != "" {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return field.OmitValueType{}
+			}
+			if v, ok = m[name]; !ok {
+				return field.OmitValueType{}
+			}
+		}
+		for rest != "" {
+			idx, after, ok := strings.Cut(rest, "]")
+			i, err := strconv.Atoi(idx)
+			l, isList := v.([]any)
+			if !ok || err != nil || !isList || i < 0 || i >= len(l) {
+				return field.OmitValueType{}
+			}
+			v, rest = l[i], strings.TrimPrefix(after, "[")
+		}
+	}
+	switch v.(type) {
+	case string, bool:
+		return v
+	case float64:
+		// JSON numbers of these fields are integers; print them as such.
+		if f := v.(float64); f == float64(int64(f)) {
+			return int64(f)
+		}
+		return v
+	}
+	return field.OmitValueType{}
+}
+
+// refs holds the names of the ContextRouters and ContextSources of one
+// namespace that matter to an object. A nil set means unknown (the lookup
+// failed, or nothing to look up): no warnings then.
+type refs struct {
+	namespace string
+	routers   map[string]bool
+	sources   map[string]bool
+}
+
+// refReaders find referenced objects: cached lists first, then a live read
+// for each name the cache lacks, because GitOps tools create a source and
+// the route naming it within milliseconds, before the cache has caught up.
+type refReaders struct {
+	cached client.Reader
+	live   client.Reader // nil: trust the cache
+}
+
+// lookup finds which of the named routers and sources exist in namespace.
+// Failures only cost warnings, never the admission.
+func (r refReaders) lookup(ctx context.Context, namespace string, routers, srcs []string) refs {
+	ctx, cancel := context.WithTimeout(ctx, refLookupTimeout)
+	defer cancel()
+	out := refs{namespace: namespace}
+	if len(routers) > 0 {
+		out.routers = r.find(ctx, namespace, routers, &v1alpha1.ContextRouterList{}, func() client.Object { return &v1alpha1.ContextRouter{} })
+	}
+	if len(srcs) > 0 {
+		out.sources = r.find(ctx, namespace, srcs, &v1alpha1.ContextSourceList{}, func() client.Object { return &v1alpha1.ContextSource{} })
+	}
+	return out
+}
+
+func (r refReaders) find(ctx context.Context, namespace string, names []string, list client.ObjectList, newObj func() client.Object) map[string]bool {
+	log := logf.FromContext(ctx)
+	if err := r.cached.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		log.V(1).Info("cannot check references", "namespace", namespace, "error", err.Error())
+		return nil
+	}
+	known := map[string]bool{}
+	_ = apimeta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			known[obj.GetName()] = true
+		}
+		return nil
+	})
+	if r.live == nil {
+		return known
+	}
+	for _, name := range names {
+		if known[name] {
+			continue
+		}
+		// Warn only about a confirmed absence.
+		err := r.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, newObj())
+		known[name] = !apierrors.IsNotFound(err)
+	}
+	return known
+}
+
+// routeWarnings names the parentRefs and sources of a route that do not
+// exist. The route still works for the rest: the controller leaves it out of
+// the bundle until its sources exist, and attaches it to a router once the
+// router exists.
+func routeWarnings(r *v1alpha1.ContextRoute, known refs) admission.Warnings {
+	var w admission.Warnings
+	if known.routers != nil {
+		for i, ref := range r.Spec.ParentRefs {
+			if !known.routers[ref.Name] {
+				w = append(w, fmt.Sprintf("spec.parentRefs[%d].name: ContextRouter %q not found in namespace %q; the route attaches to it once it exists",
+					i, ref.Name, known.namespace))
+			}
+		}
+	}
+	if known.sources != nil {
+		for i, ref := range r.Spec.Sources {
+			if !known.sources[ref.Name] {
+				w = append(w, fmt.Sprintf("spec.sources[%d].name: ContextSource %q not found in namespace %q; the route is left out of its routers until it exists",
+					i, ref.Name, known.namespace))
+			}
+		}
+	}
+	return w
+}
+
+// permissionWarnings names the parentRefs and allow/deny entries of a
+// permission that do not exist. The permission applies regardless; an entry
+// takes effect once its source exists.
+func permissionWarnings(p *v1alpha1.AgentPermission, known refs) admission.Warnings {
+	var w admission.Warnings
+	if known.routers != nil {
+		for i, ref := range p.Spec.ParentRefs {
+			if !known.routers[ref.Name] {
+				w = append(w, fmt.Sprintf("spec.parentRefs[%d].name: ContextRouter %q not found in namespace %q; the permission applies to it once it exists",
+					i, ref.Name, known.namespace))
+			}
+		}
+	}
+	if known.sources != nil {
+		for _, list := range []struct {
+			field string
+			names []string
+		}{{"allowSources", p.Spec.AllowSources}, {"denySources", p.Spec.DenySources}} {
+			for i, name := range list.names {
+				if !known.sources[name] {
+					w = append(w, fmt.Sprintf("spec.%s[%d]: ContextSource %q not found in namespace %q; the entry takes effect once it exists",
+						list.field, i, name, known.namespace))
+				}
+			}
+		}
+	}
+	return w
+}
