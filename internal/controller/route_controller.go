@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
+)
+
+// RouteReconciler writes ContextRoute status: one status.parents entry per
+// router the route attaches to (Accepted, ResolvedRefs) and a Ready summary.
+// The ContextRouter reconciler decides what goes into bundles; both use the
+// engine's CEL compile, so a route reported Accepted=False is exactly one the
+// bundle leaves out.
+type RouteReconciler struct {
+	Client client.Client
+}
+
+// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextroutes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextroutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextsources,verbs=get;list;watch
+
+// Reconcile recomputes the status of one route.
+func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	route := &v1alpha1.ContextRoute{}
+	if err := r.Client.Get(ctx, req.NamespacedName, route); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !route.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := route.DeepCopy()
+	defer func() {
+		if reterr == nil {
+			reterr = patchStatusIfChanged(ctx, r.Client, before, route,
+				equality.Semantic.DeepEqual(before.Status, route.Status))
+		}
+	}()
+
+	facts, err := r.facts(ctx, route)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	route.Status = routeStatus(route, facts, metav1.Now().Rfc3339Copy())
+	return ctrl.Result{}, nil
+}
+
+// facts gathers the routers of the namespace, the CEL compile result and the
+// missing sources.
+func (r *RouteReconciler) facts(ctx context.Context, route *v1alpha1.ContextRoute) (routeFacts, error) {
+	var f routeFacts
+	var routers v1alpha1.ContextRouterList
+	if err := r.Client.List(ctx, &routers, client.InNamespace(route.Namespace)); err != nil {
+		return f, fmt.Errorf("list ContextRouters in %s: %w", route.Namespace, err)
+	}
+	for _, rt := range routers.Items {
+		f.routers = append(f.routers, rt.Name)
+	}
+	_, f.conditionErr = engine.CompileCondition(route.Spec.When)
+	for _, ref := range route.Spec.Sources {
+		ok, err := objectExists(ctx, r.Client, &v1alpha1.ContextSource{}, route.Namespace, ref.Name)
+		if err != nil {
+			return f, err
+		}
+		if !ok {
+			f.missingSources = append(f.missingSources, ref.Name)
+		}
+	}
+	return f, nil
+}
+
+// SetupWithManager registers the reconciler. Routes are re-reconciled when a
+// router appears or goes (parents change) and when a source they name appears
+// or goes (ResolvedRefs changes); updates of either change neither.
+func (r *RouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := RegisterSharedIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("contextroute").
+		For(&v1alpha1.ContextRoute{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.ContextRouter{}, handler.EnqueueRequestsFromMapFunc(r.routesForRouter),
+			builder.WithPredicates(createOrDeleteOnly)).
+		Watches(&v1alpha1.ContextSource{}, handler.EnqueueRequestsFromMapFunc(r.routesForSource),
+			builder.WithPredicates(createOrDeleteOnly)).
+		Complete(r)
+}
+
+// routesForRouter maps a router to the routes that name it or attach to every router.
+func (r *RouteReconciler) routesForRouter(ctx context.Context, obj client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, key := range []string{obj.GetName(), AllParents} {
+		reqs = append(reqs, indexedRequests(ctx, r.Client, &v1alpha1.ContextRouteList{}, obj.GetNamespace(), IndexRouteParents, key)...)
+	}
+	return reqs
+}
+
+// routesForSource maps a source to the routes that name it.
+func (r *RouteReconciler) routesForSource(ctx context.Context, obj client.Object) []reconcile.Request {
+	return indexedRequests(ctx, r.Client, &v1alpha1.ContextRouteList{}, obj.GetNamespace(), IndexRouteSources, obj.GetName())
+}
+
+// createOrDeleteOnly passes the events that change whether an object exists.
+var createOrDeleteOnly = predicate.Funcs{
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// indexedRequests lists the objects of list's kind in namespace whose field
+// index key holds value and returns a request for each. A failed list is
+// logged: a map function cannot return an error, and the objects are
+// reconciled again on their own next event or resync.
+func indexedRequests(ctx context.Context, c client.Client, list client.ObjectList, namespace, key, value string) []reconcile.Request {
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{key: value}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list objects by field index", "index", key, "value", value, "namespace", namespace)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, o := range listObjects(list) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
+	}
+	return reqs
+}
+
+// listObjects returns the items of the lists this file's reconcilers use.
+func listObjects(list client.ObjectList) []client.Object {
+	var out []client.Object
+	switch l := list.(type) {
+	case *v1alpha1.ContextRouteList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *v1alpha1.ContextSourceList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *v1alpha1.AgentPermissionList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	}
+	return out
+}
+
+// objectExists reports whether namespace/name of obj's kind exists in the
+// client's view; obj receives it.
+func objectExists(ctx context.Context, c client.Reader, obj client.Object, namespace, name string) (bool, error) {
+	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("get %T %s/%s: %w", obj, namespace, name, err)
+	}
+	return true, nil
+}
+
+// patchStatusIfChanged writes after's status with a merge patch against
+// before, unless unchanged. Skipping identical writes keeps a reconcile that
+// finds nothing new from triggering watches (and itself) again.
+func patchStatusIfChanged(ctx context.Context, c client.Client, before, after client.Object, unchanged bool) error {
+	if unchanged {
+		return nil
+	}
+	err := c.Status().Patch(ctx, after, client.MergeFrom(before))
+	if apierrors.IsNotFound(err) {
+		// Deleted while we computed; nothing left to describe.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("patch status of %T %s/%s: %w", after, after.GetNamespace(), after.GetName(), err)
+	}
+	return nil
+}
