@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/google/cel-go/cel"
@@ -68,12 +69,44 @@ var folder = func() *cel.StaticOptimizer {
 	return o
 }()
 
+// compiled caches programs by expression text. The operator recompiles a
+// namespace's routes on every reconcile and most conditions are unchanged;
+// a cel.Program is immutable and safe to share.
+var compiled = struct {
+	sync.Mutex
+	m map[string]compileResult
+}{m: map[string]compileResult{}}
+
+type compileResult struct {
+	prg cel.Program
+	err error
+}
+
+const maxCompiledCache = 16384
+
 // CompileCondition compiles a route condition. The error text is the CEL
 // compiler's, which points at the offending column. An empty condition is nil.
 func CompileCondition(expr string) (cel.Program, error) {
 	if expr == "" {
 		return nil, nil
 	}
+	compiled.Lock()
+	r, ok := compiled.m[expr]
+	compiled.Unlock()
+	if ok {
+		return r.prg, r.err
+	}
+	prg, err := compileCondition(expr)
+	compiled.Lock()
+	if len(compiled.m) >= maxCompiledCache {
+		clear(compiled.m) // crude but bounded; real configurations stay far below
+	}
+	compiled.m[expr] = compileResult{prg, err}
+	compiled.Unlock()
+	return prg, err
+}
+
+func compileCondition(expr string) (cel.Program, error) {
 	ast, iss := celEnv.Compile(expr)
 	if iss.Err() != nil {
 		return nil, iss.Err()
@@ -265,4 +298,11 @@ outer:
 		return true
 	}
 	return false
+}
+
+// resetCompiledCache empties the program cache (benchmarks of cold compiles).
+func resetCompiledCache() {
+	compiled.Lock()
+	clear(compiled.m)
+	compiled.Unlock()
 }

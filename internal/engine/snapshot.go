@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -269,12 +270,26 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	for i := range cfg.Sources {
 		known[cfg.Sources[i].Name] = &cfg.Sources[i]
 	}
-	for _, rt := range cfg.Routes {
-		prg, err := CompileCondition(rt.Spec.When)
-		if err != nil {
-			add(v1alpha1.KindContextRoute, rt.Name, "spec.when", err.Error())
+	// Conditions compile in parallel: with a thousand routes, CEL dominates the compile.
+	prgs := make([]cel.Program, len(cfg.Routes))
+	errs := make([]error, len(cfg.Routes))
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(cfg.Routes)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(cfg.Routes); i = int(next.Add(1) - 1) {
+				prgs[i], errs[i] = CompileCondition(cfg.Routes[i].Spec.When)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, rt := range cfg.Routes {
+		if errs[i] != nil {
+			add(v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
 		}
-		cr := route{name: rt.Name, prg: prg}
+		cr := route{name: rt.Name, prg: prgs[i]}
 		for i, ref := range rt.Spec.Sources {
 			if known[ref.Name] == nil {
 				add(v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
