@@ -57,18 +57,6 @@ var celEnv = func() *cel.Env {
 	return env
 }()
 
-var folder = func() *cel.StaticOptimizer {
-	f, err := cel.NewConstantFoldingOptimizer()
-	if err != nil {
-		panic(err)
-	}
-	o, err := cel.NewStaticOptimizer(f)
-	if err != nil {
-		panic(err)
-	}
-	return o
-}()
-
 // compiled caches programs by expression text. The operator recompiles a
 // namespace's routes on every reconcile and most conditions are unchanged;
 // a cel.Program is immutable and safe to share.
@@ -121,9 +109,6 @@ func compileCondition(expr string) (cel.Program, error) {
 	if cost.Max > CostLimit {
 		return nil, fmt.Errorf("too expensive: estimated worst-case cost %d exceeds the limit of %d (queries are bounded to %d bytes of text, %d tags and %d metadata pairs)",
 			cost.Max, CostLimit, MaxTextBytes, MaxTags, MaxMetadataPairs)
-	}
-	if opt, iss := folder.Optimize(celEnv, ast); iss.Err() == nil {
-		ast = opt
 	}
 	// OptOptimize precomputes constant list literals instead of rebuilding them per evaluation.
 	return celEnv.Program(ast, cel.EvalOptions(cel.OptOptimize))
