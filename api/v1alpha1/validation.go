@@ -56,6 +56,12 @@ var (
 // Validate reports every invalid field of a defaulted ContextRouter.
 func (r *ContextRouter) Validate() field.ErrorList {
 	allErrs := validateObjectMeta(&r.ObjectMeta, field.NewPath("metadata"))
+	// A router names its Service and Deployment, so it must be a DNS-1035 label.
+	if r.Name != "" && len(allErrs) == 0 {
+		for _, msg := range validation.IsDNS1035Label(r.Name) {
+			allErrs = append(allErrs, field.Invalid(field.NewPath("metadata", "name"), r.Name, msg+" (a router names its Service)"))
+		}
+	}
 	spec := field.NewPath("spec")
 	s := &r.Spec
 	allErrs = append(allErrs, validateEnum(spec.Child("defaultAccess"), s.DefaultAccess, accessPolicies)...)

@@ -311,3 +311,15 @@ func TestGitURLErrorsHideCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestRouterNameIsDNS1035Label(t *testing.T) {
+	for name, ok := range map[string]bool{"acme": true, "acme-2": true, "2acme": false, "acme.corp": false} {
+		r := &ContextRouter{}
+		r.Name = name
+		r.Default()
+		errs := r.Validate()
+		if got := len(errs) == 0; got != ok {
+			t.Errorf("%q: valid = %v, want %v (%v)", name, got, ok, errs)
+		}
+	}
+}
