@@ -30,8 +30,8 @@ K8S_VERSION := v1.36.3
 K8S_BUILD_DATE := 2026-07-22T18:07:38Z
 K8S_BIN := $(BIN)/k8s/$(K8S_VERSION)
 K8S_MOD := hack/controlplane
-CONTROLPLANE_BINARIES := kube-apiserver etcd kubectl
-NODE_BINARIES := kube-controller-manager kube-scheduler kubelet kube-proxy
+CONTROLPLANE_BINARIES := kube-apiserver etcd kubectl kube-controller-manager
+NODE_BINARIES := kube-scheduler kubelet kube-proxy
 K8S_MAJOR := $(word 1,$(subst ., ,$(K8S_VERSION:v%=%)))
 K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION:v%=%)))
 # Both version packages are stamped: servers report component-base's, kubectl's
@@ -154,11 +154,11 @@ endef
 
 .PHONY: controlplane node-binaries
 
-controlplane: ## Build kube-apiserver, etcd and kubectl for envtest into bin/k8s/ (cached).
+controlplane: ## Build kube-apiserver, etcd, kubectl and kube-controller-manager (garbage collection) for envtest into bin/k8s/ (cached).
 	$(call k8s-build,controlplane,$(CONTROLPLANE_BINARIES),CGO_ENABLED=0)
 
 # cgo stays at the toolchain default: upstream links the kubelet with cgo.
-node-binaries: ## Build kube-controller-manager, kube-scheduler, kubelet, kube-proxy into bin/k8s/ (cached).
+node-binaries: ## Build kube-scheduler, kubelet, kube-proxy into bin/k8s/ (cached).
 	$(call k8s-build,node-binaries,$(NODE_BINARIES),)
 
 clean: ## Remove build outputs.
