@@ -624,19 +624,14 @@ func (b *builder) finish(data []byte, took time.Duration) *Bundle {
 	for _, p := range b.perms {
 		out.Permissions = append(out.Permissions, p.Name)
 	}
-	secrets := make(map[string]bool)
-	if e := b.router.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
-		secrets[e.APIKeySecretRef.Name] = true
-	}
-	for _, name := range out.Sources {
-		for _, s := range SourceSecrets(b.sources[name]) {
-			secrets[s] = true
-		}
+	srcs := make([]*v1alpha1.ContextSource, len(out.Sources))
+	for i, name := range out.Sources {
+		srcs[i] = b.sources[name]
 		if m, ok := b.mounts[name]; ok {
 			out.Directories = append(out.Directories, m)
 		}
 	}
-	out.Secrets = sortedKeys(secrets)
+	out.Secrets = secretNames(b.router, srcs)
 	for _, e := range b.excluded {
 		out.Excluded = append(out.Excluded, e)
 	}

@@ -218,7 +218,7 @@ func runOperator(ctx context.Context, cmd *cobra.Command, f *operatorFlags) erro
 		return err
 	}
 	if !f.disableWebhooks {
-		if err := webhook.Setup(mgr, webhook.Options{CertDir: f.certDir, DisableCertManagement: !f.manageWebhookCerts}); err != nil {
+		if err := webhook.Setup(mgr, webhook.Options{CertDir: f.certDir, DisableCertManagement: !f.manageWebhookCerts, RouterImage: f.routerImage}); err != nil {
 			return err
 		}
 	}

@@ -56,7 +56,7 @@ const (
 	// HTTPPort is the router container's port; the Service exposes it on port 80.
 	HTTPPort = 8080
 	// RouterUID is the non-root user the router runs as (distroless "nonroot").
-	RouterUID = 65532
+	RouterUID = bundle.RunAsUser
 
 	authDelegatorRole = "system:auth-delegator"
 )
@@ -203,16 +203,11 @@ func desiredDeployment(router *v1alpha1.ContextRouter, b *bundle.Bundle, image, 
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: HTTPPort, Protocol: corev1.ProtocolTCP}},
 		// A pod whose snapshot cannot be built never becomes ready, so a
 		// rollout with a bad bundle stops before it replaces good pods.
-		ReadinessProbe: httpProbe("/readyz", 5, 3),
-		LivenessProbe:  httpProbe("/healthz", 10, 3),
-		Resources:      *router.Spec.Deployment.Resources.DeepCopy(),
-		VolumeMounts:   mounts,
-		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot:             ptr.To(true),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		ReadinessProbe:  httpProbe("/readyz", 5, 3),
+		LivenessProbe:   httpProbe("/healthz", 10, 3),
+		Resources:       *router.Spec.Deployment.Resources.DeepCopy(),
+		VolumeMounts:    mounts,
+		SecurityContext: bundle.ContainerSecurityContext(),
 	}
 	pod := corev1.PodSpec{
 		ServiceAccountName: serviceAccountName(router),

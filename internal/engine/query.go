@@ -157,6 +157,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 
 	// 3. Fetch per-query sources concurrently, while the index is scored.
+	// A cached answer replaces the fetch; only successful fetches are cached.
 	type fetched struct {
 		chunks []sources.Chunk
 		err    error
@@ -167,10 +168,20 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			cached := s.cache != nil && st.cacheKey != ""
+			if cached {
+				if chunks, ok := s.cache.Get(st.cacheKey, req.Text); ok {
+					results[i] = fetched{chunks: chunks}
+					return
+				}
+			}
 			// The source enforces its own timeout with a precise message; this is a backstop.
 			fctx, cancel := context.WithTimeout(ctx, st.timeout+time.Second)
 			defer cancel()
 			chunks, err := st.query.Fetch(fctx, req.Text)
+			if err == nil && cached {
+				s.cache.Put(st.cacheKey, req.Text, chunks)
+			}
 			results[i] = fetched{chunks, err}
 		}()
 	}

@@ -50,6 +50,9 @@ type Options struct {
 	// source: the operator and the webhook check configurations this way,
 	// without the files and repositories only the router can reach.
 	SkipLoad bool
+	// Cache answers httpAPI sources before they are fetched (nil = no cache).
+	// The server shares one across snapshots; see ResultCache.
+	Cache ResultCache
 }
 
 // Problem is one reason a configuration cannot be compiled.
@@ -113,6 +116,7 @@ type sourceState struct {
 	src         sources.Source
 	query       sources.QuerySource
 	timeout     time.Duration
+	cacheKey    string // SourceFingerprint of a query source ("" = not cached)
 	loadErr     error
 	always      []uint32 // inline chunks: candidates for every query that reaches the source
 	chunks      int
@@ -143,6 +147,7 @@ type Snapshot struct {
 	byGroup []*sourceState
 	ix      *index.Index
 	docs    []docInfo
+	cache   ResultCache
 
 	hash    string
 	built   time.Time
@@ -214,6 +219,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		scorer:        orDefault(rs.Ranking.Scorer, v1alpha1.ScorerBM25),
 		sources:       map[string]*sourceState{},
 		built:         time.Now(),
+		cache:         opts.Cache,
 	}
 	routerKind := v1alpha1.KindContextRouter
 	if s.maxTokens == 0 {
@@ -347,6 +353,9 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			st.timeout = 5 * time.Second
 			if t, ok := src.(interface{ Timeout() time.Duration }); ok {
 				st.timeout = t.Timeout()
+			}
+			if opts.Cache != nil {
+				st.cacheKey = SourceFingerprint(spec)
 			}
 		}
 		s.sources[name] = st

@@ -74,7 +74,7 @@ func servingWebhooks(t *testing.T) *testenv.Env {
 		hooksTried = true
 		hooksErr = startManager(ctx, env, crwebhook.Options{
 			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
-		}, Options{DisableCertManagement: true}, managerDone)
+		}, Options{DisableCertManagement: true, RouterImage: testImage}, managerDone)
 	})
 	if hooksErr != nil {
 		t.Fatal(hooksErr)

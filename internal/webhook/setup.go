@@ -6,6 +6,9 @@
 // the same checks and messages as `contextrouter validate`; references to
 // objects that do not exist yet are only warnings, because GitOps tools apply
 // objects in any order.
+//
+// The mutating webhook (Injector) adds the router as a native sidecar to
+// pods that ask for it with a label and an annotation.
 package webhook
 
 import (
@@ -19,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
@@ -28,6 +32,7 @@ const (
 	DefaultServiceName              = "contextrouter-webhook-service"
 	DefaultSecretName               = "contextrouter-webhook-cert"
 	DefaultValidatingWebhookConfig  = "contextrouter-validating-webhook-configuration"
+	DefaultMutatingWebhookConfig    = "contextrouter-mutating-webhook-configuration"
 	DefaultClusterDomain            = "cluster.local"
 	DefaultCAValidity               = 5 * 365 * 24 * time.Hour
 	DefaultCertValidity             = 90 * 24 * time.Hour
@@ -58,11 +63,17 @@ type Options struct {
 	// CertName and KeyName are the file names in CertDir (tls.crt, tls.key).
 	CertName, KeyName string
 	// WebhookConfigNames are the ValidatingWebhookConfigurations whose
-	// webhooks get the CA as caBundle.
+	// webhooks get the CA as caBundle (nil: DefaultValidatingWebhookConfig).
 	WebhookConfigNames []string
 	// MutatingWebhookConfigNames are the MutatingWebhookConfigurations whose
-	// webhooks get the CA as caBundle.
+	// webhooks get the CA as caBundle. When both lists are nil it is
+	// DefaultMutatingWebhookConfig; a caller naming only validating
+	// configurations gets no mutating one.
 	MutatingWebhookConfigNames []string
+	// RouterImage runs the injected sidecar of routers that set no
+	// spec.deployment.image (the operator's --router-image). Without it
+	// such routers' pods are admitted without a sidecar, with a warning.
+	RouterImage string
 	// ClusterDomain is the cluster's DNS suffix (cluster.local).
 	ClusterDomain string
 	// CAValidity and CertValidity are the lifetimes of newly issued
@@ -92,6 +103,9 @@ func (o Options) withDefaults() (Options, error) {
 	setDefault(&o.CAValidity, DefaultCAValidity)
 	setDefault(&o.CertValidity, DefaultCertValidity)
 	setDefault(&o.CheckInterval, DefaultCheckInterval)
+	if o.WebhookConfigNames == nil && o.MutatingWebhookConfigNames == nil {
+		o.MutatingWebhookConfigNames = []string{DefaultMutatingWebhookConfig}
+	}
 	if o.WebhookConfigNames == nil {
 		o.WebhookConfigNames = []string{DefaultValidatingWebhookConfig}
 	}
@@ -115,8 +129,9 @@ func (o Options) DNSNames() []string {
 	return []string{svc, svc + "." + o.ClusterDomain, o.ServiceName + "." + o.Namespace, o.ServiceName}
 }
 
-// Setup registers the validating webhooks of the four kinds on mgr's webhook
-// server and, unless DisableCertManagement, a CertManager. The certificate is
+// Setup registers the validating webhooks of the four kinds and the sidecar
+// injector (InjectPath, InjectNamespacePath) on mgr's webhook server and,
+// unless DisableCertManagement, a CertManager. The certificate is
 // written before Setup returns, because the webhook server does not start
 // without one; afterwards the CertManager keeps it fresh.
 func Setup(mgr ctrl.Manager, opts Options) error {
@@ -135,6 +150,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.AgentPermission{}).WithValidator(NewPermissionValidator(cached, live)).Complete(); err != nil {
 		return fmt.Errorf("webhook: AgentPermission: %w", err)
 	}
+	inject := &Injector{
+		Cached: cached, Live: live, RouterImage: opts.RouterImage,
+		Recorder: mgr.GetEventRecorder("contextrouter.dev/injector"),
+	}
+	byNamespace := *inject
+	byNamespace.ByNamespace = true
+	srv := mgr.GetWebhookServer()
+	srv.Register(InjectPath, &admission.Webhook{Handler: inject})
+	srv.Register(InjectNamespacePath, &admission.Webhook{Handler: &byNamespace})
 	if opts.DisableCertManagement {
 		return nil
 	}
