@@ -12,6 +12,10 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 # v5.8.3 and later need Go 1.27.
 KUSTOMIZE_VERSION ?= v5.8.2
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
+# Helm 4 (chart apiVersion v2, as Helm 3 reads it too); bin/helm links to it.
+HELM_VERSION ?= v4.3.1
+HELM := $(BIN)/helm-$(HELM_VERSION)
+CHART := charts/contextrouter
 KUBECTL ?= kubectl
 # Operator image that deploy and build-installer write into config/manager.
 IMG ?= contextrouter:dev
@@ -56,7 +60,7 @@ demo: build ## Ask the quickstart knowledge base a question (no cluster needed).
 	$(BIN)/contextrouter query $(DEMO_ARGS)
 
 test: export KUBEBUILDER_ASSETS := $(K8S_BIN)
-test: controlplane ## Run every test (envtest uses the control plane in bin/k8s).
+test: controlplane helm helm-lint helm-template test-imagebuilder test-argocd ## Run every test (envtest uses the control plane in bin/k8s).
 	$(GO) test -count=1 -timeout 20m ./...
 
 bench: ## Run the benchmarks (see docs/benchmarks.md).
@@ -88,9 +92,9 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs, the operator's RBAC role and 
 samples: ## Generate the document ConfigMaps of config/samples from examples/quickstart.
 	$(GO) run ./hack/samples -quickstart examples/quickstart -sources config/samples/sources.yaml -out config/samples
 
-verify-manifests: manifests samples $(KUSTOMIZE) ## Fail if config/ is stale or config/default does not build.
-	@git diff --exit-code -- config/ || { echo "generated manifests are stale: run 'make manifests samples' and commit"; exit 1; }
-	@new=$$(git ls-files --others --exclude-standard -- config/); \
+verify-manifests: manifests samples chart-crds $(KUSTOMIZE) ## Fail if config/ or the chart's CRDs are stale or config/default does not build.
+	@git diff --exit-code -- config/ $(CHART)/crds/ || { echo "generated manifests are stale: run 'make manifests samples chart-crds' and commit"; exit 1; }
+	@new=$$(git ls-files --others --exclude-standard -- config/ $(CHART)/crds/); \
 	  if [ -n "$$new" ]; then echo "generated manifests are not committed:"; echo "$$new"; exit 1; fi
 	$(KUSTOMIZE) build config/default >/dev/null
 
@@ -114,7 +118,7 @@ build-installer: manifests $(KUSTOMIZE) ## Write dist/install.yaml: CRDs, RBAC, 
 	cd config/manager && $(KUSTOMIZE) edit set image contextrouter=$(IMG)
 	$(KUSTOMIZE) build config/default > dist/install.yaml
 
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Install the pinned tools into bin/.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) helm ## Install the pinned tools into bin/.
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)
@@ -163,3 +167,74 @@ node-binaries: ## Build kube-scheduler, kubelet, kube-proxy into bin/k8s/ (cache
 
 clean: ## Remove build outputs.
 	rm -rf $(BIN)
+
+# --- Image, Helm chart, Argo CD health checks ---------------------------------
+
+.PHONY: docker-build images helm helm-lint helm-template chart-crds test-imagebuilder test-argocd
+
+CONTAINER_TOOL ?= docker
+# Image tarballs for clusters without a registry (ctr -n k8s.io images import).
+IMAGES := $(BIN)/images
+IMAGE_REGISTRY ?= localhost
+IMAGE_TAG ?= dev
+# The end-to-end test agent, packed by `make images` once it exists.
+E2E_AGENT := ./test/e2e/agent
+
+docker-build: ## Build the image IMG from the Dockerfile (needs a Docker engine).
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+# The separate module hack/imagebuilder packs static binaries into images
+# like the Dockerfile's final stage, without Docker.
+images: build ## Write contextrouter, pause (and e2e agent) image tarballs to bin/images.
+	@mkdir -p $(IMAGES)
+	GOWORK=off $(GO) -C hack/imagebuilder build -trimpath -o $(BIN)/imagebuilder .
+	CGO_ENABLED=0 GOWORK=off $(GO) -C hack/imagebuilder build -trimpath -ldflags '-s -w' -o $(BIN)/pause ./pause
+	$(BIN)/imagebuilder -binary $(BIN)/contextrouter -tag $(IMAGE_REGISTRY)/contextrouter:$(IMAGE_TAG) \
+	  -out $(IMAGES)/contextrouter.tar -label org.opencontainers.image.version=$(VERSION)
+	$(BIN)/imagebuilder -pause -binary $(BIN)/pause -tag $(IMAGE_REGISTRY)/pause:$(IMAGE_TAG) -out $(IMAGES)/pause.tar
+	@if [ -d $(E2E_AGENT) ]; then set -x; \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/e2e-agent $(E2E_AGENT) && \
+	  $(BIN)/imagebuilder -binary $(BIN)/e2e-agent -entrypoint /e2e-agent \
+	    -tag $(IMAGE_REGISTRY)/e2e-agent:$(IMAGE_TAG) -out $(IMAGES)/agent.tar; fi
+
+helm: $(HELM) ## Install helm into bin/ (bin/helm is the pinned version).
+	@ln -sf $(notdir $(HELM)) $(BIN)/helm
+
+$(HELM):
+	@mkdir -p $(BIN)
+	$(GO) install -ldflags '-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/helm $@
+
+helm-lint: helm ## Lint the chart with its default values and with cert-manager.
+	$(BIN)/helm lint --strict $(CHART)
+	$(BIN)/helm lint --strict $(CHART) --set certManager.enabled=true,injection.enabled=false
+
+# Rendered into bin/chart for inspection (test/packaging renders the chart
+# itself and has an API server check every object).
+helm-template: helm ## Render the chart (default values; cert-manager without injection) into bin/chart.
+	@mkdir -p $(BIN)/chart
+	$(BIN)/helm template contextrouter $(CHART) -n contextrouter-system > $(BIN)/chart/default.yaml
+	$(BIN)/helm template contextrouter $(CHART) -n contextrouter-system \
+	  --set certManager.enabled=true,injection.enabled=false > $(BIN)/chart/cert-manager.yaml
+
+# Helm installs crds/ as is; config/crd/bases is the source.
+chart-crds: manifests ## Copy the generated CRDs into the chart.
+	rm -f $(CHART)/crds/*.yaml
+	cp config/crd/bases/*.yaml $(CHART)/crds/
+
+test-imagebuilder: ## Test hack/imagebuilder (a separate module).
+	GOWORK=off $(GO) -C hack/imagebuilder test -count=1 ./...
+
+# A separate module keeps gopher-lua (Argo CD's Lua) out of the operator's
+# dependencies.
+test-argocd: ## Run the Argo CD health checks of config/argocd against their test cases.
+	GOWORK=off $(GO) -C test/argocd test -count=1 ./...
+
+# --- End-to-end test on a real single-node cluster ---------------------------
+
+.PHONY: e2e
+
+# Needs root: it runs containerd (installed with apt-get when missing), the
+# kubelet and the rest of bin/k8s on this machine (see test/e2e).
+e2e: build controlplane node-binaries images helm ## Run the end-to-end test on a real single-node cluster (root).
+	$(GO) test -tags e2e -count=1 -v -timeout 40m ./test/e2e/

@@ -58,6 +58,7 @@ type operatorFlags struct {
 	webhookPort             int
 	certDir                 string
 	manageWebhookCerts      bool
+	injection               bool
 	logFormat               string
 	gracefulShutdown        time.Duration
 }
@@ -94,6 +95,7 @@ It logs at info level unless --log-level is given.`,
 	fl.BoolVar(&f.disableWebhooks, "disable-webhooks", false, "do not serve the admission webhooks")
 	fl.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	fl.StringVar(&f.certDir, "cert-dir", "", "folder of the webhook serving certificate (default: <tmp>/k8s-webhook-server/serving-certs)")
+	fl.BoolVar(&f.injection, "sidecar-injection", true, "serve the sidecar injection webhook and keep its MutatingWebhookConfiguration's caBundle current")
 	fl.BoolVar(&f.manageWebhookCerts, "manage-webhook-certs", true, "generate and rotate the webhook certificate and patch caBundle; false when cert-manager provides them")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.DurationVar(&f.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may take to finish on shutdown")
@@ -218,7 +220,7 @@ func runOperator(ctx context.Context, cmd *cobra.Command, f *operatorFlags) erro
 		return err
 	}
 	if !f.disableWebhooks {
-		if err := webhook.Setup(mgr, webhook.Options{CertDir: f.certDir, DisableCertManagement: !f.manageWebhookCerts, RouterImage: f.routerImage}); err != nil {
+		if err := webhook.Setup(mgr, webhook.Options{CertDir: f.certDir, DisableCertManagement: !f.manageWebhookCerts, RouterImage: f.routerImage, DisableInjection: !f.injection}); err != nil {
 			return err
 		}
 	}

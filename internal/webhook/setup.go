@@ -74,6 +74,9 @@ type Options struct {
 	// spec.deployment.image (the operator's --router-image). Without it
 	// such routers' pods are admitted without a sidecar, with a warning.
 	RouterImage string
+	// DisableInjection serves no sidecar injector and leaves mutating
+	// configurations alone (installs without injection have none).
+	DisableInjection bool
 	// ClusterDomain is the cluster's DNS suffix (cluster.local).
 	ClusterDomain string
 	// CAValidity and CertValidity are the lifetimes of newly issued
@@ -103,7 +106,7 @@ func (o Options) withDefaults() (Options, error) {
 	setDefault(&o.CAValidity, DefaultCAValidity)
 	setDefault(&o.CertValidity, DefaultCertValidity)
 	setDefault(&o.CheckInterval, DefaultCheckInterval)
-	if o.WebhookConfigNames == nil && o.MutatingWebhookConfigNames == nil {
+	if o.WebhookConfigNames == nil && o.MutatingWebhookConfigNames == nil && !o.DisableInjection {
 		o.MutatingWebhookConfigNames = []string{DefaultMutatingWebhookConfig}
 	}
 	if o.WebhookConfigNames == nil {
@@ -150,15 +153,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.AgentPermission{}).WithValidator(NewPermissionValidator(cached, live)).Complete(); err != nil {
 		return fmt.Errorf("webhook: AgentPermission: %w", err)
 	}
-	inject := &Injector{
-		Cached: cached, Live: live, RouterImage: opts.RouterImage,
-		Recorder: mgr.GetEventRecorder("contextrouter.dev/injector"),
+	if !opts.DisableInjection {
+		inject := &Injector{
+			Cached: cached, Live: live, RouterImage: opts.RouterImage,
+			Recorder: mgr.GetEventRecorder("contextrouter.dev/injector"),
+		}
+		byNamespace := *inject
+		byNamespace.ByNamespace = true
+		srv := mgr.GetWebhookServer()
+		srv.Register(InjectPath, &admission.Webhook{Handler: inject})
+		srv.Register(InjectNamespacePath, &admission.Webhook{Handler: &byNamespace})
 	}
-	byNamespace := *inject
-	byNamespace.ByNamespace = true
-	srv := mgr.GetWebhookServer()
-	srv.Register(InjectPath, &admission.Webhook{Handler: inject})
-	srv.Register(InjectNamespacePath, &admission.Webhook{Handler: &byNamespace})
 	if opts.DisableCertManagement {
 		return nil
 	}

@@ -1,0 +1,13 @@
+// Separate module so that go-containerregistry stays out of the operator's
+// dependencies: it only builds images for tests and the end-to-end cluster.
+module github.com/contextrouter/contextrouter/hack/imagebuilder
+
+go 1.26.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+)
