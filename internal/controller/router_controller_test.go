@@ -335,7 +335,7 @@ func TestRouterController(t *testing.T) {
 		if err := wantOwned(dep, router); err != nil {
 			t.Error(err)
 		}
-		if got := dep.Spec.Template.Annotations[AnnotationBundleHash]; got != hash {
+		if got := dep.Annotations[AnnotationBundleHash]; got != hash || dep.Spec.Template.Annotations[AnnotationBundleHash] != "" {
 			t.Errorf("pod template bundle hash %q, want %q", got, hash)
 		}
 		pod := dep.Spec.Template.Spec
@@ -429,7 +429,7 @@ func TestRouterController(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
 			t.Fatal(err)
 		}
-		if got := dep.Spec.Template.Annotations[AnnotationBundleHash]; got != newHash {
+		if got := dep.Annotations[AnnotationBundleHash]; got != newHash || dep.Spec.Template.Annotations[AnnotationBundleHash] != "" {
 			t.Errorf("pod template bundle hash %q, want %q", got, newHash)
 		}
 		if err := routerCond(router, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonDeploymentPending); err != nil {

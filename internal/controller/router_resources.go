@@ -37,7 +37,10 @@ const (
 	// holds Deployments, Services and ServiceAccounts that carry it.
 	ManagedByValue = "contextrouter-operator"
 
-	// AnnotationBundleHash on the pod template rolls the pods when the bundle changes.
+	// AnnotationBundleHash on the Deployment names the bundle it serves. It is
+	// deliberately not on the pod template: a new bundle reaches running pods
+	// through the ConfigMap volume and `serve` reloads it in place, without
+	// restarts or failed requests; rolling the pods would drop connections.
 	AnnotationBundleHash = "contextrouter.dev/bundle-hash"
 	// AnnotationInputsHash on the pod template rolls the pods when a mounted
 	// input changes in a way the pods would not see on their own: a Directory
@@ -227,7 +230,7 @@ func desiredDeployment(router *v1alpha1.ContextRouter, b *bundle.Bundle, image, 
 	podLabels := routerLabels(router, "router")
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: childMeta(router, router.Name, "router"),
+		ObjectMeta: withAnnotation(childMeta(router, router.Name, "router"), AnnotationBundleHash, b.Hash),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas(router)),
 			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(router)},
@@ -243,10 +246,9 @@ func desiredDeployment(router *v1alpha1.ContextRouter, b *bundle.Bundle, image, 
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels: podLabels,
-					Annotations: map[string]string{
-						AnnotationBundleHash: b.Hash,
-						AnnotationInputsHash: inputsHash,
-					},
+					// Inputs the pods cannot pick up in place (document
+					// ConfigMaps of Directory sources, which Secrets exist) roll them.
+					Annotations: map[string]string{AnnotationInputsHash: inputsHash},
 				},
 				Spec: pod,
 			},
@@ -296,4 +298,12 @@ func writeSorted[V any](w io.Writer, m map[string]V, raw func(V) []byte) {
 		fmt.Fprintf(w, "%s\x00%d\x00", k, len(v))
 		w.Write(v)
 	}
+}
+
+func withAnnotation(m metav1.ObjectMeta, key, value string) metav1.ObjectMeta {
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[key] = value
+	return m
 }

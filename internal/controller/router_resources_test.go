@@ -75,7 +75,7 @@ func TestDesiredDeployment(t *testing.T) {
 			t.Errorf("pod labels %v do not match the selector %v", d.Spec.Template.Labels, sel)
 		}
 	}
-	if got := d.Spec.Template.Annotations; got[AnnotationBundleHash] != b.Hash || got[AnnotationInputsHash] != "sha256:inputs" {
+	if got := d.Spec.Template.Annotations; d.Annotations[AnnotationBundleHash] != b.Hash || got[AnnotationBundleHash] != "" || got[AnnotationInputsHash] != "sha256:inputs" {
 		t.Errorf("pod annotations = %v", got)
 	}
 	if ru := d.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable.IntValue() != 0 {
