@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/cache"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/server"
+)
+
+// serveFlags are the flags of `contextrouter serve`.
+type serveFlags struct {
+	sourceFlags
+	listen          string
+	agent           string
+	kubeconfig      string
+	maxBody         string
+	gcHeadroom      string
+	queryTimeout    time.Duration
+	shutdownTimeout time.Duration
+	shutdownDelay   time.Duration
+	pollInterval    time.Duration
+	logFormat       string
+	cache           *routerCache
+}
+
+func newServeCommand() *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve -f PATH... [--listen :8080] [--agent NAME]",
+		Short: "Serve the query API over HTTP, reloading on changes",
+		Long: `serve answers POST /v1/query for the router in the manifests, with GET /v1/status,
+/healthz, /readyz and /metrics (Prometheus). It reloads without a restart when the
+manifest files change (a mounted ConfigMap included) and when a GitRepo source gets
+a new commit; a configuration that fails to load leaves the previous one serving.
+
+--agent pins the agent identity, as the injected sidecar does: requests without an
+agent are answered as that agent and requests naming another get 403. Otherwise a
+router with auth.mode ServiceAccountToken verifies each caller's bearer token with
+TokenReview (in-cluster config, or --kubeconfig); with auth.mode None the request's
+agent field is trusted. It logs at info level unless --log-level is given.`,
+		Example: `  contextrouter serve -f examples/quickstart --listen 127.0.0.1:8080
+  curl -s localhost:8080/v1/query -d '{"text": "How many vacation days do I get?", "agent": "hr-assistant"}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts, err := f.options(cmd)
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(opts)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", f.listen)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			err = srv.Run(ctx, ln)
+			// Results still being written to the on-disk cache are kept for the next start.
+			f.cache.flush()
+			return err
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", ":8080", "address to serve on")
+	fl.StringVar(&f.agent, "agent", "", "pin the agent identity (sidecar mode): requests naming another agent get 403")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for TokenReview when the router sets auth.mode ServiceAccountToken (default: in-cluster config, $KUBECONFIG or ~/.kube/config)")
+	fl.StringVar(&f.maxBody, "max-body-size", "1Mi", "largest accepted query body (a quantity such as 64Ki or 1Mi); larger ones get 413")
+	fl.StringVar(&f.gcHeadroom, "gc-headroom", "32Mi", "heap growth allowed past the live heap before a garbage collection (0 = Go's default); ignored when $GOGC is set")
+	fl.DurationVar(&f.queryTimeout, "query-timeout", server.DefaultQueryTimeout, "longest a query may take, fetches included")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long in-flight queries may take to finish on SIGTERM")
+	fl.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "how long to keep serving, with /readyz failing, after SIGTERM before closing the listener")
+	fl.DurationVar(&f.pollInterval, "poll-interval", server.DefaultPollInterval, "how often the manifest files are checked for changes the file watcher missed (0 disables)")
+	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	return cmd
+}
+
+// options validates the flags and turns them into server options.
+func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
+	if !slices.Contains([]string{"json", "text"}, f.logFormat) {
+		return server.Options{}, fmt.Errorf("--log-format: %q is not json or text", f.logFormat)
+	}
+	q, err := resource.ParseQuantity(f.maxBody)
+	if err != nil || q.Value() <= 0 {
+		return server.Options{}, fmt.Errorf("--max-body-size: %q is not a positive size such as 64Ki or 1Mi", f.maxBody)
+	}
+	headroom, err := resource.ParseQuantity(f.gcHeadroom)
+	if err != nil || headroom.Value() < 0 {
+		return server.Options{}, fmt.Errorf("--gc-headroom: %q is not a size such as 32Mi (0 disables)", f.gcHeadroom)
+	}
+	gcHeadroom := headroom.Value()
+	if _, set := os.LookupEnv("GOGC"); set {
+		// An explicit GOGC is the operator's choice.
+		gcHeadroom = 0
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		zero bool
+	}{
+		{"--query-timeout", f.queryTimeout, false},
+		{"--shutdown-timeout", f.shutdownTimeout, false},
+		{"--shutdown-delay", f.shutdownDelay, true},
+		{"--poll-interval", f.pollInterval, true},
+	} {
+		switch {
+		case d.v < 0 && d.zero:
+			return server.Options{}, fmt.Errorf("%s: %s must not be negative", d.name, d.v)
+		case d.v <= 0 && !d.zero:
+			return server.Options{}, fmt.Errorf("%s: %s must be positive", d.name, d.v)
+		}
+	}
+	logger, err := operatorLogger(cmd, f.logFormat)
+	if err != nil {
+		return server.Options{}, err
+	}
+	klog.SetLogger(logger.WithName("client-go"))
+	poll := f.pollInterval
+	if poll == 0 {
+		poll = -1
+	}
+	kubeconfig := f.kubeconfig
+	f.cache = &routerCache{base: f.cacheDir}
+	return server.Options{
+		Paths:           f.files,
+		Router:          f.router,
+		Engine:          f.sourceFlags.options(),
+		Agent:           f.agent,
+		MaxBodyBytes:    q.Value(),
+		GCHeadroom:      gcHeadroom,
+		QueryTimeout:    f.queryTimeout,
+		ShutdownTimeout: f.shutdownTimeout,
+		ShutdownDelay:   f.shutdownDelay,
+		PollInterval:    poll,
+		Logger:          slog.Default(),
+		Configure:       f.cache.configure,
+		Cache:           f.cache,
+		TokenReviewer: func() (server.TokenReviewer, error) {
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return nil, err
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("TokenReview client: %w", err)
+			}
+			return cs.AuthenticationV1().TokenReviews(), nil
+		},
+	}, nil
+}
+
+// routerCache is the httpAPI result cache of the served router. One cache
+// lives across reloads, so a reload does not empty it; each configuration
+// applies its spec.cache limits. It is created with the first configuration,
+// whose namespace and name pick the on-disk folder `contextrouter cache` reads.
+type routerCache struct {
+	base string
+
+	mu  sync.Mutex
+	dir string
+	c   *cache.Cache
+}
+
+func (r *routerCache) configure(cfg *engine.Config, opts *engine.Options) error {
+	o := cache.OptionsFor(cfg.Router.Spec.Cache, cache.Dir(r.base, cfg.Router.Namespace, cfg.Router.Name))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.c == nil || r.dir != o.Dir:
+		c, err := cache.New(o)
+		if err != nil {
+			return fmt.Errorf("%s %q: spec.cache: %w", v1alpha1.KindContextRouter, cfg.Router.Name, err)
+		}
+		r.c, r.dir = c, o.Dir
+	default:
+		if err := r.c.SetLimits(o.TTL, o.MaxEntries); err != nil {
+			return fmt.Errorf("%s %q: spec.cache: %w", v1alpha1.KindContextRouter, cfg.Router.Name, err)
+		}
+	}
+	opts.Cache = r.c
+	return nil
+}
+
+// Stats implements server.CacheStats.
+func (r *routerCache) Stats() (hits, misses uint64) {
+	r.mu.Lock()
+	c := r.c
+	r.mu.Unlock()
+	if c == nil {
+		return 0, 0
+	}
+	return c.Stats()
+}
+
+func (r *routerCache) flush() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	c := r.c
+	r.mu.Unlock()
+	c.Flush()
+}

@@ -1,0 +1,356 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+// routes builds the HTTP handler. Paths are matched exactly; every error is
+// a JSON object {"error": "..."}.
+func (s *Server) routes() http.Handler {
+	metricsHandler := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
+		ErrorLog: errorLogger{s}, Registry: s.metrics.reg,
+	})
+	type route struct {
+		method  string
+		counter string
+		h       http.HandlerFunc
+	}
+	table := map[string]route{
+		"/v1/query":  {http.MethodPost, "query", s.handleQuery},
+		"/v1/status": {http.MethodGet, "status", s.handleStatus},
+		"/healthz":   {http.MethodGet, "healthz", s.handleHealthz},
+		"/readyz":    {http.MethodGet, "readyz", s.handleReadyz},
+		"/metrics":   {http.MethodGet, "metrics", metricsHandler.ServeHTTP},
+	}
+	// One counter per handler and status code, resolved on first use.
+	var counters sync.Map
+	count := func(handler string, code int) {
+		key := handler + " " + strconv.Itoa(code)
+		c, ok := counters.Load(key)
+		if !ok {
+			c, _ = counters.LoadOrStore(key, s.metrics.requests.WithLabelValues(handler, strconv.Itoa(code)))
+		}
+		c.(prometheus.Counter).Inc()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := table[r.URL.Path]
+		if !ok {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, GET /v1/status, /healthz, /readyz and /metrics", r.URL.Path))
+			count("other", http.StatusNotFound)
+			return
+		}
+		rw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic serving request", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if !rw.wrote {
+					writeError(rw, http.StatusInternalServerError, "internal error")
+				}
+			}
+			count(rt.counter, rw.code)
+		}()
+		allowed := r.Method == rt.method || (rt.method == http.MethodGet && r.Method == http.MethodHead)
+		if !allowed {
+			rw.Header().Set("Allow", rt.method)
+			writeError(rw, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.Path, rt.method))
+			return
+		}
+		rt.h(rw, r)
+	})
+}
+
+// statusWriter records the status code for the request counter.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorBody{Error: msg}, false)
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuffer keeps one huge response from pinning its buffer.
+const maxPooledBuffer = 1 << 20
+
+func writeJSON(w http.ResponseWriter, code int, v any, indent bool) {
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooledBuffer {
+			bufPool.Put(buf)
+		}
+	}()
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		// Only unsupported values fail, which the response types do not hold.
+		code = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":"internal error: encoding the response"}` + "\n")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// handleQuery answers POST /v1/query (API.md "Query API").
+func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() { s.metrics.queryDuration.Observe(time.Since(start).Seconds()) }()
+
+	// The state is loaded once: the whole query runs on one snapshot.
+	st := s.state.Load()
+	if st == nil {
+		writeError(w, http.StatusServiceUnavailable, s.notReadyMessage())
+		return
+	}
+	established, herr := s.identify(r.Context(), r, st)
+	if herr != nil {
+		if herr.code == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="contextrouter"`)
+		}
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+
+	req, herr := decodeRequest(w, r, s.opts.MaxBodyBytes)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	req.Agent, herr = reconcileAgent(established, req.Agent)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.QueryTimeout)
+	defer cancel()
+	resp, err := st.snap.Query(ctx, req)
+	if err != nil {
+		if errors.Is(err, engine.ErrBadRequest) {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.log.Error("query failed", "error", err.Error())
+		writeError(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	st.counters.observe(resp)
+	bp := respPool.Get().(*[]byte)
+	b := appendResponse((*bp)[:0], resp)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	if cap(b) <= maxPooledBuffer {
+		*bp = b[:0]
+		respPool.Put(bp)
+	}
+}
+
+// respPool holds answer buffers; a quickstart answer is about 14 KB.
+var respPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 32<<10)
+	return &b
+}}
+
+// decodeRequest reads one JSON object, strictly: unknown fields, trailing
+// data and oversize bodies are refused.
+func decodeRequest(w http.ResponseWriter, r *http.Request, limit int64) (engine.Request, *httpError) {
+	// Content-Type is not checked: `curl -d` sends a form type with JSON.
+	var req engine.Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil {
+		// Anything after the object is a malformed request, not a second query.
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = terr
+			if err == nil {
+				err = errors.New("unexpected data after the JSON object")
+			}
+		}
+	}
+	if err == nil {
+		return req, nil
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return req, errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", limit)
+	case errors.Is(err, io.EOF):
+		return req, errorf(http.StatusBadRequest, `request body is empty: send a JSON object such as {"text": "..."}`)
+	}
+	return req, errorf(http.StatusBadRequest, "invalid request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func (s *Server) notReadyMessage() string {
+	if s.draining.Load() {
+		return "shutting down"
+	}
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	if s.lastErr != "" {
+		return "no configuration is serving: " + s.lastErr
+	}
+	return "no configuration is serving yet: the first snapshot is being built"
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	if !s.Ready() {
+		writeError(w, http.StatusServiceUnavailable, s.notReadyMessage())
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	// Router is the serving router's name ("" before the first load).
+	Router string `json:"router"`
+	Ready  bool   `json:"ready"`
+	// SnapshotHash identifies the serving configuration and content.
+	SnapshotHash string     `json:"snapshot_hash"`
+	BuiltAt      *time.Time `json:"built_at,omitempty"`
+	Chunks       int        `json:"chunks"`
+	Routes       []string   `json:"routes"`
+	// Auth is how callers are identified: "agent" (pinned), "token" or "none".
+	Auth  string `json:"auth"`
+	Agent string `json:"agent,omitempty"`
+	// LastReloadAt is the last snapshot build attempt; LastReloadError its
+	// error when it failed (the previous snapshot keeps serving).
+	LastReloadAt    *time.Time     `json:"last_reload_at,omitempty"`
+	LastSuccessAt   *time.Time     `json:"last_success_at,omitempty"`
+	LastReloadError string         `json:"last_reload_error,omitempty"`
+	Sources         []SourceStatus `json:"sources"`
+}
+
+// SourceStatus is one source of the serving snapshot.
+type SourceStatus struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Chunks int    `json:"chunks"`
+	// Error is why the source could not be loaded.
+	Error string `json:"error,omitempty"`
+	// Commit is the git commit the snapshot serves.
+	Commit string `json:"commit,omitempty"`
+	// LastSync is the last successful git sync; LastSyncError the error of
+	// the last sync when it failed.
+	LastSync      *time.Time `json:"last_sync,omitempty"`
+	LastSyncError string     `json:"last_sync_error,omitempty"`
+	SyncInterval  string     `json:"sync_interval,omitempty"`
+}
+
+// Status reports the serving snapshot, the last reload and every source.
+func (s *Server) Status() Status {
+	out := Status{Ready: s.Ready(), Routes: []string{}, Sources: []SourceStatus{}, Auth: "none"}
+	s.statusMu.Lock()
+	out.LastReloadError = s.lastErr
+	out.LastReloadAt = timePtr(s.lastReloadAt)
+	out.LastSuccessAt = timePtr(s.lastSuccess)
+	s.statusMu.Unlock()
+	st := s.state.Load()
+	switch {
+	case s.opts.Agent != "":
+		out.Auth, out.Agent = "agent", s.opts.Agent
+	case st != nil && st.tokens:
+		out.Auth = "token"
+	}
+	if st == nil {
+		return out
+	}
+	snap := st.snap
+	out.Router = snap.Router()
+	out.SnapshotHash = snap.Hash()
+	out.BuiltAt = timePtr(snap.BuiltAt())
+	out.Chunks = snap.Chunks()
+	out.Routes = snap.Routes()
+	for _, src := range snap.Sources() {
+		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Error: src.Error, Commit: src.Commit}
+		live := snap.Source(src.Name)
+		if g, ok := live.(interface{ Status() sources.GitStatus }); ok {
+			gs := g.Status()
+			ss.LastSync = timePtr(gs.LastSync)
+			ss.LastSyncError = gs.LastError
+		}
+		if iv, ok := live.(interface{ Interval() time.Duration }); ok {
+			ss.SyncInterval = iv.Interval().String()
+		}
+		out.Sources = append(out.Sources, ss)
+	}
+	return out
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Status(), true)
+}
+
+// errorLogger sends promhttp's errors to the server log.
+type errorLogger struct{ s *Server }
+
+func (l errorLogger) Println(v ...any) { l.s.log.Error("metrics", "error", fmt.Sprint(v...)) }

@@ -1,0 +1,218 @@
+package server
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+const metricsNamespace = "contextrouter"
+
+// metrics are the server's Prometheus series, on a registry of their own.
+type metrics struct {
+	reg *prometheus.Registry
+
+	queryDuration   prometheus.Histogram
+	requests        *prometheus.CounterVec
+	routeMatches    *prometheus.CounterVec
+	routeErrors     *prometheus.CounterVec
+	fetchDuration   *prometheus.HistogramVec
+	sourceFailures  *prometheus.CounterVec
+	reloads         *prometheus.CounterVec
+	lastReload      *prometheus.GaugeVec
+	gitSyncFailures *prometheus.CounterVec
+	tokenReviews    *prometheus.CounterVec
+}
+
+// stateCounters are the per-route and per-source counters of one snapshot,
+// resolved once so that a query does no label lookups.
+type stateCounters struct {
+	routeMatches   map[string]prometheus.Counter
+	routeErrors    map[string]prometheus.Counter
+	sourceFailures map[string]prometheus.Counter
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.queryDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Name: "query_duration_seconds",
+		Help:    "Time to answer POST /v1/query, from reading the request to writing the response.",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "http_requests_total",
+		Help: "HTTP requests by handler and status code.",
+	}, []string{"handler", "code"})
+	m.routeMatches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "route_matches_total",
+		Help: "Queries a route matched.",
+	}, []string{"route"})
+	m.routeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "route_errors_total",
+		Help: "Queries for which a route's condition failed to evaluate (counted as no match).",
+	}, []string{"route"})
+	m.fetchDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Name: "source_fetch_duration_seconds",
+		Help:    "Time of one fetch from a per-query (HTTPAPI) source, failures included.",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"source"})
+	m.sourceFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "source_failures_total",
+		Help: "Queries in which a source failed (listed in failed_sources): fetch errors and timeouts, and sources that could not be loaded.",
+	}, []string{"source"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "snapshot_reloads_total",
+		Help: "Snapshot builds by result; after a failure the previous snapshot keeps serving.",
+	}, []string{"result"})
+	m.lastReload = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "snapshot_last_reload_timestamp_seconds",
+		Help: "Unix time of the last snapshot build, by result.",
+	}, []string{"result"})
+	m.gitSyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "git_sync_failures_total",
+		Help: "Failed syncs of a GitRepo source; it keeps serving its last good commit.",
+	}, []string{"source"})
+	m.tokenReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "token_reviews_total",
+		Help: "TokenReview calls by result (authenticated, rejected, error); cached answers are not counted.",
+	}, []string{"result"})
+	for _, r := range []string{"success", "failure"} {
+		m.reloads.WithLabelValues(r)
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.queryDuration, m.requests, m.routeMatches, m.routeErrors, m.fetchDuration, m.sourceFailures,
+		m.reloads, m.lastReload, m.gitSyncFailures, m.tokenReviews,
+		&snapshotCollector{s: s},
+	)
+	if c := s.opts.Cache; c != nil {
+		m.reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Namespace: metricsNamespace, Name: "cache_hits_total",
+				Help: "HTTPAPI fetches answered from the result cache.",
+			}, func() float64 { h, _ := c.Stats(); return float64(h) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Namespace: metricsNamespace, Name: "cache_misses_total",
+				Help: "HTTPAPI fetches the result cache could not answer.",
+			}, func() float64 { _, mi := c.Stats(); return float64(mi) }),
+		)
+	}
+	return m
+}
+
+// forSnapshot resolves the counters of a snapshot's routes and sources.
+func (m *metrics) forSnapshot(snap *engine.Snapshot) *stateCounters {
+	c := &stateCounters{
+		routeMatches:   map[string]prometheus.Counter{},
+		routeErrors:    map[string]prometheus.Counter{},
+		sourceFailures: map[string]prometheus.Counter{},
+	}
+	for _, r := range snap.Routes() {
+		c.routeMatches[r] = m.routeMatches.WithLabelValues(r)
+		c.routeErrors[r] = m.routeErrors.WithLabelValues(r)
+	}
+	for _, src := range snap.Sources() {
+		c.sourceFailures[src.Name] = m.sourceFailures.WithLabelValues(src.Name)
+	}
+	return c
+}
+
+// observe counts what a response reports.
+func (c *stateCounters) observe(resp *engine.Response) {
+	for _, r := range resp.MatchedRoutes {
+		if ctr := c.routeMatches[r]; ctr != nil {
+			ctr.Inc()
+		}
+	}
+	for _, e := range resp.RouteErrors {
+		if ctr := c.routeErrors[e.Route]; ctr != nil {
+			ctr.Inc()
+		}
+	}
+	for _, f := range resp.FailedSources {
+		if ctr := c.sourceFailures[f.Source]; ctr != nil {
+			ctr.Inc()
+		}
+	}
+}
+
+// retire drops the series of routes and sources the new snapshot no longer
+// has, so that removed objects do not linger in every scrape.
+func (m *metrics) retire(old, cur *state) {
+	if old == nil {
+		return
+	}
+	curRoutes := cur.snap.Routes()
+	for _, r := range old.snap.Routes() {
+		if !slices.Contains(curRoutes, r) {
+			m.routeMatches.DeleteLabelValues(r)
+			m.routeErrors.DeleteLabelValues(r)
+		}
+	}
+	for name := range old.counters.sourceFailures {
+		if cur.counters.sourceFailures[name] == nil {
+			m.sourceFailures.DeleteLabelValues(name)
+			m.fetchDuration.DeleteLabelValues(name)
+			m.gitSyncFailures.DeleteLabelValues(name)
+		}
+	}
+}
+
+// snapshotCollector reports the serving snapshot, read at scrape time.
+type snapshotCollector struct{ s *Server }
+
+var (
+	snapshotInfoDesc = prometheus.NewDesc(metricsNamespace+"_snapshot_info",
+		"The serving snapshot (value 1): router name and snapshot hash.", []string{"router", "hash"}, nil)
+	snapshotBuiltDesc = prometheus.NewDesc(metricsNamespace+"_snapshot_built_timestamp_seconds",
+		"Unix time the serving snapshot was built.", nil, nil)
+	snapshotChunksDesc = prometheus.NewDesc(metricsNamespace+"_snapshot_chunks",
+		"Indexed chunks of the serving snapshot.", nil, nil)
+	readyDesc = prometheus.NewDesc(metricsNamespace+"_ready",
+		"1 when a snapshot is serving and the server is not shutting down.", nil, nil)
+	gitSyncAgeDesc = prometheus.NewDesc(metricsNamespace+"_git_sync_age_seconds",
+		"Seconds since a GitRepo source last synced successfully (+Inf before its first success).", []string{"source"}, nil)
+)
+
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- snapshotInfoDesc
+	ch <- snapshotBuiltDesc
+	ch <- snapshotChunksDesc
+	ch <- readyDesc
+	ch <- gitSyncAgeDesc
+}
+
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	ready := 0.0
+	if c.s.Ready() {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
+	st := c.s.state.Load()
+	if st == nil {
+		return
+	}
+	snap := st.snap
+	ch <- prometheus.MustNewConstMetric(snapshotInfoDesc, prometheus.GaugeValue, 1, snap.Router(), snap.Hash())
+	ch <- prometheus.MustNewConstMetric(snapshotBuiltDesc, prometheus.GaugeValue, float64(snap.BuiltAt().UnixNano())/1e9)
+	ch <- prometheus.MustNewConstMetric(snapshotChunksDesc, prometheus.GaugeValue, float64(snap.Chunks()))
+	now := time.Now()
+	for _, info := range snap.Sources() {
+		g, ok := snap.Source(info.Name).(interface{ Status() sources.GitStatus })
+		if !ok {
+			continue
+		}
+		age := math.Inf(1)
+		if last := g.Status().LastSync; !last.IsZero() {
+			age = now.Sub(last).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(gitSyncAgeDesc, prometheus.GaugeValue, age, info.Name)
+	}
+}

@@ -1,0 +1,527 @@
+// Package server serves a compiled router over HTTP (API.md "Query API"):
+// POST /v1/query, GET /v1/status, /healthz, /readyz and /metrics.
+//
+// It keeps the snapshot current without a restart. A change to the manifest
+// files (fsnotify, including the `..data` symlink swap of a mounted
+// ConfigMap, with a periodic content check as a fallback), to the folder of a
+// Directory source, or a new commit of a GitRepo source builds a new snapshot
+// beside the serving one and swaps it in atomically: a query runs on the
+// snapshot it started with, so every answer comes from one whole
+// configuration. A configuration that fails to build leaves the old snapshot
+// serving and is reported in /v1/status, the log and the metrics.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	runtimemetrics "runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/manifest"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultQueryTimeout    = 30 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultDebounce        = 200 * time.Millisecond
+	DefaultPollInterval    = 10 * time.Second
+)
+
+// CacheStats is what the server reads from a result cache for its metrics.
+type CacheStats interface {
+	Stats() (hits, misses uint64)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Paths are the manifest files and directories (-f).
+	Paths []string
+	// Router selects the ContextRouter when the manifests hold several.
+	Router string
+	// Engine are the compile options. The server wraps Open (calling the one
+	// given, if any) to keep git sources across reloads and to time fetches.
+	Engine engine.Options
+	// Configure, when set, adjusts the compile options for each configuration
+	// before it is compiled (settings read from the router spec, such as its
+	// result cache). An error fails the load.
+	Configure func(cfg *engine.Config, opts *engine.Options) error
+	// Agent pins the agent identity (sidecar mode): a request without an
+	// agent is answered as Agent, one naming another agent gets 403. A pinned
+	// server does not verify tokens: it serves one pod on its loopback address.
+	Agent string
+	// TokenReviewer returns the client that verifies bearer tokens when the
+	// router sets auth.mode ServiceAccountToken. It is called when a
+	// configuration first needs it; until it succeeds, such a configuration
+	// fails to load.
+	TokenReviewer func() (TokenReviewer, error)
+	// MaxBodyBytes limits a query body (0 = DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// QueryTimeout bounds one query, fetches included (0 = DefaultQueryTimeout).
+	QueryTimeout time.Duration
+	// ShutdownTimeout bounds how long in-flight requests may take to finish
+	// once shutdown begins (0 = DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long the server keeps serving, with /readyz
+	// failing, after shutdown begins and before it stops accepting
+	// connections, so that load balancers stop sending first.
+	ShutdownDelay time.Duration
+	// Debounce is the quiet time after a file event before reloading
+	// (0 = DefaultDebounce).
+	Debounce time.Duration
+	// PollInterval is how often the manifest files are hashed to catch
+	// changes the file watcher missed (0 = DefaultPollInterval, negative = never).
+	PollInterval time.Duration
+	// Cache, when set, has its hit and miss counts exported as metrics.
+	Cache CacheStats
+	// GCHeadroom, when positive, sets the garbage collector's percent after
+	// each snapshot swap so that a collection starts no sooner than this
+	// many bytes past the live heap (never below the default 100). A small
+	// router's live heap is a few MB, and the default would collect every
+	// hundred queries; 0 leaves the collector's settings alone.
+	GCHeadroom int64
+	// Logger for the server (nil = slog.Default()).
+	Logger *slog.Logger
+}
+
+// state is one serving configuration: queries load it once and use it to the end.
+type state struct {
+	snap *engine.Snapshot
+	cfg  *engine.Config
+	// tokens is set when callers must present a ServiceAccount token.
+	tokens   bool
+	counters *stateCounters
+}
+
+// Server answers queries on the current snapshot and keeps it current.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+	handler http.Handler
+	auth    *tokenAuth
+
+	state    atomic.Pointer[state]
+	draining atomic.Bool
+
+	// reloadMu serialises snapshot builds; pool is only changed under it.
+	reloadMu sync.Mutex
+	pool     *sourcePool
+
+	// filesHash is the manifest content hash read at the start of the last
+	// file reload, for the poller.
+	filesHash atomic.Pointer[string]
+
+	statusMu     sync.Mutex
+	lastReloadAt time.Time
+	lastSuccess  time.Time
+	lastErr      string
+
+	// Reload requests, coalesced for the reload worker.
+	reqMu       sync.Mutex
+	wantFiles   bool
+	wantRebuild bool
+	wake        chan struct{}
+
+	// Background work, set while Run runs.
+	bgMu    sync.Mutex
+	bgCtx   context.Context
+	bgWG    sync.WaitGroup
+	loops   map[any]*syncLoop
+	watcher *watcher
+}
+
+// New prepares a server; nothing is loaded until Reload or Run.
+func New(opts Options) (*Server, error) {
+	if len(opts.Paths) == 0 {
+		return nil, errors.New("no manifest files or directories given")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = DefaultQueryTimeout
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{
+		opts:  opts,
+		log:   opts.Logger,
+		pool:  newSourcePool(),
+		wake:  make(chan struct{}, 1),
+		loops: map[any]*syncLoop{},
+	}
+	s.metrics = newMetrics(s)
+	s.auth = newTokenAuth(s.metrics)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler serves the HTTP API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry holds the server's metrics (Go and process collectors included).
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// Snapshot returns the serving snapshot, or nil before the first successful load.
+func (s *Server) Snapshot() *engine.Snapshot {
+	if st := s.state.Load(); st != nil {
+		return st.snap
+	}
+	return nil
+}
+
+// Ready reports whether a snapshot is serving and shutdown has not begun.
+func (s *Server) Ready() bool { return s.state.Load() != nil && !s.draining.Load() }
+
+// Reload reads the manifests and, when they compile, swaps in the new
+// snapshot. On error the serving snapshot stays and the error is recorded
+// for /v1/status and the metrics.
+func (s *Server) Reload(ctx context.Context) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	// Hashed before reading: a change made while loading is seen by the next poll.
+	h := manifestHash(s.opts.Paths)
+	s.filesHash.Store(&h)
+	start := time.Now()
+	cfg, err := s.loadConfig()
+	swapped := false
+	if err == nil {
+		swapped, err = s.build(ctx, cfg)
+	}
+	s.recordReload(ctx, "files", start, swapped, err)
+	return err
+}
+
+// rebuild compiles the serving configuration again, reusing its sources: a
+// git source moved to a new commit, or a Directory source's files changed.
+func (s *Server) rebuild(ctx context.Context, trigger string) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	start := time.Now()
+	swapped, err := s.build(ctx, st.cfg)
+	s.recordReload(ctx, trigger, start, swapped, err)
+	return err
+}
+
+// loadConfig reads and checks the manifests like `contextrouter validate`
+// and selects the router's configuration.
+func (s *Server) loadConfig() (*engine.Config, error) {
+	set, err := manifest.Load(s.opts.Paths...)
+	if err != nil {
+		return nil, err
+	}
+	var errs []string
+	for _, p := range set.Check() {
+		if p.Warning {
+			s.log.Warn("manifest warning", "problem", p.Error())
+			continue
+		}
+		errs = append(errs, p.Error())
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
+	}
+	return set.Config(s.opts.Router)
+}
+
+// build compiles cfg and swaps the result in, unless it equals the serving
+// snapshot (swapped is then false). The caller holds reloadMu.
+func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, err error) {
+	opts := s.opts.Engine
+	if opts.Logger == nil {
+		opts.Logger = s.log
+	}
+	if s.opts.Configure != nil {
+		if err := s.opts.Configure(cfg, &opts); err != nil {
+			return false, err
+		}
+	}
+	open := s.pool.begin(cfg, opts.Open, s.metrics)
+	opts.Open = open.open
+	snap, err := engine.Compile(ctx, cfg, opts)
+	if err != nil {
+		return false, err
+	}
+	tokens := cfg.Router.Spec.Auth.Mode == v1alpha1.AuthServiceAccountToken && s.opts.Agent == ""
+	if tokens {
+		if err := s.auth.ensure(s.opts.TokenReviewer); err != nil {
+			return false, fmt.Errorf("%s %q: spec.auth.mode %s: %w", v1alpha1.KindContextRouter, cfg.Router.Name, v1alpha1.AuthServiceAccountToken, err)
+		}
+	}
+	old := s.state.Load()
+	if old != nil && old.snap.Hash() == snap.Hash() {
+		// Same configuration and content: keep the warm snapshot and its sources.
+		return false, nil
+	}
+	st := &state{snap: snap, cfg: cfg, tokens: tokens, counters: s.metrics.forSnapshot(snap)}
+	s.state.Store(st)
+	retired := s.pool.commit(open)
+	s.metrics.retire(old, st)
+	for _, o := range open.failedGit() {
+		s.metrics.gitSyncFailures.WithLabelValues(o).Inc()
+	}
+	s.updateBackground(st, retired)
+	if s.opts.GCHeadroom > 0 {
+		s.tuneGC()
+	}
+	return true, nil
+}
+
+// tuneGC sizes the collector's percent to the live heap of the new
+// snapshot: max(100, GCHeadroom/live). The collection it runs first also
+// frees the replaced snapshot once its last queries are done.
+func (s *Server) tuneGC() {
+	runtime.GC()
+	sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	runtimemetrics.Read(sample)
+	if sample[0].Value.Kind() != runtimemetrics.KindUint64 {
+		return
+	}
+	live := max(sample[0].Value.Uint64(), 1)
+	pct := max(100, int(min(uint64(s.opts.GCHeadroom)*100/live, 10000)))
+	if old := debug.SetGCPercent(pct); old != pct {
+		s.log.Info("garbage collector tuned", "live_heap_bytes", live, "gc_percent", pct)
+	}
+}
+
+// recordReload reports the outcome of a snapshot build in the log, the
+// metrics and /v1/status. A build cut short by shutdown is not a failure.
+func (s *Server) recordReload(ctx context.Context, trigger string, start time.Time, swapped bool, err error) {
+	if err != nil && ctx.Err() != nil {
+		s.log.Debug("snapshot build abandoned", "trigger", trigger, "error", err.Error())
+		return
+	}
+	now := time.Now()
+	result := "success"
+	if err != nil {
+		result = "failure"
+	}
+	s.metrics.reloads.WithLabelValues(result).Inc()
+	s.metrics.lastReload.WithLabelValues(result).Set(float64(now.UnixNano()) / 1e9)
+	s.statusMu.Lock()
+	s.lastReloadAt = now
+	if err != nil {
+		s.lastErr = err.Error()
+	} else {
+		s.lastErr = ""
+		s.lastSuccess = now
+	}
+	s.statusMu.Unlock()
+	if err != nil {
+		msg := "configuration not loaded; the previous snapshot keeps serving"
+		if s.state.Load() == nil {
+			msg = "configuration not loaded; not ready"
+		}
+		s.log.Error(msg, "trigger", trigger, "error", err.Error())
+		return
+	}
+	if !swapped {
+		s.log.Debug("configuration unchanged", "trigger", trigger)
+		return
+	}
+	if st := s.state.Load(); st != nil {
+		s.log.Info("snapshot serving", "trigger", trigger, "router", st.snap.Router(), "hash", st.snap.Hash(),
+			"chunks", st.snap.Chunks(), "took", time.Since(start).Round(time.Millisecond))
+		for _, src := range st.snap.Sources() {
+			if src.Error != "" {
+				s.log.Warn("source not loaded", "source", src.Name, "error", src.Error)
+			}
+		}
+	}
+}
+
+// requestReload asks the reload worker for a file reload (files) or a
+// rebuild of the serving configuration. Requests made while one runs are
+// coalesced into one more run.
+func (s *Server) requestReload(files bool) {
+	s.reqMu.Lock()
+	if files {
+		s.wantFiles = true
+	} else {
+		s.wantRebuild = true
+	}
+	s.reqMu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reloadWorker runs reload requests one at a time until ctx ends.
+func (s *Server) reloadWorker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		s.reqMu.Lock()
+		files, rebuild := s.wantFiles, s.wantRebuild
+		s.wantFiles, s.wantRebuild = false, false
+		s.reqMu.Unlock()
+		if files {
+			// A successful reload also reads every source anew.
+			if s.Reload(ctx) == nil {
+				continue
+			}
+		}
+		// A content change must not wait for a broken configuration to be fixed.
+		if rebuild {
+			_ = s.rebuild(ctx, "sources")
+		}
+	}
+}
+
+// Run loads the configuration, serves the HTTP API on ln and keeps the
+// snapshot current until ctx ends; then it stops accepting connections,
+// lets in-flight requests finish (up to ShutdownTimeout) and returns. The
+// listener serves at once: /healthz answers while the first snapshot is
+// built, /readyz once it serves.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	s.bgMu.Lock()
+	if s.bgCtx != nil {
+		s.bgMu.Unlock()
+		return errors.New("server: Run called twice")
+	}
+	s.bgCtx = bg
+	s.watcher = newWatcher(s)
+	var cfg *engine.Config
+	if st := s.state.Load(); st != nil {
+		// Loaded before Run: start the sync loops that snapshot needs.
+		s.startLoopsLocked(st)
+		cfg = st.cfg
+	}
+	s.watcher.setRoots(watchRoots(s.opts.Paths, cfg))
+	s.bgMu.Unlock()
+
+	s.goBackground(func() { s.reloadWorker(bg) })
+	s.goBackground(func() { s.watcher.run(bg) })
+	if s.opts.PollInterval > 0 {
+		s.goBackground(func() { s.poll(bg) })
+	}
+	// The first load, or a look for changes made since an earlier Reload.
+	s.requestReload(true)
+
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// A query may take QueryTimeout; the response must still get out.
+		WriteTimeout: s.opts.QueryTimeout + 30*time.Second,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// Requests outlive ctx: shutdown lets in-flight queries finish.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	s.log.Info("serving", "address", ln.Addr().String())
+
+	var err error
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		err = s.shutdown(srv)
+	}
+	stopBG()
+	s.bgWG.Wait()
+	s.stopLoops()
+	return err
+}
+
+// shutdown fails /readyz, waits ShutdownDelay, then stops accepting and
+// waits for in-flight requests up to ShutdownTimeout.
+func (s *Server) shutdown(srv *http.Server) error {
+	s.draining.Store(true)
+	s.log.Info("shutting down", "delay", s.opts.ShutdownDelay, "timeout", s.opts.ShutdownTimeout)
+	if s.opts.ShutdownDelay > 0 {
+		time.Sleep(s.opts.ShutdownDelay)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: requests still running after %s were cut off", s.opts.ShutdownTimeout)
+	}
+	return nil
+}
+
+func (s *Server) goBackground(f func()) {
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		f()
+	}()
+}
+
+// poll hashes the manifest files every PollInterval and asks for a reload
+// when they differ from what the last reload read: inotify misses events on
+// some volume types. It also retries watches that could not be set.
+func (s *Server) poll(ctx context.Context) {
+	t := time.NewTicker(s.opts.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.watcher.rewatch()
+		h := manifestHash(s.opts.Paths)
+		if last := s.filesHash.Load(); last == nil || *last != h {
+			s.log.Info("manifest files changed (periodic check)")
+			s.requestReload(true)
+		}
+	}
+}
+
+// updateBackground starts the git sync loops a new snapshot needs, stops
+// those of retired sources and points the file watcher at the new folders.
+func (s *Server) updateBackground(st *state, retired []any) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	for _, key := range retired {
+		if l := s.loops[key]; l != nil {
+			l.cancel()
+			delete(s.loops, key)
+		}
+	}
+	if s.bgCtx == nil {
+		return
+	}
+	s.startLoopsLocked(st)
+	if s.watcher != nil {
+		s.watcher.setRoots(watchRoots(s.opts.Paths, st.cfg))
+	}
+}

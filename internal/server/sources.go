@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+// sourcePool keeps the sources that carry state worth keeping across
+// reloads: git sources (their clone, last good commit and loaded chunks) and
+// the sync loops running for them. A source is reused while everything it
+// was built from is unchanged.
+type sourcePool struct {
+	// live are the reusable sources of the serving snapshot, by name.
+	live map[string]*pooled
+}
+
+type pooled struct {
+	key string
+	src sources.Source
+}
+
+func newSourcePool() *sourcePool { return &sourcePool{live: map[string]*pooled{}} }
+
+// opening is the source set of one compile; it becomes the pool's live set
+// only when its snapshot is swapped in.
+type opening struct {
+	pool   *sourcePool
+	cfg    *engine.Config
+	base   func(*v1alpha1.ContextSource, sources.Env) (sources.Source, error)
+	m      *metrics
+	mu     sync.Mutex
+	next   map[string]*pooled
+	opened []string // git sources built anew, for their first-sync result
+	fresh  map[string]sources.Source
+}
+
+// begin starts a compile of cfg; base is the caller's Open (nil = sources.New).
+func (p *sourcePool) begin(cfg *engine.Config, base func(*v1alpha1.ContextSource, sources.Env) (sources.Source, error), m *metrics) *opening {
+	if base == nil {
+		base = sources.New
+	}
+	return &opening{pool: p, cfg: cfg, base: base, m: m, next: map[string]*pooled{}, fresh: map[string]sources.Source{}}
+}
+
+// open is the engine.Options.Open of the compile.
+func (o *opening) open(spec *v1alpha1.ContextSource, env sources.Env) (sources.Source, error) {
+	key := o.key(spec, env)
+	o.mu.Lock()
+	if p := o.pool.live[spec.Name]; p != nil && p.key == key {
+		o.next[spec.Name] = p
+		o.mu.Unlock()
+		return p.src, nil
+	}
+	o.mu.Unlock()
+	src, err := o.base(spec, env)
+	if err != nil {
+		return src, err
+	}
+	if _, ok := src.(sources.Syncer); ok {
+		o.mu.Lock()
+		o.next[spec.Name] = &pooled{key: key, src: src}
+		o.fresh[spec.Name] = src
+		o.mu.Unlock()
+	}
+	if q, ok := src.(sources.QuerySource); ok {
+		return timeQuerySource(q, o.m.fetchDuration.WithLabelValues(spec.Name)), nil
+	}
+	return src, nil
+}
+
+// key identifies what a source is built from: its spec and the parts of the
+// environment that change its chunks (folder, router's token estimator).
+func (o *opening) key(spec *v1alpha1.ContextSource, env sources.Env) string {
+	b, _ := json.Marshal(struct {
+		Namespace, Name, BaseDir, CacheDir string
+		Estimator                          v1alpha1.TokenEstimator
+		Spec                               v1alpha1.ContextSourceSpec
+	}{spec.Namespace, spec.Name, env.BaseDir, env.CacheDir, o.cfg.Router.Spec.Budget.Estimator, spec.Spec})
+	return string(b)
+}
+
+// failedGit names the git sources built by this compile whose first sync failed.
+func (o *opening) failedGit() []string {
+	var out []string
+	for name, src := range o.fresh {
+		if g, ok := src.(interface{ Status() sources.GitStatus }); ok && g.Status().LastError != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// commit makes the compile's sources the live set and returns the sources
+// that are no longer used (their sync loops stop).
+func (p *sourcePool) commit(o *opening) []any {
+	var retired []any
+	for name, old := range p.live {
+		if n := o.next[name]; n == nil || n.src != old.src {
+			retired = append(retired, old.src)
+		}
+	}
+	p.live = o.next
+	return retired
+}
+
+// timedQuery reports the duration of every fetch of a query source.
+type timedQuery struct {
+	sources.QuerySource
+	obs prometheus.Observer
+}
+
+func (t *timedQuery) Fetch(ctx context.Context, query string) ([]sources.Chunk, error) {
+	start := time.Now()
+	chunks, err := t.QuerySource.Fetch(ctx, query)
+	t.obs.Observe(time.Since(start).Seconds())
+	return chunks, err
+}
+
+// timedQueryTimeout keeps the Timeout method the engine looks for.
+type timedQueryTimeout struct {
+	timedQuery
+	timeout interface{ Timeout() time.Duration }
+}
+
+func (t *timedQueryTimeout) Timeout() time.Duration { return t.timeout.Timeout() }
+
+func timeQuerySource(q sources.QuerySource, obs prometheus.Observer) sources.Source {
+	tq := timedQuery{QuerySource: q, obs: obs}
+	if to, ok := q.(interface{ Timeout() time.Duration }); ok {
+		return &timedQueryTimeout{timedQuery: tq, timeout: to}
+	}
+	return &tq
+}
+
+// syncLoop is the goroutine syncing one git source.
+type syncLoop struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startLoopsLocked starts a sync loop for every syncer of st that has none.
+// The caller holds bgMu and bgCtx is set.
+func (s *Server) startLoopsLocked(st *state) {
+	for _, info := range st.snap.Sources() {
+		src := st.snap.Source(info.Name)
+		sy, ok := src.(sources.Syncer)
+		if !ok || s.loops[src] != nil {
+			continue
+		}
+		every := sources.DefaultGitInterval
+		if iv, ok := src.(interface{ Interval() time.Duration }); ok && iv.Interval() > 0 {
+			every = iv.Interval()
+		}
+		ctx, cancel := context.WithCancel(s.bgCtx)
+		l := &syncLoop{cancel: cancel, done: make(chan struct{})}
+		s.loops[src] = l
+		go func() {
+			defer close(l.done)
+			s.syncLoop(ctx, info.Name, sy, every)
+		}()
+	}
+}
+
+// stopLoops stops every sync loop and waits for them.
+func (s *Server) stopLoops() {
+	s.bgMu.Lock()
+	loops := s.loops
+	s.loops = map[any]*syncLoop{}
+	s.bgMu.Unlock()
+	for _, l := range loops {
+		l.cancel()
+	}
+	for _, l := range loops {
+		<-l.done
+	}
+}
+
+// syncLoop syncs a source every interval (the first sync happened when the
+// snapshot was built) and asks for a rebuild when its content changed. A
+// rebuild never blocks queries: they keep using the serving snapshot.
+func (s *Server) syncLoop(ctx context.Context, name string, sy sources.Syncer, every time.Duration) {
+	failures := s.metrics.gitSyncFailures.WithLabelValues(name)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed, err := sy.Sync(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			failures.Inc()
+			s.log.Warn("git sync failed; serving the last good commit", "source", name, "error", err.Error())
+		}
+		if changed {
+			s.requestReload(false)
+		}
+		t.Reset(every)
+	}
+}
