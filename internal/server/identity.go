@@ -58,9 +58,11 @@ type tokenAuth struct {
 }
 
 type tokenAnswer struct {
-	agent   string
-	err     *httpError
-	expires time.Time
+	agent string
+	// namespace of the token's ServiceAccount.
+	namespace string
+	err       *httpError
+	expires   time.Time
 }
 
 func newTokenAuth(m *metrics) *tokenAuth {
@@ -98,10 +100,10 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // agent authenticates a request's bearer token and returns the agent: the
 // name of the ServiceAccount the token belongs to.
-func (a *tokenAuth) agent(ctx context.Context, r *http.Request) (string, *httpError) {
+func (a *tokenAuth) agent(ctx context.Context, r *http.Request) (tokenAnswer, *httpError) {
 	token, ok := bearerToken(r)
 	if !ok {
-		return "", errorf(http.StatusUnauthorized, "this router requires an `Authorization: Bearer <token>` header with a ServiceAccount token for audience %s", Audience)
+		return tokenAnswer{}, errorf(http.StatusUnauthorized, "this router requires an `Authorization: Bearer <token>` header with a ServiceAccount token for audience %s", Audience)
 	}
 	key := sha256.Sum256([]byte(token))
 	now := a.now()
@@ -110,10 +112,10 @@ func (a *tokenAuth) agent(ctx context.Context, r *http.Request) (string, *httpEr
 	reviewer := a.reviewer
 	a.mu.Unlock()
 	if hit && now.Before(ans.expires) {
-		return ans.agent, ans.err
+		return ans, ans.err
 	}
 	if reviewer == nil {
-		return "", errorf(http.StatusServiceUnavailable, "token verification is not available")
+		return tokenAnswer{}, errorf(http.StatusServiceUnavailable, "token verification is not available")
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
@@ -123,7 +125,7 @@ func (a *tokenAuth) agent(ctx context.Context, r *http.Request) (string, *httpEr
 	}, metav1.CreateOptions{})
 	if err != nil {
 		a.m.tokenReviews.WithLabelValues("error").Inc()
-		return "", errorf(http.StatusServiceUnavailable, "token verification failed: TokenReview: %v", err)
+		return tokenAnswer{}, errorf(http.StatusServiceUnavailable, "token verification failed: TokenReview: %v", err)
 	}
 	ans = reviewAnswer(tr)
 	if ans.err != nil {
@@ -146,7 +148,7 @@ func (a *tokenAuth) agent(ctx context.Context, r *http.Request) (string, *httpEr
 	}
 	a.answers[key] = ans
 	a.mu.Unlock()
-	return ans.agent, ans.err
+	return ans, ans.err
 }
 
 // reviewAnswer reads a TokenReview's status: the token must be
@@ -165,24 +167,30 @@ func reviewAnswer(tr *authenticationv1.TokenReview) tokenAnswer {
 	if !slices.Contains(st.Audiences, Audience) {
 		return tokenAnswer{err: errorf(http.StatusUnauthorized, "token rejected: it is not issued for audience %s", Audience)}
 	}
-	name, ok := serviceAccountName(st.User.Username)
+	ns, name, ok := serviceAccountRef(st.User.Username)
 	if !ok {
 		return tokenAnswer{err: errorf(http.StatusForbidden, "user %q is not a ServiceAccount: only ServiceAccount tokens identify agents", st.User.Username)}
 	}
-	return tokenAnswer{agent: name}
+	return tokenAnswer{agent: name, namespace: ns}
 }
 
 // serviceAccountName returns <name> of "system:serviceaccount:<namespace>:<name>".
 func serviceAccountName(username string) (string, bool) {
+	_, name, ok := serviceAccountRef(username)
+	return name, ok
+}
+
+// serviceAccountRef splits "system:serviceaccount:<namespace>:<name>".
+func serviceAccountRef(username string) (namespace, name string, ok bool) {
 	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	ns, name, ok := strings.Cut(rest, ":")
 	if !ok || ns == "" || name == "" || strings.Contains(name, ":") {
-		return "", false
+		return "", "", false
 	}
-	return name, true
+	return ns, name, true
 }
 
 // identify settles the agent of a request. A pinned agent (sidecar) wins;
@@ -194,7 +202,16 @@ func (s *Server) identify(ctx context.Context, r *http.Request, st *state) (stri
 	case s.opts.Agent != "":
 		return s.opts.Agent, nil
 	case st.tokens:
-		return s.auth.agent(ctx, r)
+		ans, herr := s.auth.agent(ctx, r)
+		if herr != nil {
+			return "", herr
+		}
+		// Agents are the ServiceAccounts of the router's namespace: a
+		// ServiceAccount of the same name elsewhere is somebody else.
+		if rns := st.cfg.Router.Namespace; rns != "" && ans.namespace != rns {
+			return "", errorf(http.StatusForbidden, "ServiceAccount %s/%s is not in the router's namespace %q: agents are the ServiceAccounts of the router's namespace", ans.namespace, ans.agent, rns)
+		}
+		return ans.agent, nil
 	}
 	return "", nil
 }

@@ -149,9 +149,16 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 	hr := token("hr-assistant", Audience)
 	intruder := token("intruder", Audience)
 	otherAudience := token("hr-assistant", "https://kubernetes.default.svc")
+	// The same ServiceAccount name in another namespace is another agent.
+	ns = "elsewhere"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	impostor := token("hr-assistant", Audience)
 
 	dir := t.TempDir()
-	writeAtomic(t, filepath.Join(dir, "router.yaml"), tokenRouter+"---\n"+inlineManifests("v1", "notes"))
+	// The router lives in the agents' namespace.
+	writeAtomic(t, filepath.Join(dir, "router.yaml"), strings.Replace(tokenRouter, "metadata: {name: secure}", "metadata: {name: secure, namespace: agents}", 1)+"---\n"+inlineManifests("v1", "notes"))
 	reviewer := &countingReviewer{next: cs.AuthenticationV1().TokenReviews()}
 	ts := startServer(t, Options{Paths: []string{dir}, TokenReviewer: func() (TokenReviewer, error) { return reviewer, nil }})
 	ts.waitReady()
@@ -174,6 +181,7 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 		{"hr-assistant naming another agent", "Bearer " + hr, `{"text": "deploy checklist", "agent": "finance-analyst"}`, 403, `agent \"finance-analyst\" is not allowed`},
 		{"another service account", "Bearer " + intruder, body, 200, `"denied_sources":["notes"]`},
 		{"scheme in lower case", "bearer " + hr, body, 200, `"source":"notes"`},
+		{"same name in another namespace", "Bearer " + impostor, body, 403, `ServiceAccount elsewhere/hr-assistant is not in the router's namespace`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,11 +220,11 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 	if got := reviewer.calls.Load(); got != calls {
 		t.Errorf("%d more TokenReviews for a cached token", got-calls)
 	}
-	// hr, intruder, garbage and the wrong-audience token: one review each.
-	if calls != 4 {
-		t.Errorf("%d TokenReviews, want 4 (one per distinct token)", calls)
+	// hr, intruder, impostor, garbage and the wrong-audience token: one review each.
+	if calls != 5 {
+		t.Errorf("%d TokenReviews, want 5 (one per distinct token)", calls)
 	}
-	for result, want := range map[string]float64{"authenticated": 2, "rejected": 2} {
+	for result, want := range map[string]float64{"authenticated": 3, "rejected": 2} {
 		if got, _ := ts.metric("contextrouter_token_reviews_total", "result", result); got != want {
 			t.Errorf("token_reviews_total{result=%q} = %v, want %v", result, got, want)
 		}
