@@ -46,11 +46,7 @@ func RouteSourceNames(obj client.Object) []string {
 	if !ok {
 		return nil
 	}
-	names := make([]string, 0, len(r.Spec.Sources))
-	for _, s := range r.Spec.Sources {
-		names = append(names, s.Name)
-	}
-	return uniqueSorted(names)
+	return uniqueSorted(r.SourceNames())
 }
 
 // RouteParentNames is the IndexRouteParents extractor.
@@ -59,7 +55,7 @@ func RouteParentNames(obj client.Object) []string {
 	if !ok {
 		return nil
 	}
-	return parentNames(r.Spec.ParentRefs)
+	return parentNames(r.ParentNames())
 }
 
 // PermissionParentNames is the IndexPermissionParents extractor.
@@ -68,7 +64,7 @@ func PermissionParentNames(obj client.Object) []string {
 	if !ok {
 		return nil
 	}
-	return parentNames(p.Spec.ParentRefs)
+	return parentNames(p.ParentNames())
 }
 
 // PermissionSourceNames is the IndexPermissionSources extractor.
@@ -77,7 +73,7 @@ func PermissionSourceNames(obj client.Object) []string {
 	if !ok {
 		return nil
 	}
-	return uniqueSorted(slices.Concat(p.Spec.AllowSources, p.Spec.DenySources))
+	return uniqueSorted(p.SourceNames())
 }
 
 // SourceSecretNames is the IndexSourceSecrets extractor.
@@ -161,13 +157,11 @@ func IndexFieldOnce(ctx context.Context, indexer client.FieldIndexer, obj client
 	return nil
 }
 
-func parentNames(refs []v1alpha1.ParentReference) []string {
-	if len(refs) == 0 {
+// parentNames is the index value of a parentRefs list: the router names, or
+// AllParents when the list is empty (attached to every router).
+func parentNames(names []string) []string {
+	if len(names) == 0 {
 		return []string{AllParents}
-	}
-	names := make([]string, 0, len(refs))
-	for _, r := range refs {
-		names = append(names, r.Name)
 	}
 	return uniqueSorted(names)
 }

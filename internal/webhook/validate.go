@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,15 +82,7 @@ func NewRouteValidator(cached, live client.Reader) admission.Validator[*v1alpha1
 	if cached != nil {
 		rr := refReaders{cached: cached, live: live}
 		v.warn = func(ctx context.Context, r *v1alpha1.ContextRoute) admission.Warnings {
-			parents := make([]string, len(r.Spec.ParentRefs))
-			for i, p := range r.Spec.ParentRefs {
-				parents[i] = p.Name
-			}
-			srcs := make([]string, len(r.Spec.Sources))
-			for i, s := range r.Spec.Sources {
-				srcs[i] = s.Name
-			}
-			return routeWarnings(r, rr.lookup(ctx, r.Namespace, parents, srcs))
+			return routeWarnings(r, rr.lookup(ctx, r.Namespace, r.ParentNames(), r.SourceNames()))
 		}
 	}
 	return v
@@ -120,12 +111,7 @@ func NewPermissionValidator(cached, live client.Reader) admission.Validator[*v1a
 	if cached != nil {
 		rr := refReaders{cached: cached, live: live}
 		v.warn = func(ctx context.Context, p *v1alpha1.AgentPermission) admission.Warnings {
-			parents := make([]string, len(p.Spec.ParentRefs))
-			for i, r := range p.Spec.ParentRefs {
-				parents[i] = r.Name
-			}
-			srcs := append(slices.Clone(p.Spec.AllowSources), p.Spec.DenySources...)
-			return permissionWarnings(p, rr.lookup(ctx, p.Namespace, parents, srcs))
+			return permissionWarnings(p, rr.lookup(ctx, p.Namespace, p.ParentNames(), p.SourceNames()))
 		}
 	}
 	return v
