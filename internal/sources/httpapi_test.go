@@ -976,6 +976,71 @@ func TestHTTPAPIRedirects(t *testing.T) {
 	})
 }
 
+// An upstream that echoes its request in an error body: the excerpt callers
+// see in failed_sources holds none of the values sent, even cut in half, and
+// no control characters.
+func TestHTTPAPIErrorBodyHidesRequestValues(t *testing.T) {
+	echo := func(status int, prefix string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			var b strings.Builder
+			b.WriteString(prefix)
+			for _, name := range []string{"X-Api-Key", "Authorization", "X-Tenant"} {
+				fmt.Fprintf(&b, "%s=%s\r\n", name, r.Header.Get(name))
+			}
+			_, _ = io.WriteString(w, b.String())
+		}
+	}
+	secrets := []string{"key-s3cret", "bearer-s3cret", "Bearer bearer-s3cret", "acme-tenant"}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    string // prefix of the error
+	}{
+		{"401 echoing the headers", echo(http.StatusUnauthorized, "\x1b[31mdenied\x00\u202e: "), "HTTP 401 Unauthorized: [31mdenied: X-Api-Key=*** Authorization=*** X-Tenant=***"},
+		// 200 bytes end with "X-Api-Key=key-": the start of the secret goes too.
+		{"a cut inside a secret", echo(http.StatusBadGateway, strings.Repeat("x", 185)+" "), "HTTP 502 Bad Gateway: " + strings.Repeat("x", 185) + " X-Api-Key="},
+		{"invalid JSON echoing the headers", echo(http.StatusOK, "not json "), "invalid JSON response: invalid character 'o' in literal null (expecting 'u'): not json X-Api-Key=*** Authorization=*** X-Tenant=***"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := newHTTPTestServer(t, tt.handler)
+			spec := redirectSpec(srv.URL, v1alpha1.HTTPMethodGet, v1alpha1.FollowRedirects{})
+			spec.Headers[2].Value = httpStrPtr("acme-tenant")
+			h := newTestHTTPAPI(t, spec, redirectEnv)
+			_, err := h.Fetch(t.Context(), "q")
+			if err == nil {
+				t.Fatal("Fetch succeeded")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, tt.want) {
+				t.Errorf("err = %q\nwant prefix %q", msg, tt.want)
+			}
+			for _, secret := range secrets {
+				if strings.Contains(msg, secret) || strings.HasSuffix(msg, secret[:4]) {
+					t.Errorf("err shows (part of) %q: %q", secret, msg)
+				}
+			}
+			if strings.ContainsFunc(msg, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\u202e' }) {
+				t.Errorf("err has control characters: %q", msg)
+			}
+		})
+	}
+
+	t.Run("credentials in the URL", func(t *testing.T) {
+		srv, _ := newHTTPTestServer(t, func(w http.ResponseWriter, r *http.Request) {
+			user, pw, _ := r.BasicAuth()
+			http.Error(w, "bad credentials "+r.Header.Get("Authorization")+" for "+user+":"+pw, http.StatusForbidden)
+		})
+		u := strings.Replace(srv.URL, "http://", "http://robot:url-s3cret@", 1)
+		h := newTestHTTPAPI(t, v1alpha1.HTTPAPISource{URL: u + "/?q={{query}}", TextField: "text"}, Env{})
+		_, err := h.Fetch(t.Context(), "q")
+		if want := "HTTP 403 Forbidden: bad credentials Basic *** for robot:***"; err == nil || err.Error() != want {
+			t.Errorf("err = %v\nwant  %s", err, want)
+		}
+	})
+}
+
 func TestHTTPAPIConcurrentFetch(t *testing.T) {
 	srv, _ := newHTTPTestServer(t, func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode([]map[string]string{{"text": "echo " + r.URL.Query().Get("q")}})
