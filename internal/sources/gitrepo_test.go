@@ -254,6 +254,8 @@ func TestGitRepoFactoryValidation(t *testing.T) {
 		{"file with host", &v1alpha1.GitRepoSource{URL: "file://server/repo"}, "spec.gitRepo.url: \"file://server/repo\": a file URL cannot name a host"},
 		{"whitespace", &v1alpha1.GitRepoSource{URL: " https://example.com/r.git"}, "spec.gitRepo.url: must not contain"},
 		{"password hidden", &v1alpha1.GitRepoSource{URL: "gopher://bob:hunter2@example.com/r"}, `spec.gitRepo.url: unsupported scheme "gopher"`},
+		// url.Parse reads "bob:hunter2" as host and port and would quote ":hunter2".
+		{"password cut by a slash", &v1alpha1.GitRepoSource{URL: "https://bob:hunter2/x@example.com/r.git"}, "spec.gitRepo.url: invalid URL: invalid port after host"},
 		{"bad ref", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Ref: "feature..x"}, `spec.gitRepo.ref: "feature..x" is not a valid`},
 		{"ref with space", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Ref: "my branch"}, "spec.gitRepo.ref:"},
 		{"bad include", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Include: []string{"docs/[.md"}}, "spec.gitRepo.include: invalid glob pattern"},

@@ -1082,6 +1082,7 @@ func TestHTTPAPIValidation(t *testing.T) {
 		{"no scheme", &v1alpha1.HTTPAPISource{URL: "kb.example.com/?q={{query}}", TextField: "text"}, `spec.httpAPI.url: scheme must be http or https, got ""`},
 		{"no host", &v1alpha1.HTTPAPISource{URL: "http:///search?q={{query}}", TextField: "text"}, "spec.httpAPI.url: has no host"},
 		{"unparseable", &v1alpha1.HTTPAPISource{URL: "https://kb.example.com:port/?q={{query}}", TextField: "text"}, "spec.httpAPI.url: invalid URL: invalid port after host"},
+		{"password cut by a slash", &v1alpha1.HTTPAPISource{URL: "https://bob:hunter2/x@kb.example.com/?q={{query}}", TextField: "text"}, "spec.httpAPI.url: invalid URL: invalid port after host"},
 		{"white space", &v1alpha1.HTTPAPISource{URL: "https://kb.example.com/search?q={{query}}&x=a b", TextField: "text"}, "spec.httpAPI.url: contains white space; write a space as %20"},
 		{"query in host", &v1alpha1.HTTPAPISource{URL: "https://{{query}}.example.com/", TextField: "text"}, "spec.httpAPI.url: {{query}} may appear only in the path or the query string"},
 		{"query in fragment", &v1alpha1.HTTPAPISource{URL: "https://kb.example.com/?a=1#{{query}}", TextField: "text"}, "spec.httpAPI.url: {{query}} in the fragment (after #) is never sent to the server"},
