@@ -256,7 +256,7 @@ type HTTPAPISource struct {
 
 // FollowRedirects says which redirects an HTTPAPI request follows. A
 // redirect to another host never carries the spec's headers.
-// +kubebuilder:validation:XValidation:rule="(self.policy == 'AllowedHosts') == (has(self.allowedHosts) && size(self.allowedHosts) > 0)",message="allowedHosts must be set exactly when policy is AllowedHosts"
+// +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'AllowedHosts') == (has(self.allowedHosts) && size(self.allowedHosts) > 0)",message="allowedHosts must be set exactly when policy is AllowedHosts"
 type FollowRedirects struct {
 	// Policy: None, SameHost (the URL's host and port) or AllowedHosts
 	// (the URL's host and port, and allowedHosts).
