@@ -307,23 +307,17 @@ func TestSourceCredentialsNeverShown(t *testing.T) {
 
 	withUser := func(base, userinfo string) string { return strings.Replace(base, "http://", "http://"+userinfo+"@", 1) }
 	dir := t.TempDir()
+	// source is a ContextSource manifest with the given spec lines.
+	source := func(name string, spec ...string) string {
+		return "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: " + name + "}\nspec:\n  " +
+			strings.Join(spec, "\n  ") + "\n---\n"
+	}
 	gitSource := func(name, url string) string {
-		return fmt.Sprintf("apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: %s}\nspec:\n  type: GitRepo\n  gitRepo: {url: %q, interval: 50ms}\n---\n", name, url)
+		return source(name, "type: GitRepo", fmt.Sprintf("gitRepo: {url: %q, interval: 50ms}", url))
 	}
 	httpSource := func(name, url string) string {
-		return fmt.Sprintf(`apiVersion: contextrouter.dev/v1alpha1
-kind: ContextSource
-metadata: {name: %s}
-spec:
-  type: HTTPAPI
-  httpAPI:
-    url: "%s/search?q={{query}}"
-    method: POST
-    body: '{"q": {{query}}}'
-    textField: text
-    headers: [{name: X-Api-Key, valueFrom: {secretKeyRef: {name: kb, key: key}}}]
----
-`, name, url)
+		return source(name, "type: HTTPAPI", fmt.Sprintf(`httpAPI: {url: "%s/search?q={{query}}", method: POST, body: '{"q": {{query}}}', textField: text,`, url),
+			"  headers: [{name: X-Api-Key, valueFrom: {secretKeyRef: {name: kb, key: key}}}]}")
 	}
 	writeAtomic(t, filepath.Join(dir, "router.yaml"), inlineManifests("v1", "notes")+
 		gitSource("wiki-token", withUser(gitDown.URL, escaped)+"/org/wiki.git")+

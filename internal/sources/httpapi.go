@@ -230,8 +230,9 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		base = defaultHTTPClient()
 	}
 	h.client = redirects.client(base)
-	h.urlSecrets = redact.URLSecrets(s.URL)
-	if u, err := url.Parse(h.url.render("q")); err == nil && u.User != nil {
+	sample := h.url.render("q") // parses: compileURL checked it
+	h.urlSecrets = redact.URLSecrets(sample)
+	if u, err := url.Parse(sample); err == nil && u.User != nil {
 		pw, _ := u.User.Password()
 		h.urlSecrets = append(h.urlSecrets, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw)))
 	}
