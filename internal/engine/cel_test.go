@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -47,11 +48,11 @@ func TestCELEnvironment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.when, func(t *testing.T) {
-			prg, err := CompileCondition(tt.when)
+			c, err := compileCached(tt.when)
 			if err != nil {
 				t.Fatalf("compile: %v", err)
 			}
-			got, err := evalCondition(prg, newActivation(req, vars))
+			got, err := c.eval(context.Background(), newActivation(req, vars))
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("error = %v, want %q", err, tt.err)
