@@ -332,11 +332,15 @@ func containsSeq(stems, seq []string) bool {
 	return false
 }
 
-// queryTexts holds the questions of the queries being matched, keyed by the
-// address of their bytes, so that the words of a query's text are computed
-// once for all its routes and calls, whatever other queries run meanwhile.
-// The cost check relies on it: it charges tokenising `text` to the query,
-// not to each call.
+// queryTexts holds the long questions of the queries being matched, keyed by
+// the address of their bytes, so that the words of such a text are computed
+// once for all the query's routes and calls, whatever other queries run
+// meanwhile. The cost check relies on it: it charges tokenising `text` to
+// each call only up to sharedWordsMinBytes.
+//
+// A question up to that size is not registered (a lock and a map update per
+// query cost more than tokenising it again in the rare case lastWords has
+// moved on to another query's text).
 var queryTexts = struct {
 	sync.RWMutex
 	m map[*byte]*queryText
@@ -349,9 +353,13 @@ type queryText struct {
 	w    *words
 }
 
-// lastWords keeps the words of the last question across queries: a repeated
-// question is not tokenised again, and a look-up for the current question
-// usually ends here without taking the registry's lock.
+// sharedWordsMinBytes is the size above which a question's words are
+// registered in queryTexts.
+const sharedWordsMinBytes = 256
+
+// lastWords keeps the words of the last text tokenised: a repeated question
+// is not tokenised again, and a look-up for the current question usually
+// ends here without taking the registry's lock.
 var lastWords atomic.Pointer[textWords]
 
 type textWords struct {
@@ -371,12 +379,12 @@ func (q *queryText) words() *words {
 	return q.w
 }
 
-// register makes q's words shared until unregister.
+// register makes the words of a long question shared until unregister.
 func (q *queryText) register(text string) {
-	q.text = text
-	if text == "" {
+	if len(text) <= sharedWordsMinBytes {
 		return
 	}
+	q.text = text
 	queryTexts.Lock()
 	queryTexts.m[unsafe.StringData(text)] = q
 	queryTexts.Unlock()
@@ -418,10 +426,14 @@ func wordsOf(s string) *words {
 	if l := lastWords.Load(); l != nil && sameString(l.text, s) {
 		return l.w
 	}
-	if q := registeredText(s); q != nil {
-		return q.words()
+	if len(s) > sharedWordsMinBytes {
+		if q := registeredText(s); q != nil {
+			return q.words()
+		}
 	}
-	return newWords(s)
+	w := newWords(s)
+	lastWords.Store(&textWords{s, w})
+	return w
 }
 
 // containsWords matches whole words after the scorer's tokenisation (so

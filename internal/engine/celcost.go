@@ -247,7 +247,8 @@ func estimateStringRead(arg int) checker.FunctionEstimator {
 //
 //   - Tokenising a string (splitting, lower-casing, stemming, building the
 //     word set) costs tokenizeCostPerRune per rune. The question (`text`
-//     itself) is tokenised once per query and not charged to calls.
+//     itself) is charged for at most sharedWordsMinBytes runes per call:
+//     a longer one is tokenised once per query.
 //   - An entry of at most one word costs its tokenising plus one look-up:
 //     a scan of at most linearScanMax words or a set probe.
 //   - An entry of several words costs its tokenising, one set probe per word
@@ -286,7 +287,10 @@ func estimateWords(est checker.CostEstimator, _ *checker.AstNode, args []checker
 	textRunes := sizeOf(est, args[0])
 	n := maxWords(textRunes)
 	cost := uint64(1)
-	if !c.isQueryText(args[0]) {
+	if c.isQueryText(args[0]) {
+		// A longer question is tokenised once per query (queryTexts).
+		cost = addSat(cost, tokenizeCost(min(textRunes, sharedWordsMinBytes)))
+	} else {
 		cost = addSat(cost, tokenizeCost(textRunes))
 	}
 	if list := args[1].Expr(); list.Kind() == celast.ListKind {
