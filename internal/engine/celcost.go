@@ -32,12 +32,12 @@ func checkCost(ast *cel.Ast) (uint64, error) {
 	if cost.Max <= CostLimit {
 		return cost.Max, nil
 	}
-	hint := ""
+	bounds := fmt.Sprintf("requests are bounded to %d bytes of text, an agent of %d bytes, %d tags of %d bytes and %d metadata pairs of %d-byte keys and %d-byte values",
+		MaxTextBytes, MaxAgentBytes, MaxTags, MaxTagBytes, MaxMetadataPairs, MaxMetadataKeyBytes, MaxMetadataValueBytes)
 	if cost.Max >= unbounded {
-		hint = "; it builds a value whose size cannot be bounded"
+		return 0, fmt.Errorf("too expensive: the worst-case cost cannot be bounded, because the expression builds a value whose size cannot be estimated (%s)", bounds)
 	}
-	return 0, fmt.Errorf("too expensive: estimated worst-case cost %d exceeds the limit of %d%s (requests are bounded to %d bytes of text, an agent of %d bytes, %d tags of %d bytes and %d metadata pairs of %d-byte keys and %d-byte values)",
-		cost.Max, CostLimit, hint, MaxTextBytes, MaxAgentBytes, MaxTags, MaxTagBytes, MaxMetadataPairs, MaxMetadataKeyBytes, MaxMetadataValueBytes)
+	return 0, fmt.Errorf("too expensive: estimated worst-case cost %d exceeds the limit of %d (%s)", cost.Max, CostLimit, bounds)
 }
 
 // unbounded is where a saturated estimate starts: no real condition comes near.
