@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -300,26 +301,13 @@ func TestContainsWordsLongText(t *testing.T) {
 	req := &Request{Text: text, Metadata: map[string]string{"long": strings.Repeat("a", MaxWordEntryBytes+1)}}
 	for _, tt := range tests {
 		t.Run(tt.when, func(t *testing.T) {
-			c, err := compileCached(tt.when)
-			if err != nil {
-				t.Fatal(err)
-			}
 			act := newActivation(req, nil)
 			act.question.register(req.Text)
 			defer act.question.unregister()
 			if w := wordsOf(req.Text); w.set == nil {
 				t.Fatalf("%d words: the test needs more than %d to use the word set", len(w.stems), linearScanMax)
 			}
-			got, err := c.eval(context.Background(), act)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error = %v, want %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("= %v, %v; want %v", got, err, tt.want)
-			}
+			checkCondition(t, tt.when, act, tt.want, tt.err)
 		})
 	}
 }
@@ -458,5 +446,44 @@ func TestQueryStopsAtDeadline(t *testing.T) {
 	cancelNow()
 	if _, err := s.Query(canceled, req); !errors.As(err, &stopped) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled context: error = %v, want a *StoppedError wrapping context.Canceled", err)
+	}
+}
+
+// Concurrent queries with long questions each match on their own words:
+// the shared words of one query's text never serve another's.
+func TestConcurrentQuestionsKeepTheirWords(t *testing.T) {
+	kb := knowledgeBase(t)
+	const n = 8
+	var routes []v1alpha1.ContextRoute
+	for i := range n {
+		routes = append(routes, routeTo(fmt.Sprintf("r%d", i), fmt.Sprintf(`containsAnyWord(text, ["marker%d"]) && containsAllWords(text, ["filler", "marker%d"])`, i, i), "prompt"))
+	}
+	s := compile(t, &Config{Router: router(nil), Routes: routes, Sources: kb[:1]})
+	filler := strings.Repeat("filler words of a long question ", 20)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				// A fresh string each time, as every request decodes its own.
+				text := fmt.Sprintf("%s marker%d %d", filler, i, j)
+				resp, err := s.Query(context.Background(), Request{Text: text})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if got := strings.Join(resp.MatchedRoutes, ","); got != fmt.Sprintf("r%d", i) {
+					errs <- fmt.Errorf("question %d/%d matched %q", i, j, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
