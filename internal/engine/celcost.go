@@ -17,10 +17,11 @@ import (
 // The compile-time cost check. cel-go estimates the worst-case cost of an
 // expression from the sizes of its inputs; costEstimator supplies them (the
 // request bounds of limits.go) and prices the functions cel-go does not price
-// soundly: containsAnyWord/containsAllWords by their real arguments, and the
-// ext functions join and flatten, whose result sizes cel-go underestimates.
-// Sizes are CEL sizes: runes of a string (at most its bytes), entries of a
-// list or map.
+// soundly: containsAnyWord/containsAllWords by their real arguments, the ext
+// functions join and flatten, whose result sizes cel-go underestimates, and
+// the functions that read a whole string at a constant price (size, parsing,
+// map keys). Sizes are CEL sizes: runes of a string (at most its bytes),
+// entries of a list or map.
 
 // checkCost returns the estimated worst-case cost of a condition, or an
 // error when it exceeds CostLimit.
