@@ -84,7 +84,7 @@ agent field is trusted. It logs at info level unless --log-level is given.`,
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for TokenReview when the router sets auth.mode ServiceAccountToken (default: in-cluster config, $KUBECONFIG or ~/.kube/config)")
 	fl.StringVar(&f.maxBody, "max-body-size", "1Mi", "largest accepted query body (a quantity such as 64Ki or 1Mi); larger ones get 413")
 	fl.StringVar(&f.gcHeadroom, "gc-headroom", "32Mi", "heap growth allowed past the live heap before a garbage collection (0 = Go's default); ignored when $GOGC is set")
-	fl.DurationVar(&f.queryTimeout, "query-timeout", server.DefaultQueryTimeout, "longest a query may take, fetches included")
+	fl.DurationVar(&f.queryTimeout, "query-timeout", server.DefaultQueryTimeout, "longest a query may take, fetches and route conditions included (answered 504 past it)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long in-flight queries may take to finish on SIGTERM")
 	fl.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "how long to keep serving, with /readyz failing, after SIGTERM before closing the listener")
 	fl.DurationVar(&f.pollInterval, "poll-interval", server.DefaultPollInterval, "how often the manifest files are checked for changes the file watcher missed (0 disables)")

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
-	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 
@@ -104,7 +103,7 @@ type SourceStatus struct {
 
 type route struct {
 	name    string
-	prg     cel.Program
+	cond    *condition // nil matches every query
 	sources []string
 }
 
@@ -141,6 +140,8 @@ type Snapshot struct {
 	dedup         float64
 	est           budget.Estimator
 	vars          ref.Val
+	// wordsOnText is set when a condition calls containsAnyWord/containsAllWords.
+	wordsOnText bool
 
 	routes  []route
 	perms   []v1alpha1.AgentPermission
@@ -262,10 +263,17 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		s.dedup = 0.85
 	}
 	vars := map[string]any{}
+	if n := len(rs.Variables); n > MaxVarsSize {
+		add(routerKind, r.Name, "spec.variables", fmt.Sprintf("%d variables; at most %d are allowed (the condition cost check assumes it)", n, MaxVarsSize))
+	}
 	for _, k := range sortedKeys(rs.Variables) {
 		var v any
 		if err := json.Unmarshal(rs.Variables[k].Raw, &v); err != nil {
 			add(routerKind, r.Name, "spec.variables."+k, "invalid JSON: "+err.Error())
+			continue
+		}
+		if path, msg := varsTooLarge("spec.variables."+k, v); msg != "" {
+			add(routerKind, r.Name, path, msg)
 			continue
 		}
 		vars[k] = v
@@ -278,7 +286,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		known[cfg.Sources[i].Name] = &cfg.Sources[i]
 	}
 	// Conditions compile in parallel: with a thousand routes, CEL dominates the compile.
-	prgs := make([]cel.Program, len(cfg.Routes))
+	conds := make([]*condition, len(cfg.Routes))
 	errs := make([]error, len(cfg.Routes))
 	var wg sync.WaitGroup
 	next := atomic.Int64{}
@@ -287,7 +295,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(cfg.Routes); i = int(next.Add(1) - 1) {
-				prgs[i], errs[i] = CompileCondition(cfg.Routes[i].Spec.When)
+				conds[i], errs[i] = compileCached(cfg.Routes[i].Spec.When)
 			}
 		}()
 	}
@@ -296,7 +304,10 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		if errs[i] != nil {
 			add(v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
 		}
-		cr := route{name: rt.Name, prg: prgs[i]}
+		cr := route{name: rt.Name, cond: conds[i]}
+		if conds[i] != nil && conds[i].words {
+			s.wordsOnText = true
+		}
 		for i, ref := range rt.Spec.Sources {
 			if known[ref.Name] == nil {
 				add(v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))

@@ -176,12 +176,23 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	resp, err := st.snap.Query(ctx, req)
 	if err != nil {
-		if errors.Is(err, engine.ErrBadRequest) {
+		var stopped *engine.StoppedError
+		switch {
+		case errors.Is(err, engine.ErrBadRequest):
 			writeError(w, http.StatusBadRequest, err.Error())
-			return
+		case errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded):
+			// Like gRPC's DEADLINE_EXCEEDED over HTTP; 503 stays "not ready".
+			s.metrics.queryTimeouts.Inc()
+			s.log.Warn("query timed out", "timeout", s.opts.QueryTimeout.String(), "route", stopped.Route, "elapsed", time.Since(start).String())
+			writeError(w, http.StatusGatewayTimeout, stopped.TimeoutMessage(s.opts.QueryTimeout))
+		case errors.As(err, &stopped):
+			// The client went away; nobody reads the answer.
+			s.log.Debug("query canceled", "route", stopped.Route, "error", err.Error())
+			writeError(w, http.StatusServiceUnavailable, "query canceled: "+err.Error())
+		default:
+			s.log.Error("query failed", "error", err.Error())
+			writeError(w, http.StatusInternalServerError, "internal error")
 		}
-		s.log.Error("query failed", "error", err.Error())
-		writeError(w, http.StatusInternalServerError, "internal error")
 		return
 	}
 	st.counters.observe(resp)

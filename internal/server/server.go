@@ -71,7 +71,8 @@ type Options struct {
 	TokenReviewer func() (TokenReviewer, error)
 	// MaxBodyBytes limits a query body (0 = DefaultMaxBodyBytes).
 	MaxBodyBytes int64
-	// QueryTimeout bounds one query, fetches included (0 = DefaultQueryTimeout).
+	// QueryTimeout bounds one query, fetches and route conditions included
+	// (0 = DefaultQueryTimeout); a query stopped by it is answered 504.
 	QueryTimeout time.Duration
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once shutdown begins (0 = DefaultShutdownTimeout).
