@@ -190,7 +190,7 @@ func (r *routerCache) configure(cfg *engine.Config, opts *engine.Options) error 
 		}
 		r.c, r.dir = c, o.Dir
 	default:
-		if err := r.c.SetLimits(o.TTL, o.MaxEntries); err != nil {
+		if err := r.c.SetLimits(o.TTL, o.MaxEntries, o.MaxBytes); err != nil {
 			return fmt.Errorf("%s %q: spec.cache: %w", v1alpha1.KindContextRouter, cfg.Router.Name, err)
 		}
 	}
