@@ -18,9 +18,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
-	"runtime/debug"
-	runtimemetrics "runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,12 +85,6 @@ type Options struct {
 	PollInterval time.Duration
 	// Cache, when set, has its hit and miss counts exported as metrics.
 	Cache CacheStats
-	// GCHeadroom, when positive, sets the garbage collector's percent after
-	// each snapshot swap so that a collection starts no sooner than this
-	// many bytes past the live heap (never below the default 100). A small
-	// router's live heap is a few MB, and the default would collect every
-	// hundred queries; 0 leaves the collector's settings alone.
-	GCHeadroom int64
 	// Logger for the server (nil = slog.Default()).
 	Logger *slog.Logger
 }
@@ -290,27 +281,7 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 		s.metrics.gitSyncFailures.WithLabelValues(o).Inc()
 	}
 	s.updateBackground(st, retired)
-	if s.opts.GCHeadroom > 0 {
-		s.tuneGC()
-	}
 	return true, nil
-}
-
-// tuneGC sizes the collector's percent to the live heap of the new
-// snapshot: max(100, GCHeadroom/live). The collection it runs first also
-// frees the replaced snapshot once its last queries are done.
-func (s *Server) tuneGC() {
-	runtime.GC()
-	sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	runtimemetrics.Read(sample)
-	if sample[0].Value.Kind() != runtimemetrics.KindUint64 {
-		return
-	}
-	live := max(sample[0].Value.Uint64(), 1)
-	pct := max(100, int(min(uint64(s.opts.GCHeadroom)*100/live, 10000)))
-	if old := debug.SetGCPercent(pct); old != pct {
-		s.log.Info("garbage collector tuned", "live_heap_bytes", live, "gc_percent", pct)
-	}
 }
 
 // recordReload reports the outcome of a snapshot build in the log, the
