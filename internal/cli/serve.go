@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -173,17 +173,7 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		Logger:          slog.Default(),
 		Configure:       f.cache.configure,
 		Cache:           f.cache,
-		TokenReviewer: func() (server.TokenReviewer, error) {
-			cfg, err := restConfig(kubeconfig)
-			if err != nil {
-				return nil, err
-			}
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return nil, fmt.Errorf("TokenReview client: %w", err)
-			}
-			return cs.AuthenticationV1().TokenReviews(), nil
-		},
+		Kube:            func() (*rest.Config, error) { return restConfig(kubeconfig) },
 	}, nil
 }
 

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
@@ -61,11 +62,11 @@ type Options struct {
 	// agent is answered as Agent, one naming another agent gets 403. A pinned
 	// server does not verify tokens: it serves one pod on its loopback address.
 	Agent string
-	// TokenReviewer returns the client that verifies bearer tokens when the
-	// router sets auth.mode ServiceAccountToken. It is called when a
-	// configuration first needs it; until it succeeds, such a configuration
-	// fails to load.
-	TokenReviewer func() (TokenReviewer, error)
+	// Kube returns the connection to the Kubernetes API that auth.mode
+	// ServiceAccountToken needs: TokenReview for callers' tokens,
+	// SubjectAccessReview for /metrics. It is called when a configuration
+	// first needs it; until it succeeds, such a configuration fails to load.
+	Kube func() (*rest.Config, error)
 	// MaxBodyBytes limits a query body (0 = DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// QueryTimeout bounds one query, fetches included (0 = DefaultQueryTimeout).
@@ -98,6 +99,16 @@ type state struct {
 	counters *stateCounters
 }
 
+// guard is what a configuration asks of callers of /v1/query, /v1/status
+// and /metrics.
+type guard struct {
+	// tokens: callers present a ServiceAccount token (auth.mode
+	// ServiceAccountToken, no pinned agent).
+	tokens bool
+	// namespace of the router, whose ServiceAccounts are the agents.
+	namespace string
+}
+
 // Server answers queries on the current snapshot and keeps it current.
 type Server struct {
 	opts    Options
@@ -105,6 +116,13 @@ type Server struct {
 	metrics *metrics
 	handler http.Handler
 	auth    *tokenAuth
+	// plainMetrics is /metrics without authentication.
+	plainMetrics http.Handler
+
+	// firstGuard is the guard of the last configuration read while none
+	// serves yet, so that a token-mode router's status and metrics are not
+	// open while its first snapshot builds or fails to.
+	firstGuard atomic.Pointer[guard]
 
 	state    atomic.Pointer[state]
 	draining atomic.Bool
@@ -202,6 +220,9 @@ func (s *Server) Reload(ctx context.Context) error {
 	cfg, err := s.loadConfig()
 	swapped := false
 	if err == nil {
+		if s.state.Load() == nil {
+			s.firstGuard.Store(&guard{tokens: s.needsTokens(cfg), namespace: cfg.Router.Namespace})
+		}
 		swapped, err = s.build(ctx, cfg)
 	}
 	s.recordReload(ctx, "files", start, swapped, err)
@@ -262,9 +283,9 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 	if err != nil {
 		return false, err
 	}
-	tokens := cfg.Router.Spec.Auth.Mode == v1alpha1.AuthServiceAccountToken && s.opts.Agent == ""
+	tokens := s.needsTokens(cfg)
 	if tokens {
-		if err := s.auth.ensure(s.opts.TokenReviewer); err != nil {
+		if err := s.auth.ensure(s.opts.Kube, s.log, s.plainMetrics); err != nil {
 			return false, fmt.Errorf("%s %q: spec.auth.mode %s: %w", v1alpha1.KindContextRouter, cfg.Router.Name, v1alpha1.AuthServiceAccountToken, err)
 		}
 	}
@@ -282,6 +303,24 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 	}
 	s.updateBackground(st, retired)
 	return true, nil
+}
+
+// needsTokens reports whether cfg's callers must present ServiceAccount
+// tokens: auth.mode ServiceAccountToken, unless the agent is pinned.
+func (s *Server) needsTokens(cfg *engine.Config) bool {
+	return cfg.Router.Spec.Auth.Mode == v1alpha1.AuthServiceAccountToken && s.opts.Agent == ""
+}
+
+// guard returns what callers must present now: the serving configuration's
+// rule, or before one serves, the rule of the last configuration read.
+func (s *Server) guard() guard {
+	if st := s.state.Load(); st != nil {
+		return guard{tokens: st.tokens, namespace: st.cfg.Router.Namespace}
+	}
+	if g := s.firstGuard.Load(); g != nil {
+		return *g
+	}
+	return guard{}
 }
 
 // recordReload reports the outcome of a snapshot build in the log, the
