@@ -14,6 +14,7 @@ package kubeauth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"strings"
@@ -104,14 +105,20 @@ func NewReviewer(cfg *rest.Config, hc *http.Client) (*Reviewer, error) {
 	}, nil
 }
 
-func key(parts ...string) [sha256.Size]byte {
-	h := sha256.New()
-	for _, p := range parts {
-		fmt.Fprintf(h, "%d:%s", len(p), p)
+// key hashes a question: its kind, the token and the rest, each preceded by
+// its length so that no two questions share a preimage. Tokens are not
+// kept, only hashes.
+func key(kind, token string, rest ...string) [sha256.Size]byte {
+	n := len(kind) + len(token) + 2*binary.MaxVarintLen64
+	for _, p := range rest {
+		n += len(p) + binary.MaxVarintLen64
 	}
-	var k [sha256.Size]byte
-	h.Sum(k[:0])
-	return k
+	b := make([]byte, 0, n)
+	for _, p := range append([]string{kind, token}, rest...) {
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	return sha256.Sum256(b)
 }
 
 func (rv *Reviewer) lookup(k [sha256.Size]byte) (answer, bool) {
@@ -145,7 +152,7 @@ func (rv *Reviewer) remember(k [sha256.Size]byte, a answer, ok bool) {
 // Authenticate returns the TokenReview status of token for audiences (none:
 // the API server's own). An error means the API server could not answer.
 func (rv *Reviewer) Authenticate(ctx context.Context, token string, audiences []string) (authenticationv1.TokenReviewStatus, error) {
-	k := key(append([]string{"authn", token}, audiences...)...)
+	k := key("authn", token, audiences...)
 	if a, ok := rv.lookup(k); ok {
 		return a.status, nil
 	}
