@@ -57,8 +57,9 @@ a new commit; a configuration that fails to load leaves the previous one serving
 --agent pins the agent identity, as the injected sidecar does: requests without an
 agent are answered as that agent and requests naming another get 403. Otherwise a
 router with auth.mode ServiceAccountToken verifies each caller's bearer token with
-TokenReview (in-cluster config, or --kubeconfig); with auth.mode None the request's
-agent field is trusted. It logs at info level unless --log-level is given.
+TokenReview (in-cluster config, or --kubeconfig), for /v1/status too, and serves
+/metrics only to tokens allowed to get /metrics (SubjectAccessReview); with auth.mode
+None the request's agent field is trusted and every endpoint is open. It logs at info level unless --log-level is given.
 
 The Go runtime's soft memory limit is, first match wins: $GOMEMLIMIT;
 --memory-limit; 90% of the container's memory limit ($` + memlimit.ContainerLimitEnv + `,

@@ -20,13 +20,11 @@ import (
 // for (a projected token with `audience: contextrouter.dev`).
 const Audience = "contextrouter.dev"
 
-// httpError is an error with the status code it is answered with.
+// httpError is a refusal: the status code and message it is answered with.
 type httpError struct {
 	code int
 	msg  string
 }
-
-func (e *httpError) Error() string { return e.msg }
 
 func errorf(code int, format string, args ...any) *httpError {
 	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -190,19 +189,11 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 	ts.waitReady()
 	ask := func(method, path, auth, body string) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, ts.url+path, strings.NewReader(body))
+		h := http.Header{}
 		if auth != "" {
-			req.Header.Set("Authorization", auth)
+			h.Set("Authorization", auth)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, b := ts.request(method, path, strings.NewReader(body), h)
 		return resp, string(b)
 	}
 
