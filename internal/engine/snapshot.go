@@ -24,6 +24,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -344,8 +345,9 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 		src, err := open(spec, env)
 		if err != nil {
-			add(v1alpha1.KindContextSource, name, "", err.Error())
-			st.loadErr = err
+			// Source errors reach status, logs and every caller: no URL user part.
+			st.loadErr = redact.Error(err)
+			add(v1alpha1.KindContextSource, name, "", st.loadErr.Error())
 		}
 		st.src = src
 		if q, ok := src.(sources.QuerySource); ok {
@@ -427,7 +429,7 @@ func (s *Snapshot) loadStatic(ctx context.Context, limit int) [][]sources.Chunk 
 			defer func() { <-sem }()
 			chunks, err := static.Load(ctx)
 			if err != nil {
-				st.loadErr = err
+				st.loadErr = redact.Error(err)
 				return
 			}
 			for i := range chunks {
