@@ -18,6 +18,7 @@ const (
 	defaultDedupThreshold        = "0.85"
 	defaultCacheTTL              = 5 * time.Minute
 	defaultCacheMaxEntries int32 = 1000
+	defaultCacheMaxBytes         = "64Mi"
 	defaultReplicas        int32 = 2
 	defaultMaxChunkTokens  int32 = 512
 	defaultGitInterval           = 5 * time.Minute
@@ -76,6 +77,7 @@ func (r *ContextRouter) Default() {
 
 	defaultDuration(&s.Cache.TTL, defaultCacheTTL)
 	defaultInt32Ptr(&s.Cache.MaxEntries, defaultCacheMaxEntries)
+	defaultQuantity(&s.Cache.MaxBytes, defaultCacheMaxBytes)
 
 	setDefault(&s.Auth.Mode, AuthNone)
 

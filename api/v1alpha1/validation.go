@@ -117,6 +117,7 @@ func (r *ContextRouter) Validate() field.ErrorList {
 	} else if *s.Cache.MaxEntries < 0 {
 		allErrs = append(allErrs, field.Invalid(c.Child("maxEntries"), *s.Cache.MaxEntries, "must be greater than or equal to 0 (0 disables the cache)"))
 	}
+	allErrs = append(allErrs, validatePositiveQuantity(c.Child("maxBytes"), s.Cache.MaxBytes)...)
 
 	allErrs = append(allErrs, validateEnum(spec.Child("auth", "mode"), s.Auth.Mode, authModes)...)
 

@@ -92,6 +92,8 @@ func TestContextRouterValidate(t *testing.T) {
 		}, "spec.ranking.embedding.apiKeySecretRef.name", "Required value"},
 		{"cache ttl positive", func(r *ContextRouter) { r.Spec.Cache.TTL = dur(0) }, "spec.cache.ttl", "must be greater than 0"},
 		{"cache maxEntries minimum", func(r *ContextRouter) { r.Spec.Cache.MaxEntries = ptr[int32](-1) }, "spec.cache.maxEntries", "greater than or equal to 0"},
+		{"cache maxBytes positive", func(r *ContextRouter) { r.Spec.Cache.MaxBytes = qty("0") }, "spec.cache.maxBytes", "must be greater than 0"},
+		{"cache maxBytes required", func(r *ContextRouter) { r.Spec.Cache.MaxBytes = nil }, "spec.cache.maxBytes", "Required value"},
 		{"auth mode enum", func(r *ContextRouter) { r.Spec.Auth.Mode = "OIDC" }, "spec.auth.mode", `"ServiceAccountToken"`},
 		{"replicas minimum", func(r *ContextRouter) { r.Spec.Deployment.Replicas = ptr[int32](-1) }, "spec.deployment.replicas", "greater than or equal to 0"},
 		{"serviceAccountName", func(r *ContextRouter) { r.Spec.Deployment.ServiceAccountName = "Bad Name" }, "spec.deployment.serviceAccountName", "RFC 1123 subdomain"},

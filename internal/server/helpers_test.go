@@ -112,6 +112,13 @@ func (ts *testServer) get(path string) (int, []byte) {
 
 func (ts *testServer) do(method, path string, body io.Reader, header http.Header) (int, []byte) {
 	ts.t.Helper()
+	resp, b := ts.request(method, path, body, header)
+	return resp.StatusCode, b
+}
+
+// request is do with the whole response (its body already read).
+func (ts *testServer) request(method, path string, body io.Reader, header http.Header) (*http.Response, []byte) {
+	ts.t.Helper()
 	req, err := http.NewRequest(method, ts.url+path, body)
 	if err != nil {
 		ts.t.Fatal(err)
@@ -128,7 +135,7 @@ func (ts *testServer) do(method, path string, body io.Reader, header http.Header
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	return resp.StatusCode, b
+	return resp, b
 }
 
 // query posts a request and decodes a 200 answer.
