@@ -165,7 +165,7 @@ func compileBundle(t testing.TB, data string) *engine.Config {
 		t.Fatalf("the bundle does not decode: %v\n%s", err, data)
 	}
 	for _, p := range set.Check() {
-		if !p.Warning {
+		if !p.IsWarning() {
 			t.Errorf("the bundle fails a manifest check: %v", p)
 		}
 	}

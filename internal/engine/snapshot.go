@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -53,42 +53,6 @@ type Options struct {
 	// Cache answers httpAPI sources before they are fetched (nil = no cache).
 	// The server shares one across snapshots; see ResultCache.
 	Cache ResultCache
-}
-
-// Problem is one reason a configuration cannot be compiled.
-type Problem struct {
-	// Origin is where the object came from ("file:line"), if known.
-	Origin string
-	Kind   string
-	Name   string
-	Field  string
-	Msg    string
-}
-
-func (p Problem) Error() string {
-	var b strings.Builder
-	if p.Origin != "" {
-		b.WriteString(p.Origin + ": ")
-	}
-	if p.Kind != "" {
-		b.WriteString(p.Kind + "/" + p.Name + ": ")
-	}
-	if p.Field != "" {
-		b.WriteString(p.Field + ": ")
-	}
-	b.WriteString(p.Msg)
-	return b.String()
-}
-
-// CompileError lists every problem found, one per line.
-type CompileError struct{ Problems []Problem }
-
-func (e *CompileError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.Error()
-	}
-	return strings.Join(lines, "\n")
 }
 
 // SourceStatus describes one source of a snapshot.
@@ -198,14 +162,16 @@ func (s *Snapshot) Source(name string) sources.Source {
 }
 
 // Compile builds a snapshot. Configuration problems (CEL, references, invalid
-// source specs) fail the compile with a *CompileError listing all of them; a
+// source specs) fail the compile with a problem.List holding all of them; a
 // source that cannot be read (missing folder, unreachable repository) does
 // not: it is reported in Sources() and in every response that reaches it.
 func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) {
-	var problems []Problem
-	add := func(kind, name, field, msg string) {
-		problems = append(problems, Problem{Origin: cfg.Origin(kind, name), Kind: kind, Name: name, Field: field, Msg: msg})
+	var problems problem.List
+	addReason := func(reason v1alpha1.ConditionReason, kind, name, field, msg string) {
+		problems = append(problems, problem.Problem{Location: cfg.Origin(kind, name), Kind: kind, Name: name,
+			Field: field, Message: problem.OneLine(msg), Reason: reason})
 	}
+	add := func(kind, name, field, msg string) { addReason(v1alpha1.ReasonInvalidSpec, kind, name, field, msg) }
 
 	r := cfg.Router
 	rs := &r.Spec
@@ -293,12 +259,12 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	wg.Wait()
 	for i, rt := range cfg.Routes {
 		if errs[i] != nil {
-			add(v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
+			addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
 		}
 		cr := route{name: rt.Name, prg: prgs[i]}
 		for i, ref := range rt.Spec.Sources {
 			if known[ref.Name] == nil {
-				add(v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
+				addReason(v1alpha1.ReasonSourceNotFound, v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
 				continue
 			}
 			cr.sources = append(cr.sources, ref.Name)
@@ -344,7 +310,8 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 		src, err := open(spec, env)
 		if err != nil {
-			add(v1alpha1.KindContextSource, name, "", err.Error())
+			path, msg := SplitFieldError(err.Error())
+			add(v1alpha1.KindContextSource, name, path, msg)
 			st.loadErr = err
 		}
 		st.src = src
@@ -362,7 +329,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		s.byGroup = append(s.byGroup, st)
 	}
 	if len(problems) > 0 {
-		return nil, &CompileError{Problems: problems}
+		return nil, problems
 	}
 
 	var loaded [][]sources.Chunk

@@ -11,10 +11,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
 )
 
 const testNS = "team-a"
@@ -344,7 +344,7 @@ func TestMissingSourceIsAWarningNotAnError(t *testing.T) {
 	known := refs{namespace: testNS, routers: map[string]bool{}, sources: map[string]bool{"faq": true}}
 	v := &validator[*v1alpha1.ContextRoute]{
 		kind:  v1alpha1.KindContextRoute,
-		check: checkRoute,
+		check: engine.CheckRoute,
 		spec:  func(r *v1alpha1.ContextRoute) any { return r.Spec },
 		warn: func(_ context.Context, r *v1alpha1.ContextRoute) admission.Warnings {
 			return routeWarnings(r, known)
@@ -406,70 +406,5 @@ func TestUpdateAndDelete(t *testing.T) {
 	spelled.Default()
 	if _, err := rv.ValidateUpdate(ctx, bare, spelled); err != nil {
 		t.Errorf("update that only spells out defaults: want allowed, got %v", err)
-	}
-}
-
-func TestSplitFieldError(t *testing.T) {
-	tests := []struct{ in, path, msg string }{
-		{"spec.httpAPI.body: not valid JSON", "spec.httpAPI.body", "not valid JSON"},
-		{"spec.httpAPI.headers[0].name: bad: really", "spec.httpAPI.headers[0].name", "bad: really"},
-		{"spec.type: unsupported source type \"X\"", "spec.type", `unsupported source type "X"`},
-		{"secret foo: not found", "spec", "secret foo: not found"},
-		{"no colon at all", "spec", "no colon at all"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			path, msg := splitFieldError(tt.in)
-			if path != tt.path || msg != tt.msg {
-				t.Errorf("got (%q, %q), want (%q, %q)", path, msg, tt.path, tt.msg)
-			}
-		})
-	}
-}
-
-func TestWithin(t *testing.T) {
-	tests := []struct {
-		path, inner string
-		want        bool
-	}{
-		{"spec.when", "spec.when", true},
-		{"spec.httpAPI.body", "spec.httpAPI", true},
-		{"spec.sources[0].name", "spec.sources", true},
-		{"spec.sourcesX", "spec.sources", false},
-		{"spec.httpAPI", "spec.httpAPI.body", false},
-		{"spec.inline", "spec.inlineX", false},
-	}
-	for _, tt := range tests {
-		if got := within(tt.path, tt.inner); got != tt.want {
-			t.Errorf("within(%q, %q) = %v, want %v", tt.path, tt.inner, got, tt.want)
-		}
-	}
-}
-
-func TestValueAt(t *testing.T) {
-	omit := field.OmitValueType{} // no scalar to show
-	r := &v1alpha1.ContextRouter{ObjectMeta: meta("main"), Spec: v1alpha1.ContextRouterSpec{
-		Budget:  v1alpha1.BudgetSpec{MaxTokens: 100},
-		Ranking: v1alpha1.RankingSpec{Strategy: v1alpha1.RankingEmbedding},
-	}}
-	s := httpSource(v1alpha1.HTTPMethodGet, "")
-	s.Spec.HTTPAPI.Headers = []v1alpha1.HTTPHeader{{Name: "Accept"}}
-	tests := []struct {
-		obj  any
-		path string
-		want any
-	}{
-		{r, "spec.budget.maxTokens", int64(100)},
-		{r, "spec.ranking.strategy", "Embedding"},
-		{r, "spec.ranking", omit},
-		{r, "spec.nosuch", omit},
-		{s, "spec.httpAPI.headers[0].name", "Accept"},
-		{s, "spec.httpAPI.headers[3].name", omit},
-		{s, "spec.httpAPI.headers[x].name", omit},
-	}
-	for _, tt := range tests {
-		if got := valueAt(tt.obj, tt.path); got != tt.want {
-			t.Errorf("valueAt(%s) = %#v, want %#v", tt.path, got, tt.want)
-		}
 	}
 }
