@@ -50,9 +50,9 @@ func TestStatusControllers(t *testing.T) {
 				return err
 			}
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "Accepted", condFalse, ReasonInvalidCondition, 1),
-				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, ReasonResolvedRefs, 1),
-				wantCond(r.Status.Conditions, "Ready", condFalse, ReasonInvalidCondition, 1))
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condFalse, v1alpha1.ReasonInvalidCondition, 1),
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 1),
+				wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonInvalidCondition, 1))
 		})
 		if msg := findCondition(got.Status.Parents[0].Conditions, "Accepted").Message; msg != "spec.when: "+celErr.Error() {
 			t.Errorf("Accepted message %q, want the CEL error %q", msg, "spec.when: "+celErr.Error())
@@ -67,9 +67,9 @@ func TestStatusControllers(t *testing.T) {
 				return fmt.Errorf("status.observedGeneration %d, want 2", r.Status.ObservedGeneration)
 			}
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, ReasonAccepted, 2),
-				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, ReasonResolvedRefs, 2),
-				wantCond(r.Status.Conditions, "Ready", condTrue, ReasonAccepted, 2))
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, v1alpha1.ReasonAccepted, 2),
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 2),
+				wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 2))
 		})
 		assertStatusSettles(t, c, got)
 	})
@@ -84,9 +84,9 @@ func TestStatusControllers(t *testing.T) {
 				return err
 			}
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, ReasonAccepted, 1),
-				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condFalse, ReasonSourceNotFound, 1),
-				wantCond(r.Status.Conditions, "Ready", condFalse, ReasonSourceNotFound, 1))
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, v1alpha1.ReasonAccepted, 1),
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 1),
+				wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonSourceNotFound, 1))
 		})
 		if msg := findCondition(got.Status.Parents[0].Conditions, "ResolvedRefs").Message; msg != `ContextSource "later" not found` {
 			t.Errorf("ResolvedRefs message %q", msg)
@@ -95,8 +95,8 @@ func TestStatusControllers(t *testing.T) {
 		create(t, c, newInline(ns, "later"))
 		waitRoute(t, c, route, func(r *v1alpha1.ContextRoute) error {
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, ReasonResolvedRefs, 1),
-				wantCond(r.Status.Conditions, "Ready", condTrue, ReasonAccepted, 1))
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 1),
+				wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 1))
 		})
 	})
 
@@ -112,7 +112,7 @@ func TestStatusControllers(t *testing.T) {
 			if err := wantParents(r); err != nil {
 				return err
 			}
-			return wantCond(r.Status.Conditions, "Ready", condFalse, ReasonNoMatchingParent, 1)
+			return wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonNoMatchingParent, 1)
 		})
 
 		alpha, beta := newRouter(ns, "alpha"), newRouter(ns, "beta")
@@ -121,16 +121,16 @@ func TestStatusControllers(t *testing.T) {
 			if err := wantParents(r, "alpha", "beta"); err != nil {
 				return err
 			}
-			return wantCond(r.Status.Conditions, "Ready", condTrue, ReasonAccepted, 1)
+			return wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 1)
 		})
 		got := waitRoute(t, c, named, func(r *v1alpha1.ContextRoute) error {
 			if err := wantParents(r, "beta", "ghost"); err != nil {
 				return err
 			}
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, ReasonAccepted, 1),
-				wantCond(r.Status.Parents[1].Conditions, "Accepted", condFalse, ReasonNoMatchingParent, 1),
-				wantCond(r.Status.Conditions, "Ready", condFalse, ReasonNoMatchingParent, 1))
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, v1alpha1.ReasonAccepted, 1),
+				wantCond(r.Status.Parents[1].Conditions, "Accepted", condFalse, v1alpha1.ReasonNoMatchingParent, 1),
+				wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonNoMatchingParent, 1))
 		})
 		if msg := findCondition(got.Status.Conditions, "Ready").Message; !strings.Contains(msg, `ContextRouter "ghost" not found`) {
 			t.Errorf("Ready message %q does not name the missing router", msg)
@@ -153,7 +153,7 @@ func TestStatusControllers(t *testing.T) {
 		}
 		create(t, c, src)
 		got := waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condFalse, ReasonSecretNotFound, 1)
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonSecretNotFound, 1)
 		})
 		if msg := got.Status.Conditions[0].Message; msg != `spec.httpAPI.headers[0].valueFrom.secretKeyRef: Secret "search-api" not found` {
 			t.Errorf("message %q", msg)
@@ -163,7 +163,7 @@ func TestStatusControllers(t *testing.T) {
 			Data: map[string][]byte{"other": []byte("x")}}
 		create(t, c, secret)
 		waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
-			if err := wantCond(s.Status.Conditions, "Ready", condFalse, ReasonSecretNotFound, 1); err != nil {
+			if err := wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonSecretNotFound, 1); err != nil {
 				return err
 			}
 			if msg := s.Status.Conditions[0].Message; !strings.Contains(msg, `has no key "token"`) {
@@ -178,7 +178,7 @@ func TestStatusControllers(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condTrue, ReasonValid, 1)
+			return wantCond(s.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1)
 		})
 		if got.Status.ObservedGeneration != 1 {
 			t.Errorf("status.observedGeneration %d, want 1", got.Status.ObservedGeneration)
@@ -194,10 +194,10 @@ func TestStatusControllers(t *testing.T) {
 		pvcSrc.Namespace, pvcSrc.Name = ns, "wiki"
 		create(t, c, cmSrc, pvcSrc)
 		waitSource(t, c, cmSrc, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condFalse, ReasonConfigMapNotFound, 1)
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonConfigMapNotFound, 1)
 		})
 		waitSource(t, c, pvcSrc, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condFalse, ReasonPersistentVolumeClaimNotFound, 1)
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonPersistentVolumeClaimNotFound, 1)
 		})
 
 		create(t, c,
@@ -209,7 +209,7 @@ func TestStatusControllers(t *testing.T) {
 				}})
 		for _, s := range []*v1alpha1.ContextSource{cmSrc, pvcSrc} {
 			waitSource(t, c, s, func(s *v1alpha1.ContextSource) error {
-				return wantCond(s.Status.Conditions, "Ready", condTrue, ReasonValid, 1)
+				return wantCond(s.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1)
 			})
 		}
 	})
@@ -224,7 +224,7 @@ func TestStatusControllers(t *testing.T) {
 		}
 		create(t, c, src)
 		got := waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condFalse, ReasonInvalidSpec, 1)
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonInvalidSpec, 1)
 		})
 		if msg := got.Status.Conditions[0].Message; !strings.Contains(msg, "spec.httpAPI.body") {
 			t.Errorf("message %q does not name spec.httpAPI.body", msg)
@@ -234,7 +234,7 @@ func TestStatusControllers(t *testing.T) {
 			if s.Status.ObservedGeneration != 2 {
 				return fmt.Errorf("status.observedGeneration %d, want 2", s.Status.ObservedGeneration)
 			}
-			return wantCond(s.Status.Conditions, "Ready", condTrue, ReasonValid, 2)
+			return wantCond(s.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 2)
 		})
 	})
 
@@ -250,8 +250,8 @@ func TestStatusControllers(t *testing.T) {
 		create(t, c, perm)
 		got := waitPermission(t, c, perm, func(p *v1alpha1.AgentPermission) error {
 			return errors.Join(
-				wantCond(p.Status.Conditions, "ResolvedRefs", condFalse, ReasonSourceNotFound, 1),
-				wantCond(p.Status.Conditions, "Ready", condTrue, ReasonValid, 1))
+				wantCond(p.Status.Conditions, "ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 1),
+				wantCond(p.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1))
 		})
 		if msg := findCondition(got.Status.Conditions, "ResolvedRefs").Message; msg != `ContextSources "later" and "payroll" not found` {
 			t.Errorf("ResolvedRefs message %q", msg)
@@ -259,8 +259,8 @@ func TestStatusControllers(t *testing.T) {
 		create(t, c, newInline(ns, "later"), newInline(ns, "payroll"))
 		got = waitPermission(t, c, perm, func(p *v1alpha1.AgentPermission) error {
 			return errors.Join(
-				wantCond(p.Status.Conditions, "ResolvedRefs", condTrue, ReasonResolvedRefs, 1),
-				wantCond(p.Status.Conditions, "Ready", condTrue, ReasonValid, 1))
+				wantCond(p.Status.Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 1),
+				wantCond(p.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1))
 		})
 		assertStatusSettles(t, c, got)
 	})
@@ -401,12 +401,12 @@ func wantParents(r *v1alpha1.ContextRoute, names ...string) error {
 
 // wantCond checks one condition, including its observedGeneration and that
 // it has a transition time.
-func wantCond(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string, gen int64) error {
+func wantCond(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason v1alpha1.ConditionReason, gen int64) error {
 	c := findCondition(conds, typ)
 	switch {
 	case c == nil:
 		return fmt.Errorf("no %s condition in %+v", typ, conds)
-	case c.Status != status || c.Reason != reason:
+	case c.Status != status || c.Reason != string(reason):
 		return fmt.Errorf("%s=%s reason %s (%q), want %s reason %s", typ, c.Status, c.Reason, c.Message, status, reason)
 	case c.ObservedGeneration != gen:
 		return fmt.Errorf("%s observedGeneration %d, want %d", typ, c.ObservedGeneration, gen)

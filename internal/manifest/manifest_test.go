@@ -844,4 +844,3 @@ spec: {type: Inline, inline: {content: x}}
 		t.Errorf("hand-built set: %v", probs)
 	}
 }
-

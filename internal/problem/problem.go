@@ -154,10 +154,14 @@ func (l List) Errors() List { return l.filter(func(p Problem) bool { return p.Se
 func (l List) Warnings() List { return l.filter(func(p Problem) bool { return p.Severity == Warning }) }
 
 // Of returns the problems of one object.
-func (l List) Of(kind, name string) List { return l.filter(func(p Problem) bool { return p.Is(kind, name) }) }
+func (l List) Of(kind, name string) List {
+	return l.filter(func(p Problem) bool { return p.Is(kind, name) })
+}
 
 // OfKind returns the problems of objects of one kind.
-func (l List) OfKind(kind string) List { return l.filter(func(p Problem) bool { return p.Kind == kind }) }
+func (l List) OfKind(kind string) List {
+	return l.filter(func(p Problem) bool { return p.Kind == kind })
+}
 
 func (l List) filter(keep func(Problem) bool) List {
 	var out List
