@@ -44,7 +44,7 @@ const (
 
 // startOperator runs a manager with every reconcile (webhooks off, so the
 // tests can create objects the webhook would refuse) until the test ends.
-func startOperator(t testing.TB, env *testenv.Env, log logr.Logger) {
+func startOperator(t testing.TB, env *testenv.Env, log logr.Logger) ctrl.Manager {
 	t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -72,6 +72,7 @@ func startOperator(t testing.TB, env *testenv.Env, log logr.Logger) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+	return mgr
 }
 
 // eventually polls check until it returns nil or routerTimeout passes.
@@ -480,7 +481,7 @@ func TestRouterController(t *testing.T) {
 			return nil
 		})
 		msg := meta.FindStatusCondition(router.Status.Conditions, v1alpha1.ConditionProgrammed).Message
-		for _, want := range []string{"2 left out", `ContextRoute "bad-cel": spec.when: `, `ContextRoute "waits": ContextSource "later" not found`} {
+		for _, want := range []string{"2 left out", `ContextRoute "bad-cel": spec.when: `, `ContextRoute "waits": spec.sources[1].name: ContextSource "later" not found`} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("Programmed message %q lacks %q", msg, want)
 			}
