@@ -97,8 +97,8 @@ func (p Problem) Detail() string {
 // IsWarning reports whether the problem is a warning.
 func (p Problem) IsWarning() bool { return p.Severity == Warning }
 
-// Is reports whether the problem concerns the object kind/name.
-func (p Problem) Is(kind, name string) bool { return p.Kind == kind && p.Name == name }
+// Of reports whether the problem concerns the object kind/name.
+func (p Problem) Of(kind, name string) bool { return p.Kind == kind && p.Name == name }
 
 // Covers reports whether p is about the same object as q and about a field
 // that contains q's field, contains it or is it: q then adds nothing that
@@ -155,7 +155,7 @@ func (l List) Warnings() List { return l.filter(func(p Problem) bool { return p.
 
 // Of returns the problems of one object.
 func (l List) Of(kind, name string) List {
-	return l.filter(func(p Problem) bool { return p.Is(kind, name) })
+	return l.filter(func(p Problem) bool { return p.Of(kind, name) })
 }
 
 // OfKind returns the problems of objects of one kind.
