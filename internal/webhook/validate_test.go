@@ -15,6 +15,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/manifest"
 )
 
 const testNS = "team-a"
@@ -406,5 +407,60 @@ func TestUpdateAndDelete(t *testing.T) {
 	spelled.Default()
 	if _, err := rv.ValidateUpdate(ctx, bare, spelled); err != nil {
 		t.Errorf("update that only spells out defaults: want allowed, got %v", err)
+	}
+}
+
+// TestWebhookAndValidateAgree: `kubectl apply` and `contextrouter validate`
+// refuse an object for the same reasons, in the same words: the webhook's
+// causes are exactly the field and message of each problem validate prints
+// about the object itself.
+func TestWebhookAndValidateAgree(t *testing.T) {
+	docs := []string{
+		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRouter, metadata: {name: acme},
+		  spec: {ranking: {scorer: keyword, strategy: Embedding, embedding: {endpoint: "http://e/v1", model: m}}}}`,
+		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRoute, metadata: {name: r},
+		  spec: {when: 'text.contains(', sources: [{name: s}, {name: s}]}}`,
+		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextSource, metadata: {name: s},
+		  spec: {type: HTTPAPI, sensitivity: secret, httpAPI: {url: "https://kb.example.com/", textField: text, body: '{"q": {{query}}}'}}}`,
+		`{apiVersion: contextrouter.dev/v1alpha1, kind: AgentPermission, metadata: {name: p},
+		  spec: {agents: ["*"], denyPaths: ["[x"], maxSensitivity: public}}`,
+	}
+	for _, doc := range docs {
+		set, err := manifest.Parse("m.yaml", []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var problems []string
+		for _, p := range set.Check().Errors() {
+			// References to other objects: errors in files that must be
+			// complete, warnings at apply (GitOps applies in any order).
+			if p.Reason != v1alpha1.ReasonSourceNotFound {
+				problems = append(problems, p.Field+": "+p.Message)
+			}
+		}
+		ctx := context.Background()
+		switch {
+		case len(set.Routers) == 1:
+			_, err = NewRouterValidator().ValidateCreate(ctx, &set.Routers[0])
+		case len(set.Routes) == 1:
+			_, err = NewRouteValidator(nil, nil).ValidateCreate(ctx, &set.Routes[0])
+		case len(set.Sources) == 1:
+			_, err = NewSourceValidator().ValidateCreate(ctx, &set.Sources[0])
+		default:
+			_, err = NewPermissionValidator(nil, nil).ValidateCreate(ctx, &set.Permissions[0])
+		}
+		var se *apierrors.StatusError
+		if !errors.As(err, &se) {
+			t.Fatalf("%s: the webhook accepted it (%v); validate: %q", doc, err, problems)
+		}
+		var denied []string
+		for _, c := range se.ErrStatus.Details.Causes {
+			denied = append(denied, c.Field+": "+c.Message)
+		}
+		slices.Sort(problems)
+		slices.Sort(denied)
+		if len(problems) < 2 || !slices.Equal(problems, denied) {
+			t.Errorf("%s\nvalidate: %q\nwebhook:  %q", doc, problems, denied)
+		}
 	}
 }
