@@ -67,6 +67,7 @@ const verdictWriters = 8
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextroutes;contextsources;agentpermissions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextroutes/status;contextsources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
