@@ -115,6 +115,7 @@ func (r *ContextSource) Default() {
 		defaultDuration(&h.Timeout, defaultHTTPTimeout)
 		setDefault(&h.MaxResults, defaultMaxResults)
 		defaultQuantity(&h.MaxResponseSize, defaultMaxSize)
+		setDefault(&h.FollowRedirects.Policy, RedirectSameHost)
 	}
 }
 

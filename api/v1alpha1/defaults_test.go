@@ -109,7 +109,8 @@ func TestDefault(t *testing.T) {
 				Type: SourceHTTPAPI, Sensitivity: SensitivityInternal,
 				Chunking: ChunkingSpec{Strategy: ChunkingMarkdownSections, MaxChunkTokens: 512},
 				HTTPAPI: &HTTPAPISource{URL: "https://h/s", TextField: "t", Method: HTTPMethodGet,
-					Timeout: dur(5 * time.Second), MaxResults: 20, MaxResponseSize: qty("1Mi")},
+					Timeout: dur(5 * time.Second), MaxResults: 20, MaxResponseSize: qty("1Mi"),
+					FollowRedirects: FollowRedirects{Policy: RedirectSameHost}},
 			}},
 		},
 		{
@@ -119,7 +120,7 @@ func TestDefault(t *testing.T) {
 				Type: SourceHTTPAPI, Sensitivity: SensitivityInternal,
 				Chunking: ChunkingSpec{Strategy: ChunkingMarkdownSections, MaxChunkTokens: 512},
 				HTTPAPI: &HTTPAPISource{Method: HTTPMethodPost, Timeout: dur(time.Second), MaxResults: 5,
-					MaxResponseSize: qty("1Mi")},
+					MaxResponseSize: qty("1Mi"), FollowRedirects: FollowRedirects{Policy: RedirectSameHost}},
 			}},
 		},
 		{

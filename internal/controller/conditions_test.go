@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -543,6 +544,42 @@ func TestConditionSourceSpecProblems(t *testing.T) {
 				if !strings.Contains(ps.Details(), s) {
 					t.Errorf("problems %q do not mention %q", ps.Details(), s)
 				}
+			}
+		})
+	}
+}
+
+// A URL's user part (a token or password, percent-encoded or not) never
+// reaches the Ready condition, whether validation or the source factory
+// finds the problem; the URL is shown with "***" in its place.
+func TestConditionSourceHidesURLCredentials(t *testing.T) {
+	tests := []struct {
+		name string
+		src  *v1alpha1.ContextSource
+		want string
+	}{
+		{"git scheme (validation)", gitSource("gopher://ghp_Tok3nValue@git.example.com/r.git", ""), `"gopher://***@git.example.com/r.git"`},
+		{"git no host (validation)", gitSource("https://ghp%5FTok3nValue@/r.git", ""), `"https://***@/r.git"`},
+		{"git file host (factory)", gitSource("file://ghp_Tok3nValue:pw-Tok3nValue@server/srv/r.git", ""), `"file://***@server/srv/r.git": a file URL cannot name a host`},
+		{"git unparsable (validation)", gitSource("https://ghp_Tok3nValue:x/y@host/r.git", ""), "is not a valid URL"},
+		{"http no host (validation)", func() *v1alpha1.ContextSource {
+			s := httpSource()
+			s.Spec.HTTPAPI.URL = "https://user:pw-Tok3nValue@/?q={{query}}"
+			return s
+		}(), `"https://***@/?q={{query}}": must name a host`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sourceStatus(tt.src, sourceSpecProblems(tt.src), nil, metav1.Now())
+			ready := meta.FindStatusCondition(tt.src.Status.Conditions, v1alpha1.ConditionReady)
+			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != string(v1alpha1.ReasonInvalidSpec) {
+				t.Fatalf("Ready = %+v, want False/InvalidSpec", ready)
+			}
+			if strings.Contains(ready.Message, "Tok3nValue") || strings.Contains(ready.Message, "ghp") {
+				t.Errorf("condition message shows the credentials: %s", ready.Message)
+			}
+			if !strings.Contains(ready.Message, tt.want) {
+				t.Errorf("condition message %q does not contain %q", ready.Message, tt.want)
 			}
 		})
 	}

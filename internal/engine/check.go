@@ -14,6 +14,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/problem"
+	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -71,7 +72,8 @@ func CheckRoute(r *v1alpha1.ContextRoute) field.ErrorList {
 func CheckSource(s *v1alpha1.ContextSource) field.ErrorList {
 	errs := s.Validate()
 	if _, err := sources.New(s, checkEnv); err != nil {
-		path, msg := SplitFieldError(err.Error())
+		// As in Compile: no URL user part in any message.
+		path, msg := SplitFieldError(redact.Error(err).Error())
 		if !reported(errs, path) {
 			errs = append(errs, field.Invalid(field.NewPath(path), field.OmitValueType{}, problem.OneLine(msg)))
 		}

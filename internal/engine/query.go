@@ -14,6 +14,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -211,7 +212,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	wg.Wait()
 	for i, st := range fetch {
 		if err := results[i].err; err != nil {
-			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: st.name, Error: err.Error()})
+			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: st.name, Error: redact.String(err.Error())})
 			continue
 		}
 		for _, c := range results[i].chunks {

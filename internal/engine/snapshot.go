@@ -24,6 +24,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/index"
 	"github.com/contextrouter/contextrouter/internal/problem"
+	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -310,9 +311,10 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 		src, err := open(spec, env)
 		if err != nil {
-			path, msg := SplitFieldError(err.Error())
+			// Source errors reach status, logs and every caller: no URL user part.
+			st.loadErr = redact.Error(err)
+			path, msg := SplitFieldError(st.loadErr.Error())
 			add(v1alpha1.KindContextSource, name, path, msg)
-			st.loadErr = err
 		}
 		st.src = src
 		if q, ok := src.(sources.QuerySource); ok {
@@ -394,7 +396,7 @@ func (s *Snapshot) loadStatic(ctx context.Context, limit int) [][]sources.Chunk 
 			defer func() { <-sem }()
 			chunks, err := static.Load(ctx)
 			if err != nil {
-				st.loadErr = err
+				st.loadErr = redact.Error(err)
 				return
 			}
 			for i := range chunks {

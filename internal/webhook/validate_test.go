@@ -254,6 +254,40 @@ func TestSourceValidator(t *testing.T) {
 	}
 }
 
+// A denial quotes the offending URL without its user part, whether
+// validation or the source factory refuses it.
+func TestSourceValidatorHidesURLCredentials(t *testing.T) {
+	git := func(url string) *v1alpha1.ContextSource {
+		return &v1alpha1.ContextSource{ObjectMeta: meta("wiki"), Spec: v1alpha1.ContextSourceSpec{
+			Type: v1alpha1.SourceGitRepo, GitRepo: &v1alpha1.GitRepoSource{URL: url}}}
+	}
+	hosts := httpSource(v1alpha1.HTTPMethodGet, "")
+	hosts.Spec.HTTPAPI.FollowRedirects = v1alpha1.FollowRedirects{Policy: v1alpha1.RedirectAllowedHosts, AllowedHosts: []string{"ghp_Tok3nValue@kb-eu.example.com"}}
+	tests := []struct {
+		name   string
+		source *v1alpha1.ContextSource
+		want   []want
+	}{
+		{"git scheme", git("gopher://ghp_Tok3nValue@git.example.com/r.git"),
+			[]want{{"spec.gitRepo.url", []string{`"gopher://***@git.example.com/r.git"`, `unsupported scheme "gopher"`}}}},
+		{"git file host (factory only)", git("file://x-access-token:Tok3nValue@server/r.git"),
+			[]want{{"spec.gitRepo.url", []string{`"file://***@server/r.git": a file URL cannot name a host`}}}},
+		{"allowedHosts entry with a user part", hosts,
+			[]want{{"spec.httpAPI.followRedirects.allowedHosts[0]", []string{`"***@kb-eu.example.com"`, "no scheme, user or path"}}}},
+	}
+	v := NewSourceValidator()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.source.Default()
+			_, err := v.ValidateCreate(context.Background(), tt.source)
+			checkCauses(t, err, tt.want)
+			if err != nil && strings.Contains(err.Error(), "Tok3nValue") {
+				t.Errorf("the denial shows the credentials: %v", err)
+			}
+		})
+	}
+}
+
 func TestPermissionValidator(t *testing.T) {
 	perm := func(mutate func(*v1alpha1.AgentPermissionSpec)) *v1alpha1.AgentPermission {
 		p := &v1alpha1.AgentPermission{ObjectMeta: meta("hr"), Spec: v1alpha1.AgentPermissionSpec{
