@@ -136,12 +136,19 @@ func (b *Bundle) Excluded() []Verdict {
 
 // Verdict returns the verdict on kind/name, if the router was given it.
 func (b *Bundle) Verdict(kind, name string) (Verdict, bool) {
-	for _, v := range b.Verdicts {
-		if v.Kind == kind && v.Name == name {
-			return v, true
-		}
+	i, ok := slices.BinarySearchFunc(b.Verdicts, Verdict{Kind: kind, Name: name}, compareVerdicts)
+	if !ok {
+		return Verdict{}, false
 	}
-	return Verdict{}, false
+	return b.Verdicts[i], true
+}
+
+// compareVerdicts orders verdicts by kind (kindOrder), then name.
+func compareVerdicts(x, y Verdict) int {
+	if d := kindOrder[x.Kind] - kindOrder[y.Kind]; d != 0 {
+		return d
+	}
+	return strings.Compare(x.Name, y.Name)
 }
 
 // Size is what the bundle occupies in a ConfigMap's data (keys and values).
@@ -693,12 +700,7 @@ func (b *builder) verdicts(out *Bundle) []Verdict {
 		}
 		vs = append(vs, v)
 	}
-	slices.SortFunc(vs, func(x, y Verdict) int {
-		if d := kindOrder[x.Kind] - kindOrder[y.Kind]; d != 0 {
-			return d
-		}
-		return strings.Compare(x.Name, y.Name)
-	})
+	slices.SortFunc(vs, compareVerdicts)
 	return slices.CompactFunc(vs, func(x, y Verdict) bool { return x.Kind == y.Kind && x.Name == y.Name })
 }
 
