@@ -211,14 +211,15 @@ func Build(ctx context.Context, in Input) (*Bundle, error) {
 		if len(b.refused) == 0 && problems.HasErrors() {
 			return nil, fmt.Errorf("bundle: problems the builder cannot act on (a bug: please report it):\n%s", problems.Errors().Error())
 		}
+		took := time.Since(start)
 		if len(b.refused) > 0 {
-			return b.finish(nil, time.Since(start)), nil
+			return b.finish(nil, took), nil
 		}
 		data, err := objs.encode()
 		if err != nil {
 			return nil, err
 		}
-		return b.finish(data, time.Since(start)), nil
+		return b.finish(data, took), nil
 	}
 }
 

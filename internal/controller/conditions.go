@@ -227,7 +227,20 @@ func routeStatus(route *v1alpha1.ContextRoute, routers []string, now metav1.Time
 		}
 	}
 	setReady(route, routers, now)
-	return !statusEqual(before, st)
+	if statusEqual(before, st) {
+		return false
+	}
+	// Waiting for routers is not worth a write of its own: the routers
+	// write Ready with their entries, and until then the status describes
+	// an older generation (or there is none), which reads as in progress.
+	ready := findCondition(st.Conditions, v1alpha1.ConditionReady)
+	return !(ready.Reason == string(v1alpha1.ReasonPending) && parentsEqual(before.Parents, st.Parents))
+}
+
+func parentsEqual(a, b []v1alpha1.RouteParentStatus) bool {
+	return slices.EqualFunc(a, b, func(x, y v1alpha1.RouteParentStatus) bool {
+		return x.ParentRef == y.ParentRef && conditionsEqual(x.Conditions, y.Conditions)
+	})
 }
 
 // setReady recomputes a route's Ready and observedGeneration.
@@ -238,15 +251,7 @@ func setReady(route *v1alpha1.ContextRoute, routers []string, now metav1.Time) {
 }
 
 func statusEqual(a, b *v1alpha1.ContextRouteStatus) bool {
-	if a.ObservedGeneration != b.ObservedGeneration || len(a.Parents) != len(b.Parents) || !conditionsEqual(a.Conditions, b.Conditions) {
-		return false
-	}
-	for i := range a.Parents {
-		if a.Parents[i].ParentRef != b.Parents[i].ParentRef || !conditionsEqual(a.Parents[i].Conditions, b.Parents[i].Conditions) {
-			return false
-		}
-	}
-	return true
+	return a.ObservedGeneration == b.ObservedGeneration && conditionsEqual(a.Conditions, b.Conditions) && parentsEqual(a.Parents, b.Parents)
 }
 
 func conditionsEqual(a, b []metav1.Condition) bool {

@@ -282,6 +282,20 @@ func TestConditionRouteStatus(t *testing.T) {
 			t.Errorf("Ready %+v", c)
 		}
 	})
+	t.Run("waiting for a router is not written on its own", func(t *testing.T) {
+		r := testRoute(1)
+		if routeStatus(r, []string{"acme"}, t0) {
+			t.Errorf("a new route whose router has not judged it yet was written: %+v", r.Status)
+		}
+		r = testRoute(1)
+		r.Status.Parents = []v1alpha1.RouteParentStatus{routeEntry(r, "acme", verdict(true))}
+		r.Status.Parents[0].Conditions = mergeConditions(nil, r.Status.Parents[0].Conditions, t0)
+		routeStatus(r, []string{"acme"}, t0)
+		r.Generation = 2
+		if routeStatus(r, []string{"acme"}, t1) {
+			t.Error("a spec change waiting for the router was written; the router writes Ready with its entry")
+		}
+	})
 	t.Run("a router that appears replaces the NoMatchingParent entry with its own", func(t *testing.T) {
 		r := testRoute(1, "ghost")
 		routeStatus(r, nil, t0)
