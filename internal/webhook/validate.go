@@ -16,6 +16,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // Reference checks read the manager's cache; this bounds how long they may
@@ -215,36 +216,36 @@ func (r refReaders) find(ctx context.Context, namespace string, names []string, 
 // the bundle until its sources exist, and attaches it to a router once the
 // router exists.
 func routeWarnings(r *v1alpha1.ContextRoute, known refs) admission.Warnings {
-	var w admission.Warnings
+	var ps problem.List
 	if known.routers != nil {
 		for i, ref := range r.Spec.ParentRefs {
 			if !known.routers[ref.Name] {
-				w = append(w, fmt.Sprintf("spec.parentRefs[%d].name: ContextRouter %q not found in namespace %q; the route attaches to it once it exists",
-					i, ref.Name, known.namespace))
+				ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
+					"ContextRouter %q not found in namespace %q; the route attaches to it once it exists", ref.Name, known.namespace))
 			}
 		}
 	}
 	if known.sources != nil {
 		for i, ref := range r.Spec.Sources {
 			if !known.sources[ref.Name] {
-				w = append(w, fmt.Sprintf("spec.sources[%d].name: ContextSource %q not found in namespace %q; the route is left out of its routers until it exists",
-					i, ref.Name, known.namespace))
+				ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, fmt.Sprintf("spec.sources[%d].name", i),
+					"ContextSource %q not found in namespace %q; the route is left out of its routers until it exists", ref.Name, known.namespace))
 			}
 		}
 	}
-	return w
+	return warnings(ps)
 }
 
 // permissionWarnings names the parentRefs and allow/deny entries of a
 // permission that do not exist. The permission applies regardless; an entry
 // takes effect once its source exists.
 func permissionWarnings(p *v1alpha1.AgentPermission, known refs) admission.Warnings {
-	var w admission.Warnings
+	var ps problem.List
 	if known.routers != nil {
 		for i, ref := range p.Spec.ParentRefs {
 			if !known.routers[ref.Name] {
-				w = append(w, fmt.Sprintf("spec.parentRefs[%d].name: ContextRouter %q not found in namespace %q; the permission applies to it once it exists",
-					i, ref.Name, known.namespace))
+				ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
+					"ContextRouter %q not found in namespace %q; the permission applies to it once it exists", ref.Name, known.namespace))
 			}
 		}
 	}
@@ -255,11 +256,28 @@ func permissionWarnings(p *v1alpha1.AgentPermission, known refs) admission.Warni
 		}{{"allowSources", p.Spec.AllowSources}, {"denySources", p.Spec.DenySources}} {
 			for i, name := range list.names {
 				if !known.sources[name] {
-					w = append(w, fmt.Sprintf("spec.%s[%d]: ContextSource %q not found in namespace %q; the entry takes effect once it exists",
-						list.field, i, name, known.namespace))
+					ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, fmt.Sprintf("spec.%s[%d]", list.field, i),
+						"ContextSource %q not found in namespace %q; the entry takes effect once it exists", name, known.namespace))
 				}
 			}
 		}
+	}
+	return warnings(ps)
+}
+
+// warning is a reference problem that does not refuse the object.
+func warning(reason v1alpha1.ConditionReason, path, format string, args ...any) problem.Problem {
+	p := problem.Errorf(reason, "", "", path, format, args...)
+	p.Severity = problem.Warning
+	return p
+}
+
+// warnings renders problems as admission warnings: "field: message" (kubectl
+// names the object).
+func warnings(ps problem.List) admission.Warnings {
+	var w admission.Warnings
+	for _, p := range ps {
+		w = append(w, p.Detail())
 	}
 	return w
 }
