@@ -294,6 +294,26 @@ type HeaderValueSource struct {
 	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
 }
 
+// SourceExclusion says why a ContextRouter leaves a source out of its bundle.
+type SourceExclusion struct {
+	// Router is the name of the ContextRouter.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Router string `json:"router"`
+	// Reason is a machine-readable reason, such as InvalidMount.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Reason ConditionReason `json:"reason"`
+	// Message says what is wrong.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Message string `json:"message,omitempty"`
+	// ObservedGeneration is the generation of the source the router judged.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
 // ContextSourceStatus is the observed state of a source.
 type ContextSourceStatus struct {
 	// ObservedGeneration is the generation the status describes.
@@ -304,6 +324,14 @@ type ContextSourceStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ExcludedBy lists the ContextRouters that leave the source out of their
+	// bundle, and why, sorted by router; each router writes its own entry.
+	// At most 32.
+	// +optional
+	// +listType=map
+	// +listMapKey=router
+	// +kubebuilder:validation:MaxItems=32
+	ExcludedBy []SourceExclusion `json:"excludedBy,omitempty"`
 }
 
 // ContextSource is a place chunks come from.

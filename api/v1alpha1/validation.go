@@ -262,7 +262,15 @@ func validateEnum[T ~string](p *field.Path, v T, allowed []T) field.ErrorList {
 		return field.ErrorList{field.Required(p, "")}
 	}
 	if !slices.Contains(allowed, v) {
-		return field.ErrorList{field.NotSupported(p, v, allowed)}
+		err := field.NotSupported(p, v, allowed)
+		// Enum values are case-sensitive; the most common slip is the case.
+		for _, a := range allowed {
+			if strings.EqualFold(string(a), string(v)) {
+				err.Detail += fmt.Sprintf(" (did you mean %q?)", a)
+				break
+			}
+		}
+		return field.ErrorList{err}
 	}
 	return nil
 }

@@ -65,6 +65,8 @@ func TestContextRouterValidate(t *testing.T) {
 		{"estimator enum", func(r *ContextRouter) { r.Spec.Budget.Estimator = "Tiktoken" }, "spec.budget.estimator", `"Whitespace"`},
 		{"strategy enum", func(r *ContextRouter) { r.Spec.Ranking.Strategy = "Random" }, "spec.ranking.strategy", `"Hybrid"`},
 		{"scorer enum", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "TFIDF" }, "spec.ranking.scorer", `"Keyword"`},
+		{"scorer enum in the wrong case", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "keyword" },
+			"spec.ranking.scorer", `Unsupported value: "keyword": supported values: "BM25", "Keyword" (did you mean "Keyword"?)`},
 		{"dedupThreshold above 1", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "1.5" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
 		{"dedupThreshold not a number", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "high" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
 		{"dedupThreshold negative", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "-0.1" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},

@@ -231,7 +231,7 @@ func runOperator(ctx context.Context, cmd *cobra.Command, f *operatorFlags) erro
 		return fmt.Errorf("create the manager: %w", err)
 	}
 
-	if err := controller.Setup(mgr, controller.Options{RouterImage: f.routerImage}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{RouterImage: f.routerImage, Namespaces: f.namespaces}); err != nil {
 		return err
 	}
 	if !f.disableWebhooks {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 func meta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: "default"} }
@@ -247,12 +248,12 @@ func TestCompileErrorsNameTheRoute(t *testing.T) {
 			routeTo("missing-source", ``, "nope"),
 		},
 		Sources: kb[:1],
-		Origins: map[string]string{"ContextRoute/typo": "routes.yaml:3"},
+		Origins: map[string]problem.Location{"ContextRoute/typo": {File: "routes.yaml", Line: 3}},
 	}
 	_, err := Compile(context.Background(), cfg, Options{})
-	var ce *CompileError
+	var ce problem.List
 	if !errors.As(err, &ce) {
-		t.Fatalf("Compile error = %v, want *CompileError", err)
+		t.Fatalf("Compile error = %v, want a problem.List", err)
 	}
 	msg := ce.Error()
 	for _, want := range []string{
@@ -264,8 +265,20 @@ func TestCompileErrorsNameTheRoute(t *testing.T) {
 			t.Errorf("error does not contain %q:\n%s", want, msg)
 		}
 	}
-	if len(ce.Problems) != 3 {
-		t.Errorf("got %d problems, want 3:\n%s", len(ce.Problems), msg)
+	if len(ce) != 3 {
+		t.Errorf("got %d problems, want 3:\n%s", len(ce), msg)
+	}
+	// One line per problem: CEL's excerpt with the caret is left out.
+	if lines := strings.Count(msg, "\n") + 1; lines != 3 {
+		t.Errorf("got %d lines, want 3:\n%s", lines, msg)
+	}
+	wantReasons := map[string]v1alpha1.ConditionReason{
+		"typo": v1alpha1.ReasonInvalidCondition, "not-bool": v1alpha1.ReasonInvalidCondition, "missing-source": v1alpha1.ReasonSourceNotFound,
+	}
+	for _, p := range ce {
+		if p.Reason != wantReasons[p.Name] {
+			t.Errorf("%s: reason %q, want %q", p.Name, p.Reason, wantReasons[p.Name])
+		}
 	}
 }
 

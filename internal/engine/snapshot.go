@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
@@ -53,42 +53,6 @@ type Options struct {
 	// Cache answers httpAPI sources before they are fetched (nil = no cache).
 	// The server shares one across snapshots; see ResultCache.
 	Cache ResultCache
-}
-
-// Problem is one reason a configuration cannot be compiled.
-type Problem struct {
-	// Origin is where the object came from ("file:line"), if known.
-	Origin string
-	Kind   string
-	Name   string
-	Field  string
-	Msg    string
-}
-
-func (p Problem) Error() string {
-	var b strings.Builder
-	if p.Origin != "" {
-		b.WriteString(p.Origin + ": ")
-	}
-	if p.Kind != "" {
-		b.WriteString(p.Kind + "/" + p.Name + ": ")
-	}
-	if p.Field != "" {
-		b.WriteString(p.Field + ": ")
-	}
-	b.WriteString(p.Msg)
-	return b.String()
-}
-
-// CompileError lists every problem found, one per line.
-type CompileError struct{ Problems []Problem }
-
-func (e *CompileError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.Error()
-	}
-	return strings.Join(lines, "\n")
 }
 
 // SourceStatus describes one source of a snapshot.
@@ -200,14 +164,16 @@ func (s *Snapshot) Source(name string) sources.Source {
 }
 
 // Compile builds a snapshot. Configuration problems (CEL, references, invalid
-// source specs) fail the compile with a *CompileError listing all of them; a
+// source specs) fail the compile with a problem.List holding all of them; a
 // source that cannot be read (missing folder, unreachable repository) does
 // not: it is reported in Sources() and in every response that reaches it.
 func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) {
-	var problems []Problem
-	add := func(kind, name, field, msg string) {
-		problems = append(problems, Problem{Origin: cfg.Origin(kind, name), Kind: kind, Name: name, Field: field, Msg: msg})
+	var problems problem.List
+	addReason := func(reason v1alpha1.ConditionReason, kind, name, field, msg string) {
+		problems = append(problems, problem.Problem{Location: cfg.Origin(kind, name), Kind: kind, Name: name,
+			Field: field, Message: problem.OneLine(msg), Reason: reason})
 	}
+	add := func(kind, name, field, msg string) { addReason(v1alpha1.ReasonInvalidSpec, kind, name, field, msg) }
 
 	r := cfg.Router
 	rs := &r.Spec
@@ -302,7 +268,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	wg.Wait()
 	for i, rt := range cfg.Routes {
 		if errs[i] != nil {
-			add(v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
+			addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
 		}
 		cr := route{name: rt.Name, cond: conds[i]}
 		if conds[i] != nil && conds[i].words {
@@ -310,7 +276,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 		for i, ref := range rt.Spec.Sources {
 			if known[ref.Name] == nil {
-				add(v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
+				addReason(v1alpha1.ReasonSourceNotFound, v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
 				continue
 			}
 			cr.sources = append(cr.sources, ref.Name)
@@ -358,7 +324,8 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		if err != nil {
 			// Source errors reach status, logs and every caller: no URL user part.
 			st.loadErr = redact.Error(err)
-			add(v1alpha1.KindContextSource, name, "", st.loadErr.Error())
+			path, msg := SplitFieldError(st.loadErr.Error())
+			add(v1alpha1.KindContextSource, name, path, msg)
 		}
 		st.src = src
 		if q, ok := src.(sources.QuerySource); ok {
@@ -375,7 +342,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		s.byGroup = append(s.byGroup, st)
 	}
 	if len(problems) > 0 {
-		return nil, &CompileError{Problems: problems}
+		return nil, problems
 	}
 
 	var loaded [][]sources.Chunk

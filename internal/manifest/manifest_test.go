@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // writeFiles writes name -> content under dir, creating folders.
@@ -34,14 +35,14 @@ func mustLoad(t *testing.T, paths ...string) *Set {
 	return s
 }
 
-func loadError(t *testing.T, err error) *LoadError {
+func loadError(t *testing.T, err error) problem.List {
 	t.Helper()
 	if err == nil {
 		t.Fatal("want an error, got none")
 	}
-	var le *LoadError
+	var le problem.List
 	if !errors.As(err, &le) {
-		t.Fatalf("error is %T, want *LoadError: %v", err, err)
+		t.Fatalf("error is %T, want a problem.List: %v", err, err)
 	}
 	return le
 }
@@ -373,8 +374,8 @@ spec:
 			_, err := Load(dir)
 			le := loadError(t, err)
 			lines := strings.Split(err.Error(), "\n")
-			if len(lines) != len(tt.want) || len(le.Problems) != len(tt.want) {
-				t.Fatalf("got %d problems, want %d:\n%v", len(le.Problems), len(tt.want), err)
+			if len(lines) != len(tt.want) || len(le) != len(tt.want) {
+				t.Fatalf("got %d problems, want %d:\n%v", len(le), len(tt.want), err)
 			}
 			for i, subs := range tt.want {
 				for _, sub := range subs {
@@ -623,13 +624,13 @@ func TestConfig(t *testing.T) {
 					t.Errorf("BaseDir %q is not absolute", d)
 				}
 			}
-			if got, want := cfg.Origin("ContextRoute", tt.wantRoutes[1]), filepath.Join(dir, "routes.yaml"); !strings.HasPrefix(got, want+":") {
+			if got, want := cfg.Origin("ContextRoute", tt.wantRoutes[1]).String(), filepath.Join(dir, "routes.yaml"); !strings.HasPrefix(got, want+":") {
 				t.Errorf("route origin = %q, want %s:<line>", got, want)
 			}
-			if got := cfg.Origin("ContextSource", "docs"); got != filepath.Join(dir, "sources", "docs.yaml")+":1" {
+			if got := cfg.Origin("ContextSource", "docs").String(); got != filepath.Join(dir, "sources", "docs.yaml")+":1" {
 				t.Errorf("source origin = %q", got)
 			}
-			if got := cfg.Origin("ContextRouter", tt.router); !strings.HasPrefix(got, filepath.Join(dir, "routers.yaml")+":") {
+			if got := cfg.Origin("ContextRouter", tt.router).String(); !strings.HasPrefix(got, filepath.Join(dir, "routers.yaml")+":") {
 				t.Errorf("router origin = %q", got)
 			}
 		})
@@ -777,14 +778,14 @@ spec: {type: Inline, inline: {content: x}}
 	}
 	got := s.Check()
 	if len(got) != len(want) {
-		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), (&LoadError{got}).Error())
+		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), got.Error())
 	}
 	for i, w := range want {
 		if !strings.HasPrefix(got[i].Error(), w.text) {
 			t.Errorf("problem %d = %q\nwant prefix    %q", i, got[i].Error(), w.text)
 		}
-		if got[i].Warning != w.warning {
-			t.Errorf("problem %d warning = %v, want %v", i, got[i].Warning, w.warning)
+		if got[i].IsWarning() != w.warning {
+			t.Errorf("problem %d warning = %v, want %v", i, got[i].IsWarning(), w.warning)
 		}
 	}
 
@@ -824,15 +825,15 @@ spec: {type: Inline, inline: {content: x}}
 		`c.yaml:13: ContextRoute/r: spec.parentRefs[0].name: ContextRouter "default" not found (declared: "acme"); the route does not attach to it`,
 	}
 	if len(got) != len(want) {
-		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), (&LoadError{got}).Error())
+		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), got.Error())
 	}
 	for i := range want {
 		if got[i].Error() != want[i] {
 			t.Errorf("problem %d = %q\nwant          %q", i, got[i].Error(), want[i])
 		}
 	}
-	if got[0].Warning || !got[1].Warning {
-		t.Errorf("warnings = %v, %v; want false, true", got[0].Warning, got[1].Warning)
+	if got[0].IsWarning() || !got[1].IsWarning() {
+		t.Errorf("warnings = %v, %v; want false, true", got[0].IsWarning(), got[1].IsWarning())
 	}
 
 	// A valid set has no problems; a hand-built set is defaulted before validation.
@@ -841,27 +842,5 @@ spec: {type: Inline, inline: {content: x}}
 	hand.Sources[0].Spec = v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceInline, Inline: &v1alpha1.InlineSource{Content: "x"}}
 	if probs := hand.Check(); len(probs) != 0 {
 		t.Errorf("hand-built set: %v", probs)
-	}
-}
-
-func TestProblemError(t *testing.T) {
-	tests := []struct {
-		p    Problem
-		want string
-	}{
-		{Problem{Origin: Origin{File: "f.yaml", Line: 3}, Kind: "ContextSource", Name: "docs", Field: "spec.type", Message: "bad"},
-			"f.yaml:3: ContextSource/docs: spec.type: bad"},
-		{Problem{Origin: Origin{File: "f.yaml"}, Message: "no such file or directory"}, "f.yaml: no such file or directory"},
-		{Problem{Kind: "ContextRoute", Message: "m"}, "ContextRoute: m"},
-		{Problem{Message: "m"}, "m"},
-	}
-	for _, tt := range tests {
-		if got := tt.p.Error(); got != tt.want {
-			t.Errorf("Error() = %q, want %q", got, tt.want)
-		}
-	}
-	le := &LoadError{Problems: []Problem{tests[0].p, tests[1].p}}
-	if got := le.Error(); got != tests[0].want+"\n"+tests[1].want {
-		t.Errorf("LoadError = %q", got)
 	}
 }

@@ -254,7 +254,7 @@ func (s *Server) loadConfig() (*engine.Config, error) {
 	}
 	var errs []string
 	for _, p := range set.Check() {
-		if p.Warning {
+		if p.IsWarning() {
 			s.log.Warn("manifest warning", "problem", p.Error())
 			continue
 		}
