@@ -149,6 +149,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		switch {
 		case st.loadErr != nil:
 			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: n, Error: st.loadErr.Error()})
+			allowed[st.group] = st.stale // its last good chunks still answer
 		case st.query != nil:
 			fetch = append(fetch, st)
 		default:

@@ -15,7 +15,8 @@ import (
 //   - route and permission parentRefs should name a router here (warning),
 //     except "default" when no router is declared, which names the implied one;
 //   - permission allowSources/denySources should exist (warning);
-//   - Kind/name must be unique (error).
+//   - Kind/name must be unique (error);
+//   - a file should hold objects, and a route should attach to every router (warning).
 //
 // Problems point at the line of the offending field when the manifest shows
 // it, else at the object, and come sorted by file and line. CEL conditions are
@@ -99,6 +100,8 @@ func (s *Set) Check() []Problem {
 			sourceRef(o, fmt.Sprintf("spec.denySources[%d]", j), n, true)
 		}
 	}
+
+	c.checkEmpty()
 
 	fileIndex := make(map[string]int, len(s.files))
 	for i, f := range s.files {
