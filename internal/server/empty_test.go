@@ -123,25 +123,7 @@ func TestEmptyFirstLoadNotReady(t *testing.T) {
 // its absolute host path. When the folder is back, its content is read again.
 func TestDirectorySourceVanishes(t *testing.T) {
 	root := t.TempDir()
-	docs := filepath.Join(root, "docs")
-	writeAtomic(t, filepath.Join(docs, "deploys.md"), "# Deploys\n\nRoll back a deploy with the previous release, edition d1.\n")
-	file := filepath.Join(root, "config", "router.yaml")
-	writeAtomic(t, file, `apiVersion: contextrouter.dev/v1alpha1
-kind: ContextSource
-metadata: {name: docs}
-spec:
-  type: Directory
-  directory: {path: ../docs}
----
-apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRoute
-metadata: {name: all}
-spec:
-  sources: [{name: docs}]
-`)
-	ts := startServer(t, Options{Paths: []string{file}, PollInterval: -1})
-	ts.waitReady()
-	ts.waitEdition("d1")
+	ts, docs, _ := directoryServer(t, root)
 
 	if err := os.RemoveAll(docs); err != nil {
 		t.Fatal(err)
