@@ -50,8 +50,8 @@ func TestEmptyReloadKeepsServing(t *testing.T) {
 			if e := edition(ts.query(engine.Request{Text: "deploy checklist"})); e != "v1" {
 				t.Errorf("answered from edition %q, want v1", e)
 			}
-			if v, _ := ts.metric("contextrouter_snapshot_reloads_total", "result", "failure"); v != 1 {
-				t.Errorf("failed reloads counted %v, want 1", v)
+			if v, _ := ts.metric("contextrouter_snapshot_reloads_total", "result", "failure"); v < 1 {
+				t.Errorf("failed reloads counted %v, want >= 1", v)
 			}
 			if !strings.Contains(ts.logs.String(), "previous snapshot keeps serving") {
 				t.Error("the refusal is not logged")
