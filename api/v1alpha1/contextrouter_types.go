@@ -95,6 +95,13 @@ type ContextRouterSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Deployment DeploymentSpec `json:"deployment,omitempty"`
+
+	// AllowEmpty lets the router serve a configuration that no ContextRoute
+	// attaches to, which answers every query with no context. Without it such
+	// a configuration is refused like an invalid one: the previous one keeps
+	// serving, and a router that has none is not ready.
+	// +optional
+	AllowEmpty bool `json:"allowEmpty,omitempty"`
 }
 
 // The API server also checks this rule against the schema default of

@@ -127,6 +127,7 @@ func (r *AgentPermission) Default() {
 	setDefault(&s.Default, AccessDeny)
 	setDefault(&s.MaxSensitivity, SensitivityInternal)
 	setDefault(&s.SensitivityAction, SensitivityActionDrop)
+	setDefault(&s.PathMatching, PathMatchingCaseSensitive)
 }
 
 // DefaultRouter returns the router that standalone manifests imply when they

@@ -127,14 +127,17 @@ func TestDefault(t *testing.T) {
 			name: "permission",
 			in:   &AgentPermission{Spec: AgentPermissionSpec{Agents: []string{"*"}}},
 			want: &AgentPermission{Spec: AgentPermissionSpec{Agents: []string{"*"},
-				Default: AccessDeny, MaxSensitivity: SensitivityInternal, SensitivityAction: SensitivityActionDrop}},
+				Default: AccessDeny, MaxSensitivity: SensitivityInternal, SensitivityAction: SensitivityActionDrop,
+				PathMatching: PathMatchingCaseSensitive}},
 		},
 		{
 			name: "permission keeps set values",
 			in: &AgentPermission{Spec: AgentPermissionSpec{Agents: []string{"a"},
-				Default: AccessAllow, MaxSensitivity: SensitivityRestricted, SensitivityAction: SensitivityActionRedact}},
+				Default: AccessAllow, MaxSensitivity: SensitivityRestricted, SensitivityAction: SensitivityActionRedact,
+				PathMatching: PathMatchingCaseInsensitive}},
 			want: &AgentPermission{Spec: AgentPermissionSpec{Agents: []string{"a"},
-				Default: AccessAllow, MaxSensitivity: SensitivityRestricted, SensitivityAction: SensitivityActionRedact}},
+				Default: AccessAllow, MaxSensitivity: SensitivityRestricted, SensitivityAction: SensitivityActionRedact,
+				PathMatching: PathMatchingCaseInsensitive}},
 		},
 	}
 	for _, tt := range tests {

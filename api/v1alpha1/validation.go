@@ -46,6 +46,7 @@ var (
 	accessPolicies     = []AccessPolicy{AccessAllow, AccessDeny}
 	sensitivities      = []Sensitivity{SensitivityPublic, SensitivityInternal, SensitivityConfidential, SensitivityRestricted}
 	sensitivityActions = []SensitivityAction{SensitivityActionDrop, SensitivityActionRedact}
+	pathMatchings      = []PathMatching{PathMatchingCaseSensitive, PathMatchingCaseInsensitive}
 	truncationModes    = []TruncationMode{TruncationDrop, TruncationTruncateEnd, TruncationTruncateMiddle}
 	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace}
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
@@ -228,6 +229,7 @@ func (r *AgentPermission) Validate() field.ErrorList {
 	allErrs = append(allErrs, validateStringSet(spec.Child("denySources"), s.DenySources)...)
 	allErrs = append(allErrs, validateStringSet(spec.Child("denyPaths"), s.DenyPaths)...)
 	allErrs = append(allErrs, validateGlobs(spec.Child("denyPaths"), s.DenyPaths, true)...)
+	allErrs = append(allErrs, validateEnum(spec.Child("pathMatching"), s.PathMatching, pathMatchings)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("default"), s.Default, accessPolicies)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("maxSensitivity"), s.MaxSensitivity, sensitivities)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("sensitivityAction"), s.SensitivityAction, sensitivityActions)...)

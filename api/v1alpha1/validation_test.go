@@ -354,6 +354,7 @@ func TestAgentPermissionValidate(t *testing.T) {
 		{"default enum", func(p *AgentPermission) { p.Spec.Default = "Maybe" }, "spec.default", `supported values: "Allow", "Deny"`},
 		{"maxSensitivity enum", func(p *AgentPermission) { p.Spec.MaxSensitivity = "TopSecret" }, "spec.maxSensitivity", `"Confidential"`},
 		{"sensitivityAction enum", func(p *AgentPermission) { p.Spec.SensitivityAction = "Mask" }, "spec.sensitivityAction", `supported values: "Drop", "Redact"`},
+		{"pathMatching enum", func(p *AgentPermission) { p.Spec.PathMatching = "IgnoreCase" }, "spec.pathMatching", `supported values: "CaseSensitive", "CaseInsensitive"`},
 		{"parentRef duplicate", func(p *AgentPermission) { p.Spec.ParentRefs = []ParentReference{{Name: "a"}, {Name: "a"}} }, "spec.parentRefs[1].name", "Duplicate value"},
 	})
 }

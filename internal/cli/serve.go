@@ -38,6 +38,7 @@ type serveFlags struct {
 	shutdownDelay   time.Duration
 	pollInterval    time.Duration
 	logFormat       string
+	allowEmpty      bool
 	cache           *routerCache
 	// Process-wide memory settings, applied by RunE.
 	memLimit        memlimit.Limit
@@ -52,7 +53,9 @@ func newServeCommand() *cobra.Command {
 		Long: `serve answers POST /v1/query for the router in the manifests, with GET /v1/status,
 /healthz, /readyz and /metrics (Prometheus). It reloads without a restart when the
 manifest files change (a mounted ConfigMap included) and when a GitRepo source gets
-a new commit; a configuration that fails to load leaves the previous one serving.
+a new commit; a configuration that fails to load leaves the previous one serving. So
+does one that no ContextRoute attaches to (an emptied file), unless the router sets
+spec.allowEmpty or --allow-empty is given.
 
 --agent pins the agent identity, as the injected sidecar does: requests without an
 agent are answered as that agent and requests naming another get 403. Otherwise a
@@ -105,6 +108,7 @@ heap between collections, which saves CPU when the live heap is small.`,
 	fl.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "how long to keep serving, with /readyz failing, after SIGTERM before closing the listener")
 	fl.DurationVar(&f.pollInterval, "poll-interval", server.DefaultPollInterval, "how often the manifest files are checked for changes the file watcher missed (0 disables)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "serve a configuration that no ContextRoute attaches to (it answers every query with no context); without it such a configuration is refused like an invalid one")
 	return cmd
 }
 
@@ -171,6 +175,7 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		ShutdownTimeout: f.shutdownTimeout,
 		ShutdownDelay:   f.shutdownDelay,
 		PollInterval:    poll,
+		AllowEmpty:      f.allowEmpty,
 		Logger:          slog.Default(),
 		Configure:       f.cache.configure,
 		Cache:           f.cache,

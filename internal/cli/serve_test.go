@@ -299,3 +299,21 @@ func TestServeFlagErrors(t *testing.T) {
 		})
 	}
 }
+
+// --allow-empty serves a manifest file that holds nothing: ready, with no route.
+func TestServeAllowEmpty(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "router.yaml")
+	write(t, file, "# nothing yet\n")
+	s := startServe(t, "-f", file, "--allow-empty")
+	var st struct {
+		Ready           bool     `json:"ready"`
+		Routes          []string `json:"routes"`
+		LastReloadError string   `json:"last_reload_error"`
+	}
+	if err := json.Unmarshal([]byte(s.get(t, "/v1/status")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Ready || len(st.Routes) != 0 || st.LastReloadError != "" {
+		t.Fatalf("status %+v: want ready with no route", st)
+	}
+}

@@ -90,6 +90,9 @@ func checkInvariants(t testing.TB, s *Snapshot, req Request, resp *Response) {
 			t.Errorf("chunk %s/%s token_count %d, estimator says %d", c.Source, c.Path, c.TokenCount, got)
 		}
 		sum += c.TokenCount
+		if c.Metadata.Redacted && c.Content != RedactedContent(c.Source, s.sources[c.Source].sensitivity) {
+			t.Errorf("redacted chunk %s/%s is not the whole placeholder: %q", c.Source, c.Path, c.Content)
+		}
 		if c.RelevanceScore < 0 || c.RelevanceScore > 1 {
 			t.Errorf("relevance_score %v out of 0..1", c.RelevanceScore)
 		}
@@ -659,5 +662,60 @@ func TestRecencyRanking(t *testing.T) {
 	want := []string{"new.md@2026-01-03T00:00:00Z", "mid.md@2026-01-02T00:00:00Z", "old.md@2026-01-01T00:00:00Z"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("recency order = %v, want %v", got, want)
+	}
+}
+
+// TestRedactedPlaceholderNeverCut: under every truncation mode a redacted chunk's placeholder is
+// either included whole or dropped for budget, and a smaller chunk after it still gets the room.
+func TestRedactedPlaceholderNeverCut(t *testing.T) {
+	secret := inlineSource("secret", "Salaries", "Salary bands for every engineering level, in detail.")
+	secret.Spec.Sensitivity = v1alpha1.SensitivityConfidential
+	secret.Spec.Priority = 10
+	public := inlineSource("public", "Contact", "Ask HR.")
+	placeholder := RedactedContent("secret", v1alpha1.SensitivityConfidential) // 51 runes = 13 tokens
+	modes := []v1alpha1.TruncationMode{v1alpha1.TruncationDrop, v1alpha1.TruncationTruncateEnd, v1alpha1.TruncationTruncateMiddle}
+	for _, mode := range modes {
+		for _, tc := range []struct {
+			maxTokens   int32
+			wantSecret  bool
+			wantDropped int
+		}{
+			{maxTokens: 10, wantSecret: false, wantDropped: 1}, // room to cut into, but a placeholder is never cut
+			{maxTokens: 12, wantSecret: false, wantDropped: 1},
+			{maxTokens: 20, wantSecret: true, wantDropped: 0}, // 13 + 2 tokens fit whole
+		} {
+			t.Run(fmt.Sprintf("%s/%d", mode, tc.maxTokens), func(t *testing.T) {
+				s := compile(t, &Config{
+					Router: router(func(s *v1alpha1.ContextRouterSpec) {
+						s.Budget.MaxTokens, s.Budget.Truncation = tc.maxTokens, mode
+						s.Ranking.Strategy = v1alpha1.RankingManual
+					}),
+					Routes:  []v1alpha1.ContextRoute{routeTo("all", "", "secret", "public")},
+					Sources: []v1alpha1.ContextSource{secret, public},
+					Permissions: []v1alpha1.AgentPermission{perm("redact", v1alpha1.AgentPermissionSpec{
+						Agents: []string{"*"}, Default: v1alpha1.AccessAllow, SensitivityAction: v1alpha1.SensitivityActionRedact})},
+				})
+				resp := query(t, s, Request{Text: "salary"})
+				var gotSecret, gotPublic bool
+				for _, c := range resp.Chunks {
+					switch c.Source {
+					case "secret":
+						gotSecret = true
+						if c.Content != placeholder || !c.Metadata.Redacted {
+							t.Errorf("redacted chunk content = %q, want the whole placeholder %q", c.Content, placeholder)
+						}
+					case "public":
+						gotPublic = c.Content == "Ask HR."
+					}
+				}
+				if gotSecret != tc.wantSecret || resp.Stats.Dropped.Budget != tc.wantDropped {
+					t.Errorf("secret included = %v, dropped.budget = %d; want %v, %d (chunks %q)",
+						gotSecret, resp.Stats.Dropped.Budget, tc.wantSecret, tc.wantDropped, resp.Text)
+				}
+				if !gotPublic {
+					t.Errorf("the small public chunk after the placeholder must still fit whole: %q", resp.Text)
+				}
+			})
+		}
 	}
 }

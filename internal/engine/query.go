@@ -148,6 +148,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		switch {
 		case st.loadErr != nil:
 			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: n, Error: st.loadErr.Error()})
+			allowed[st.group] = st.stale // its last good chunks still answer
 		case st.query != nil:
 			fetch = append(fetch, st)
 		default:
@@ -385,9 +386,9 @@ func (s *Snapshot) accessFor(agent string) *Access {
 const minUsefulTokens = 8
 
 // fill pops candidates in rank order: a near-duplicate of an included chunk is
-// dropped, a chunk that fits is included, one that does not is dropped (Drop)
-// or cut to the remaining budget (TruncateEnd/TruncateMiddle), after which the
-// budget is full. Whatever is left when the budget or max_chunks is exhausted
+// dropped, a chunk that fits is included, one that does not is dropped (Drop,
+// or a redacted chunk under any mode) or cut to the remaining budget
+// (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
 func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int) {
 	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: s.lessFunc()}
@@ -430,7 +431,9 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 		}
 		if c.tokens > remaining {
 			resp.WasTruncated = true
-			if s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens {
+			// A redaction placeholder is whole or absent: a cut one would misreport its source
+			// or sensitivity, so it is dropped like under Drop and filling continues.
+			if s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens || c.redacted {
 				resp.Stats.Dropped.Budget++
 				continue
 			}

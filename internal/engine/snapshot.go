@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -82,9 +83,11 @@ type sourceState struct {
 	timeout     time.Duration
 	cacheKey    string // SourceFingerprint of a query source ("" = not cached)
 	loadErr     error
-	always      []uint32 // inline chunks: candidates for every query that reaches the source
-	chunks      int
-	commit      string
+	// stale: loadErr is a *sources.StaleError and the source serves the chunks it last read.
+	stale  bool
+	always []uint32 // inline chunks: candidates for every query that reaches the source
+	chunks int
+	commit string
 }
 
 type docInfo struct {
@@ -377,6 +380,11 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", c.Source, c.Path, c.Title, c.Index, c.Commit)
 			h.Write([]byte(c.Content))
 		}
+		if st.loadErr != nil {
+			// A source failing, or serving stale content, is a state callers see: a snapshot
+			// that differs only there must still replace the serving one.
+			fmt.Fprintf(h, "%s\x00error\x00%s\x00", st.name, st.loadErr)
+		}
 		st.chunks = len(loaded[st.group])
 		if st.chunks > 0 {
 			st.commit = loaded[st.group][0].Commit
@@ -408,7 +416,10 @@ func (s *Snapshot) loadStatic(ctx context.Context, limit int) [][]sources.Chunk 
 			chunks, err := static.Load(ctx)
 			if err != nil {
 				st.loadErr = redact.Error(err)
-				return
+				var stale *sources.StaleError
+				if st.stale = errors.As(err, &stale); !st.stale {
+					return
+				}
 			}
 			for i := range chunks {
 				chunks[i].Source = st.name

@@ -19,7 +19,8 @@ import (
 //   - route and permission parentRefs should name a router here (warning),
 //     except "default" when no router is declared, which names the implied one;
 //   - permission allowSources/denySources should exist (warning);
-//   - Kind/name must be unique (error).
+//   - Kind/name must be unique (error);
+//   - a file should hold objects, and a route should attach to every router (warning).
 //
 // A reference to an object that is in the files but did not decode (see
 // Broken) is not reported: its own problems say what is wrong.
@@ -106,6 +107,7 @@ func (s *Set) Check() problem.List {
 			sourceRef(o, fmt.Sprintf("spec.denySources[%d]", j), n, problem.Warning)
 		}
 	}
+	c.checkEmpty()
 	c.problems.Sort(s.fileRank)
 	return c.problems
 }

@@ -821,6 +821,7 @@ spec: {type: Inline, inline: {content: x}}
 	}
 	got := s.Check()
 	want := []string{
+		"c.yaml:1: ContextRouter/acme: " + NoRoutesMessage,
 		"c.yaml:7: ContextRouter/acme: spec.budget.reserveTokens: Invalid value: 100: must be less than maxTokens (100)",
 		`c.yaml:13: ContextRoute/r: spec.parentRefs[0].name: ContextRouter "default" not found (declared: "acme"); the route does not attach to it`,
 	}
@@ -832,14 +833,16 @@ spec: {type: Inline, inline: {content: x}}
 			t.Errorf("problem %d = %q\nwant          %q", i, got[i].Error(), want[i])
 		}
 	}
-	if got[0].IsWarning() || !got[1].IsWarning() {
-		t.Errorf("warnings = %v, %v; want false, true", got[0].IsWarning(), got[1].IsWarning())
+	if !got[0].IsWarning() || got[1].IsWarning() || !got[2].IsWarning() {
+		t.Errorf("warnings = %v, %v, %v; want true, false, true", got[0].IsWarning(), got[1].IsWarning(), got[2].IsWarning())
 	}
 
 	// A valid set has no problems; a hand-built set is defaulted before validation.
 	hand := &Set{Sources: []v1alpha1.ContextSource{{}}}
 	hand.Sources[0].Name = "h"
 	hand.Sources[0].Spec = v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceInline, Inline: &v1alpha1.InlineSource{Content: "x"}}
+	hand.Routes = []v1alpha1.ContextRoute{{Spec: v1alpha1.ContextRouteSpec{Sources: []v1alpha1.LocalObjectReference{{Name: "h"}}}}}
+	hand.Routes[0].Name = "r"
 	if probs := hand.Check(); len(probs) != 0 {
 		t.Errorf("hand-built set: %v", probs)
 	}

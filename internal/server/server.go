@@ -85,6 +85,9 @@ type Options struct {
 	// PollInterval is how often the manifest files are hashed to catch
 	// changes the file watcher missed (0 = DefaultPollInterval, negative = never).
 	PollInterval time.Duration
+	// AllowEmpty loads configurations that no ContextRoute attaches to, as
+	// the router's spec.allowEmpty does; otherwise they fail to load.
+	AllowEmpty bool
 	// Cache, when set, has its hit and miss counts exported as metrics.
 	Cache CacheStats
 	// Logger for the server (nil = slog.Default()).
@@ -263,7 +266,19 @@ func (s *Server) loadConfig() (*engine.Config, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
 	}
-	return set.Config(s.opts.Router)
+	cfg, err := set.Config(s.opts.Router)
+	if err != nil {
+		return nil, err
+	}
+	// An emptied file must not silently replace a working router with one that answers nothing.
+	if len(cfg.Routes) == 0 && !cfg.Router.Spec.AllowEmpty && !s.opts.AllowEmpty {
+		lines := []string{fmt.Sprintf("%s/%s: %s", v1alpha1.KindContextRouter, cfg.Router.Name, manifest.NoRoutesMessage)}
+		for _, f := range set.EmptyFiles() {
+			lines = append(lines, f+": "+manifest.EmptyFileMessage)
+		}
+		return nil, fmt.Errorf("configuration refused:\n%s", strings.Join(lines, "\n"))
+	}
+	return cfg, nil
 }
 
 // build compiles cfg and swaps the result in, unless it equals the serving
