@@ -268,7 +268,7 @@ type FollowRedirects struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:items:MaxLength=259
 	AllowedHosts []string `json:"allowedHosts,omitempty"`
 }
 

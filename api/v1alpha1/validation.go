@@ -37,9 +37,9 @@ const (
 	minChunkTokens  = 16
 	maxResultsLimit = 1000
 	// maxAllowedHosts and maxAllowedHostLen bound followRedirects.allowedHosts:
-	// a DNS name (253), brackets of an IPv6 literal, ":" and a port.
+	// the longest entry is a DNS name (253), ":" and a five-digit port.
 	maxAllowedHosts   = 16
-	maxAllowedHostLen = 261
+	maxAllowedHostLen = 259
 )
 
 var (
@@ -431,6 +431,18 @@ func validateResources(p *field.Path, rr *corev1.ResourceRequirements) field.Err
 			allErrs = append(allErrs, field.Invalid(p.Child("requests").Key(string(name)), req.String(),
 				fmt.Sprintf("must be less than or equal to the %s limit (%s)", name, lim.String())))
 		}
+	}
+	// claims is a list keyed by name (its markers): required and unique.
+	seen := make(map[string]bool, len(rr.Claims))
+	for i, c := range rr.Claims {
+		np := p.Child("claims").Index(i).Child("name")
+		switch {
+		case c.Name == "":
+			allErrs = append(allErrs, field.Required(np, ""))
+		case seen[c.Name]:
+			allErrs = append(allErrs, field.Duplicate(np, c.Name))
+		}
+		seen[c.Name] = true
 	}
 	return allErrs
 }

@@ -106,6 +106,12 @@ func TestContextRouterValidate(t *testing.T) {
 			r.Spec.Deployment.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: *qty("100m")}
 			r.Spec.Deployment.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: *qty("200m")}
 		}, "spec.deployment.resources.requests[cpu]", "less than or equal to the cpu limit (100m)"},
+		{"resource claim name required", func(r *ContextRouter) {
+			r.Spec.Deployment.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}, {}}
+		}, "spec.deployment.resources.claims[1].name", "Required value"},
+		{"resource claim names unique", func(r *ContextRouter) {
+			r.Spec.Deployment.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}, {Name: "gpu", Request: "a"}}
+		}, "spec.deployment.resources.claims[1].name", `Duplicate value: "gpu"`},
 	})
 
 	// Valid variations that must not be rejected.
@@ -297,7 +303,7 @@ func TestContextSourceValidate(t *testing.T) {
 		"2001:db8::1":            "in brackets",
 		"[10.0.0.1]":             "only an IPv6 address",
 		"[2001:db8::1":           "closing bracket",
-		strings.Repeat("a", 262): "at most 261 characters",
+		strings.Repeat("a", 260): "at most 259 characters",
 	}
 	for entry, want := range hosts {
 		t.Run("allowedHosts/"+entry, func(t *testing.T) {
