@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "slices"
+
 // AttachesTo reports whether the route belongs to the named router: an empty
 // parentRefs list attaches it to every router in its namespace.
 func (r *ContextRoute) AttachesTo(router string) bool { return attached(r.Spec.ParentRefs, router) }
@@ -46,4 +48,31 @@ func refNames(refs []ParentReference) []string {
 		names[i] = ref.Name
 	}
 	return names
+}
+
+// SecretNames lists, sorted and once each, the Secrets a router reads for
+// itself: the embedding API key.
+func (r *ContextRouter) SecretNames() []string {
+	if e := r.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
+		return []string{e.APIKeySecretRef.Name}
+	}
+	return nil
+}
+
+// SecretNames lists, sorted and once each, the Secrets a source reads:
+// httpAPI header values and git credentials.
+func (s *ContextSource) SecretNames() []string {
+	var names []string
+	if h := s.Spec.HTTPAPI; h != nil {
+		for _, hd := range h.Headers {
+			if hd.ValueFrom != nil {
+				names = append(names, hd.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+	}
+	if g := s.Spec.GitRepo; g != nil && g.Auth != nil {
+		names = append(names, g.Auth.SecretRef.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }

@@ -42,6 +42,14 @@ const (
 	maxAllowedHostLen = 259
 )
 
+// maxResponseSizeLimit bounds httpAPI.maxResponseSize: the body is buffered
+// whole, so more is a mistake.
+var maxResponseSizeLimit = resource.MustParse("1Gi")
+
+// clientHeaders are the headers the HTTP client sets itself; a spec header of
+// one of these names would corrupt the request.
+var clientHeaders = []string{"connection", "content-length", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
+
 var (
 	accessPolicies     = []AccessPolicy{AccessAllow, AccessDeny}
 	sensitivities      = []Sensitivity{SensitivityPublic, SensitivityInternal, SensitivityConfidential, SensitivityRestricted}
@@ -200,8 +208,8 @@ func (r *ContextSource) Validate() field.ErrorList {
 		}
 	}
 
-	if in := s.Inline; in != nil && in.Content == "" {
-		allErrs = append(allErrs, field.Required(spec.Child("inline", "content"), "the text of the source"))
+	if in := s.Inline; in != nil && strings.TrimSpace(in.Content) == "" {
+		allErrs = append(allErrs, field.Required(spec.Child("inline", "content"), "the text of the source, not blank"))
 	}
 	if d := s.Directory; d != nil {
 		allErrs = append(allErrs, validateDirectory(spec.Child("directory"), d)...)
@@ -338,7 +346,7 @@ func validateGlobs(p *field.Path, globs []string, isSet bool) field.ErrorList {
 	var allErrs field.ErrorList
 	for i, g := range globs {
 		switch {
-		case g == "":
+		case strings.TrimSpace(g) == "":
 			if !isSet {
 				allErrs = append(allErrs, field.Required(p.Index(i), "a glob such as \"**/*.md\""))
 			}
@@ -531,13 +539,16 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 		if hd.Name == "" {
 			allErrs = append(allErrs, field.Required(ip.Child("name"), ""))
 		} else {
-			if !httpguts.ValidHeaderFieldName(hd.Name) {
-				allErrs = append(allErrs, field.Invalid(ip.Child("name"), hd.Name,
-					"is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)"))
-			}
 			// Header names are case-insensitive, so Authorization and
 			// authorization would silently overwrite each other.
 			key := strings.ToLower(hd.Name)
+			switch {
+			case !httpguts.ValidHeaderFieldName(hd.Name):
+				allErrs = append(allErrs, field.Invalid(ip.Child("name"), hd.Name,
+					"is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)"))
+			case slices.Contains(clientHeaders, key):
+				allErrs = append(allErrs, field.Invalid(ip.Child("name"), hd.Name, "is set by the HTTP client"))
+			}
 			if j, dup := seen[key]; dup {
 				allErrs = append(allErrs, field.Invalid(ip.Child("name"), hd.Name,
 					fmt.Sprintf("duplicates headers[%d] (header names are case-insensitive)", j)))
@@ -551,15 +562,15 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 		case hd.Value != nil && hd.ValueFrom != nil:
 			allErrs = append(allErrs, field.Forbidden(ip, "exactly one of value and valueFrom must be set"))
 		}
-		if hd.Value != nil && strings.ContainsAny(*hd.Value, "\r\n\x00") {
-			allErrs = append(allErrs, field.Invalid(ip.Child("value"), "<value omitted>", "must not contain line breaks or NUL characters"))
+		if hd.Value != nil && !ValidHeaderValue(*hd.Value) {
+			allErrs = append(allErrs, field.Invalid(ip.Child("value"), "<value omitted>", "must not contain line breaks or other control characters (tab is allowed)"))
 		}
 		if hd.ValueFrom != nil {
 			allErrs = append(allErrs, validateSecretKeySelector(ip.Child("valueFrom", "secretKeyRef"), &hd.ValueFrom.SecretKeyRef)...)
 		}
 	}
 
-	if h.TextField == "" {
+	if strings.TrimSpace(h.TextField) == "" {
 		allErrs = append(allErrs, field.Required(p.Child("textField"), "the dotted path of the text inside each result"))
 	}
 	allErrs = append(allErrs, validatePositiveDuration(p.Child("timeout"), h.Timeout)...)
@@ -567,14 +578,30 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(p.Child("maxResults"), h.MaxResults,
 			fmt.Sprintf("must be between 1 and %d", maxResultsLimit)))
 	}
-	allErrs = append(allErrs, validatePositiveQuantity(p.Child("maxResponseSize"), h.MaxResponseSize)...)
-	allErrs = append(allErrs, ValidateFollowRedirects(p.Child("followRedirects"), &h.FollowRedirects)...)
+	if errs := validatePositiveQuantity(p.Child("maxResponseSize"), h.MaxResponseSize); len(errs) > 0 {
+		allErrs = append(allErrs, errs...)
+	} else if h.MaxResponseSize.Cmp(maxResponseSizeLimit) > 0 {
+		allErrs = append(allErrs, field.Invalid(p.Child("maxResponseSize"), h.MaxResponseSize.String(),
+			"must be at most "+maxResponseSizeLimit.String()+" (the body is buffered whole)"))
+	}
+	allErrs = append(allErrs, validateFollowRedirects(p.Child("followRedirects"), &h.FollowRedirects)...)
 	return allErrs
 }
 
-// ValidateFollowRedirects checks a defaulted httpAPI.followRedirects; the
-// HTTPAPI source factory calls it too.
-func ValidateFollowRedirects(p *field.Path, f *FollowRedirects) field.ErrorList {
+// ValidHeaderValue reports whether s may be sent as an HTTP header value: no
+// control characters but tab (a line break would split the header). The
+// HTTPAPI source applies it to values resolved per request as well.
+func ValidHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validateFollowRedirects checks a defaulted httpAPI.followRedirects.
+func validateFollowRedirects(p *field.Path, f *FollowRedirects) field.ErrorList {
 	allErrs := validateEnum(p.Child("policy"), f.Policy, redirectPolicies)
 	hp := p.Child("allowedHosts")
 	switch {

@@ -189,6 +189,7 @@ func TestContextSourceValidate(t *testing.T) {
 			s.Default()
 		}, "spec.gitRepo", "must not be set unless type is GitRepo (type is Directory)"},
 		{"inline content", func(s *ContextSource) { s.Spec.Inline.Content = "" }, "spec.inline.content", "Required value"},
+		{"inline content blank", func(s *ContextSource) { s.Spec.Inline.Content = " \n\t" }, "spec.inline.content", "not blank"},
 		{"sensitivity enum", func(s *ContextSource) { s.Spec.Sensitivity = "Secret" }, "spec.sensitivity", `"Restricted"`},
 		{"chunking strategy enum", func(s *ContextSource) { s.Spec.Chunking.Strategy = "Lines" }, "spec.chunking.strategy", `"WholeFile"`},
 		{"maxChunkTokens minimum", func(s *ContextSource) { s.Spec.Chunking.MaxChunkTokens = 15 }, "spec.chunking.maxChunkTokens", "greater than or equal to 16"},
@@ -206,6 +207,7 @@ func TestContextSourceValidate(t *testing.T) {
 		{"exclude glob", func(s *ContextSource) { s.Spec.Directory.Exclude = []string{"{a,b"} }, "spec.directory.exclude[0]", "not a valid doublestar glob"},
 		{"absolute glob", func(s *ContextSource) { s.Spec.Directory.Include = []string{"/docs/*.md"} }, "spec.directory.include[0]", "must be relative"},
 		{"empty glob", func(s *ContextSource) { s.Spec.Directory.Exclude = []string{""} }, "spec.directory.exclude[0]", "Required value"},
+		{"blank glob", func(s *ContextSource) { s.Spec.Directory.Include = []string{"**/*.md", "  "} }, "spec.directory.include[1]", "Required value"},
 		{"maxFileSize positive", func(s *ContextSource) { s.Spec.Directory.MaxFileSize = qty("0") }, "spec.directory.maxFileSize", "must be greater than 0"},
 		{"volume one-of: neither", func(s *ContextSource) { s.Spec.Directory.Volume = &DirectoryVolume{} }, "spec.directory.volume", "exactly one of configMap and persistentVolumeClaim"},
 		{"volume one-of: both", func(s *ContextSource) {
@@ -266,12 +268,17 @@ func TestContextSourceValidate(t *testing.T) {
 		{"header name token", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Name = "X Tenant" }, "spec.httpAPI.headers[1].name", "not a valid HTTP header name"},
 		{"duplicate header ignores case", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Name = "authorization" }, "spec.httpAPI.headers[1].name", "duplicates headers[0]"},
 		{"header value line break", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Value = ptr("a\r\nX-Evil: 1") }, "spec.httpAPI.headers[1].value", "must not contain line breaks"},
+		{"header value control character", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Value = ptr("a\x1bb") }, "spec.httpAPI.headers[1].value", "other control characters"},
+		{"header value DEL", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Value = ptr("a\x7f") }, "spec.httpAPI.headers[1].value", "other control characters"},
+		{"header set by the client", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[1].Name = "transfer-encoding" }, "spec.httpAPI.headers[1].name", "is set by the HTTP client"},
 		{"header secret key", func(s *ContextSource) { s.Spec.HTTPAPI.Headers[0].ValueFrom.SecretKeyRef.Key = "" }, "spec.httpAPI.headers[0].valueFrom.secretKeyRef.key", "Required value"},
 		{"textField required", func(s *ContextSource) { s.Spec.HTTPAPI.TextField = "" }, "spec.httpAPI.textField", "Required value"},
+		{"textField blank", func(s *ContextSource) { s.Spec.HTTPAPI.TextField = " " }, "spec.httpAPI.textField", "Required value"},
 		{"timeout positive", func(s *ContextSource) { s.Spec.HTTPAPI.Timeout = dur(0) }, "spec.httpAPI.timeout", "must be greater than 0"},
 		{"maxResults maximum", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResults = 1001 }, "spec.httpAPI.maxResults", "between 1 and 1000"},
 		{"maxResults minimum", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResults = -1 }, "spec.httpAPI.maxResults", "between 1 and 1000"},
 		{"maxResponseSize positive", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResponseSize = qty("0") }, "spec.httpAPI.maxResponseSize", "must be greater than 0"},
+		{"maxResponseSize at most 1Gi", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResponseSize = qty("1025Mi") }, "spec.httpAPI.maxResponseSize", "must be at most 1Gi"},
 		{"redirect policy enum", func(s *ContextSource) { s.Spec.HTTPAPI.FollowRedirects.Policy = "Always" }, "spec.httpAPI.followRedirects.policy", `supported values: "None", "SameHost", "AllowedHosts"`},
 		{"allowedHosts required", func(s *ContextSource) { s.Spec.HTTPAPI.FollowRedirects.Policy = RedirectAllowedHosts },
 			"spec.httpAPI.followRedirects.allowedHosts", "Required value"},
@@ -334,6 +341,13 @@ func TestContextSourceValidate(t *testing.T) {
 	s.Spec.HTTPAPI.Body = `{"q": {{query}}, "k": 8}`
 	if errs := s.Validate(); len(errs) != 0 {
 		t.Errorf("POST with body rejected: %v", errs.ToAggregate())
+	}
+	// The boundaries of the rules above are accepted.
+	s = api()
+	s.Spec.HTTPAPI.MaxResponseSize = qty("1Gi")
+	s.Spec.HTTPAPI.Headers[1].Value = ptr("a\tb")
+	if errs := s.Validate(); len(errs) != 0 {
+		t.Errorf("maxResponseSize 1Gi and a tab in a header value rejected: %v", errs.ToAggregate())
 	}
 }
 

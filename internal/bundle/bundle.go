@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -360,7 +359,7 @@ func mountOf(src *v1alpha1.ContextSource) (DirectoryMount, bool) {
 	if d == nil || d.Volume == nil {
 		return DirectoryMount{}, false
 	}
-	m := DirectoryMount{Source: src.Name, MountPath: MountPath(src.Name, d.Path)}
+	m := DirectoryMount{Source: src.Name, MountPath: sources.MountPath(src.Name, d.Path)}
 	switch v := d.Volume; {
 	case v.ConfigMap != nil && v.PersistentVolumeClaim == nil:
 		m.ConfigMap = v.ConfigMap.Name
@@ -386,17 +385,6 @@ func MountProblems(src *v1alpha1.ContextSource) problem.List {
 			"spec.directory.path", "%q %s", m.MountPath, msg)}
 	}
 	return nil
-}
-
-// MountPath is where a router pod mounts a Directory source's volume:
-// spec.directory.path when absolute, else sources.DirectoryMountRoot/<source>.
-// A relative path only has a meaning next to manifest files, which a cluster
-// does not have.
-func MountPath(source, dirPath string) string {
-	if path.IsAbs(dirPath) {
-		return path.Clean(dirPath)
-	}
-	return path.Join(sources.DirectoryMountRoot, source)
 }
 
 // reservedDirs are folders of the router pod that a source volume must not
@@ -703,24 +691,6 @@ func (b *builder) verdicts(out *Bundle) []Verdict {
 	}
 	slices.SortFunc(vs, compareVerdicts)
 	return slices.CompactFunc(vs, func(x, y Verdict) bool { return x.Kind == y.Kind && x.Name == y.Name })
-}
-
-// SourceSecrets names the Secrets a source reads: httpAPI header values and
-// git credentials.
-func SourceSecrets(s *v1alpha1.ContextSource) []string {
-	var names []string
-	if h := s.Spec.HTTPAPI; h != nil {
-		for _, hd := range h.Headers {
-			if hd.ValueFrom != nil {
-				names = append(names, hd.ValueFrom.SecretKeyRef.Name)
-			}
-		}
-	}
-	if g := s.Spec.GitRepo; g != nil && g.Auth != nil {
-		names = append(names, g.Auth.SecretRef.Name)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -652,20 +652,6 @@ func TestVolumeName(t *testing.T) {
 	}
 }
 
-func TestMountPath(t *testing.T) {
-	tests := []struct{ source, path, want string }{
-		{"docs", "", sources.DirectoryMountRoot + "/docs"},
-		{"docs", "docs/hr", sources.DirectoryMountRoot + "/docs"},
-		{"docs", "/srv/docs/", "/srv/docs"},
-		{"docs", "/srv/../srv/docs", "/srv/docs"},
-	}
-	for _, tt := range tests {
-		if got := MountPath(tt.source, tt.path); got != tt.want {
-			t.Errorf("MountPath(%q, %q) = %q, want %q", tt.source, tt.path, got, tt.want)
-		}
-	}
-}
-
 func TestServeArgs(t *testing.T) {
 	want := []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets", "--cache-dir", "/var/cache/contextrouter"}
 	if got := ServeArgs(); !slices.Equal(got, want) {

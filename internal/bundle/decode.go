@@ -58,15 +58,11 @@ func Decode(data []byte) (*Bundle, error) {
 	return out, nil
 }
 
-// secretNames names, sorted, every Secret a router reads with these sources:
-// the embedding API key and each source's (SourceSecrets).
+// secretNames names, sorted, every Secret a router reads with these sources.
 func secretNames(router *v1alpha1.ContextRouter, srcs []*v1alpha1.ContextSource) []string {
-	var names []string
-	if e := router.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
-		names = append(names, e.APIKeySecretRef.Name)
-	}
+	names := router.SecretNames()
 	for _, s := range srcs {
-		names = append(names, SourceSecrets(s)...)
+		names = append(names, s.SecretNames()...)
 	}
 	slices.Sort(names)
 	return slices.Compact(names)

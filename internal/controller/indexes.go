@@ -19,10 +19,10 @@ const IndexRouterSecrets = "spec.ranking.embedding.apiKeySecretRef.name"
 // RouterSecretNames is the IndexRouterSecrets extractor.
 func RouterSecretNames(obj client.Object) []string {
 	r, ok := obj.(*v1alpha1.ContextRouter)
-	if !ok || r.Spec.Ranking.Embedding == nil || r.Spec.Ranking.Embedding.APIKeySecretRef == nil {
+	if !ok {
 		return nil
 	}
-	return []string{r.Spec.Ranking.Embedding.APIKeySecretRef.Name}
+	return r.SecretNames()
 }
 
 // routerMapper maps events of the objects a router depends on to the routers

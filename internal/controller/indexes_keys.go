@@ -85,18 +85,7 @@ func SourceSecretNames(obj client.Object) []string {
 	if !ok {
 		return nil
 	}
-	var names []string
-	if h := s.Spec.HTTPAPI; h != nil {
-		for _, hd := range h.Headers {
-			if hd.ValueFrom != nil {
-				names = append(names, hd.ValueFrom.SecretKeyRef.Name)
-			}
-		}
-	}
-	if g := s.Spec.GitRepo; g != nil && g.Auth != nil {
-		names = append(names, g.Auth.SecretRef.Name)
-	}
-	return uniqueSorted(names)
+	return s.SecretNames()
 }
 
 // SourceConfigMapNames is the IndexSourceConfigMaps extractor.

@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,25 +29,12 @@ import (
 // strategies this version implements).
 func CheckRouter(r *v1alpha1.ContextRouter) field.ErrorList {
 	errs := r.Validate()
-	cfg := &Config{Router: *r}
-	_, err := Compile(context.Background(), cfg, Options{SkipLoad: true, Logger: discardLogger})
-	var list problem.List
-	switch {
-	case err == nil:
-	case errors.As(err, &list):
-		for _, p := range list {
-			path := p.Field
-			if path == "" {
-				path = "spec"
-			}
-			if reported(errs, path) {
-				continue
-			}
-			errs = append(errs, field.Invalid(field.NewPath(path), valueAt(r, path), p.Message))
+	var s Snapshot
+	s.setRouter(r, func(path, msg string) {
+		if !reported(errs, path) {
+			errs = append(errs, field.Invalid(field.NewPath(path), valueAt(r, path), problem.OneLine(msg)))
 		}
-	default:
-		errs = append(errs, field.InternalError(field.NewPath("spec"), err))
-	}
+	})
 	return errs
 }
 

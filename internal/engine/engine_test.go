@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -599,18 +600,33 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// TestUnsupportedRouterSettings: Compile refuses what this engine cannot
+// serve, and trusts the API's rules to Validate (CheckRouter reports both).
 func TestUnsupportedRouterSettings(t *testing.T) {
 	kb := knowledgeBase(t)
-	cfg := &Config{Router: router(func(s *v1alpha1.ContextRouterSpec) {
-		s.Ranking.Strategy = v1alpha1.RankingEmbedding
+	invalid := func(s *v1alpha1.ContextRouterSpec) {
 		s.Ranking.DedupThreshold = "1.5"
 		s.Budget.ReserveTokens = 9000
+	}
+	cfg := &Config{Router: router(func(s *v1alpha1.ContextRouterSpec) {
+		invalid(s)
+		s.Ranking.Strategy = v1alpha1.RankingEmbedding
 	}), Sources: kb[:1]}
 	_, err := Compile(context.Background(), cfg, Options{})
-	for _, want := range []string{"spec.ranking.strategy: Embedding ranking is not supported", "spec.ranking.dedupThreshold", "spec.budget.reserveTokens"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error %v does not contain %q", err, want)
-		}
+	var list problem.List
+	if !errors.As(err, &list) || len(list) != 1 || !strings.Contains(list[0].Error(), "spec.ranking.strategy: Embedding ranking is not supported") {
+		t.Errorf("Compile error = %v, want only the unsupported strategy", err)
+	}
+	r := cfg.Router.DeepCopy()
+	r.Default() // as every loader does
+	r.Spec.Ranking.Embedding = &v1alpha1.EmbeddingSpec{Endpoint: "http://emb/v1", Model: "m"}
+	errs := CheckRouter(r)
+	var fields []string
+	for _, e := range errs {
+		fields = append(fields, e.Field)
+	}
+	if want := []string{"spec.budget.reserveTokens", "spec.ranking.dedupThreshold", "spec.ranking.strategy"}; !slices.Equal(fields, want) {
+		t.Errorf("CheckRouter reports %v, want %v", errs.ToAggregate(), want)
 	}
 }
 

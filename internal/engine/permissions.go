@@ -66,20 +66,25 @@ func ResolveAccess(perms []v1alpha1.AgentPermission, agent string, defaultAccess
 		} else {
 			a.DenyPaths = append(a.DenyPaths, p.DenyPaths...)
 		}
-		if orDefault(p.Default, v1alpha1.AccessDeny) == v1alpha1.AccessDeny {
+		// Only the permissive values are tested for, so that anything else
+		// (an undefaulted, hand-built permission) is the strict one.
+		if p.Default != v1alpha1.AccessAllow {
 			a.Default = v1alpha1.AccessDeny
 		}
-		if s := orDefault(p.MaxSensitivity, v1alpha1.SensitivityInternal); s.Level() < a.MaxSensitivity.Level() {
-			a.MaxSensitivity = s
+		if p.MaxSensitivity.Level() < a.MaxSensitivity.Level() {
+			a.MaxSensitivity = p.MaxSensitivity
 		}
-		if orDefault(p.SensitivityAction, v1alpha1.SensitivityActionDrop) == v1alpha1.SensitivityActionDrop {
+		if p.SensitivityAction != v1alpha1.SensitivityActionRedact {
 			a.SensitivityAction = v1alpha1.SensitivityActionDrop
 		}
 	}
 	if len(a.Permissions) == 0 {
-		a.Default = orDefault(defaultAccess, v1alpha1.AccessDeny)
-		a.MaxSensitivity = v1alpha1.SensitivityInternal
-		a.SensitivityAction = v1alpha1.SensitivityActionDrop
+		// One permission with default = defaultAccess, the rest defaulted.
+		implied := v1alpha1.AgentPermission{Spec: v1alpha1.AgentPermissionSpec{Default: defaultAccess}}
+		implied.Default()
+		a.Default = implied.Spec.Default
+		a.MaxSensitivity = implied.Spec.MaxSensitivity
+		a.SensitivityAction = implied.Spec.SensitivityAction
 	}
 	slices.Sort(a.Permissions)
 	slices.Sort(a.DenyPaths)
@@ -96,13 +101,6 @@ func appliesTo(agents []string, agent string) bool {
 		}
 	}
 	return false
-}
-
-func orDefault[T ~string](v, def T) T {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // SourceAllowed reports whether the agent may read a source.
@@ -140,5 +138,5 @@ func (a *Access) PathDenied(path string) bool {
 
 // Cleared reports whether the agent may read a source of this sensitivity.
 func (a *Access) Cleared(s v1alpha1.Sensitivity) bool {
-	return orDefault(s, v1alpha1.SensitivityInternal).Level() <= a.MaxSensitivity.Level()
+	return s.Level() <= a.MaxSensitivity.Level()
 }

@@ -85,7 +85,7 @@ func TestResolveAccess(t *testing.T) {
 		},
 		{
 			name: "unset fields take the API defaults", agent: "x",
-			perms:   []v1alpha1.AgentPermission{perm("bare", v1alpha1.AgentPermissionSpec{Agents: []string{"x"}, AllowSources: []string{"a"}})},
+			perms:   []v1alpha1.AgentPermission{defaulted(perm("bare", v1alpha1.AgentPermissionSpec{Agents: []string{"x"}, AllowSources: []string{"a"}}))},
 			allowed: map[string]bool{"a": true, "b": false}, wantPerms: []string{"bare"},
 			maxSens: v1alpha1.SensitivityInternal, action: v1alpha1.SensitivityActionDrop,
 		},
@@ -108,6 +108,34 @@ func TestResolveAccess(t *testing.T) {
 				t.Errorf("DenyPaths = %v, want %v", a.DenyPaths, tt.denyPaths)
 			}
 		})
+	}
+}
+
+// defaulted returns p as Compile hands it to ResolveAccess.
+func defaulted(p v1alpha1.AgentPermission) v1alpha1.AgentPermission {
+	p.Default()
+	return p
+}
+
+// TestResolveAccessFailsClosed: ResolveAccess expects defaulted permissions
+// (Compile defaults them), and one that is not, written by hand, is read as
+// the strictest: no default access, clearance Internal, chunks dropped.
+func TestResolveAccessFailsClosed(t *testing.T) {
+	bare := perm("bare", v1alpha1.AgentPermissionSpec{Agents: []string{"x"}, AllowSources: []string{"a"}})
+	a := ResolveAccess([]v1alpha1.AgentPermission{bare}, "x", v1alpha1.AccessAllow)
+	if a.SourceAllowed("b") || !a.SourceAllowed("a") {
+		t.Errorf("sources: b allowed %v (want false), a allowed %v (want true)", a.SourceAllowed("b"), a.SourceAllowed("a"))
+	}
+	if !a.Cleared(v1alpha1.SensitivityInternal) || a.Cleared(v1alpha1.SensitivityConfidential) {
+		t.Errorf("clearance: Internal %v (want true), Confidential %v (want false)",
+			a.Cleared(v1alpha1.SensitivityInternal), a.Cleared(v1alpha1.SensitivityConfidential))
+	}
+	if a.SensitivityAction != v1alpha1.SensitivityActionDrop {
+		t.Errorf("sensitivityAction = %q, want Drop", a.SensitivityAction)
+	}
+	// No permission applies and the router's defaultAccess is unset: Deny.
+	if a := ResolveAccess(nil, "x", ""); a.Default != v1alpha1.AccessDeny || a.MaxSensitivity != v1alpha1.SensitivityInternal {
+		t.Errorf("implied permission: default %q, maxSensitivity %q; want Deny, Internal", a.Default, a.MaxSensitivity)
 	}
 }
 

@@ -166,10 +166,16 @@ func (s *Snapshot) Source(name string) sources.Source {
 	return nil
 }
 
-// Compile builds a snapshot. Configuration problems (CEL, references, invalid
-// source specs) fail the compile with a problem.List holding all of them; a
-// source that cannot be read (missing folder, unreachable repository) does
-// not: it is reported in Sources() and in every response that reaches it.
+// Compile builds a snapshot. Configuration problems (CEL, references, what
+// this engine cannot serve) fail the compile with a problem.List holding all
+// of them; a source that cannot be read (missing folder, unreachable
+// repository) does not: it is reported in Sources() and in every response
+// that reaches it.
+//
+// Compile trusts its input to be valid (Validate, which every loader runs):
+// it defaults copies of the objects (Default is idempotent, and a hand-built
+// Config need not be defaulted) but does not check the API's rules again. A
+// value that would make it fail rather than misbehave is still an error.
 func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) {
 	var problems problem.List
 	addReason := func(reason v1alpha1.ConditionReason, kind, name, field, msg string) {
@@ -178,76 +184,18 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	}
 	add := func(kind, name, field, msg string) { addReason(v1alpha1.ReasonInvalidSpec, kind, name, field, msg) }
 
-	r := cfg.Router
+	r := cfg.Router.DeepCopy()
+	r.Default()
 	rs := &r.Spec
 	s := &Snapshot{
-		routerName:    r.Name,
-		defaultAccess: orDefault(rs.DefaultAccess, v1alpha1.AccessDeny),
-		maxTokens:     int(rs.Budget.MaxTokens),
-		reserveTokens: int(rs.Budget.ReserveTokens),
-		truncation:    orDefault(rs.Budget.Truncation, v1alpha1.TruncationDrop),
-		strategy:      orDefault(rs.Ranking.Strategy, v1alpha1.RankingRelevance),
-		scorer:        orDefault(rs.Ranking.Scorer, v1alpha1.ScorerBM25),
-		sources:       map[string]*sourceState{},
-		built:         time.Now(),
-		cache:         opts.Cache,
+		routerName: r.Name,
+		sources:    map[string]*sourceState{},
+		built:      time.Now(),
+		cache:      opts.Cache,
 	}
 	routerKind := v1alpha1.KindContextRouter
-	if s.maxTokens == 0 {
-		s.maxTokens = 8000
-	}
-	if s.reserveTokens < 0 || s.reserveTokens >= s.maxTokens {
-		add(routerKind, r.Name, "spec.budget.reserveTokens", fmt.Sprintf("must be >= 0 and less than maxTokens (%d)", s.maxTokens))
-	}
-	switch s.truncation {
-	case v1alpha1.TruncationDrop, v1alpha1.TruncationTruncateEnd, v1alpha1.TruncationTruncateMiddle:
-	default:
-		add(routerKind, r.Name, "spec.budget.truncation", fmt.Sprintf("unsupported value %q: must be Drop, TruncateEnd or TruncateMiddle", s.truncation))
-	}
-	est, err := budget.New(rs.Budget.Estimator)
-	if err != nil {
-		add(routerKind, r.Name, "spec.budget.estimator", err.Error())
-		est, _ = budget.New("")
-	}
-	s.est = est
-	switch s.strategy {
-	case v1alpha1.RankingRelevance, v1alpha1.RankingRecency, v1alpha1.RankingManual:
-	case v1alpha1.RankingEmbedding, v1alpha1.RankingHybrid:
-		add(routerKind, r.Name, "spec.ranking.strategy", fmt.Sprintf("%s ranking is not supported by this version; use Relevance, Recency or Manual", s.strategy))
-	default:
-		add(routerKind, r.Name, "spec.ranking.strategy", fmt.Sprintf("unsupported value %q", s.strategy))
-	}
-	switch s.scorer {
-	case v1alpha1.ScorerBM25, v1alpha1.ScorerKeyword:
-	default:
-		add(routerKind, r.Name, "spec.ranking.scorer", fmt.Sprintf("unsupported value %q: must be BM25 or Keyword", s.scorer))
-	}
-	if d := rs.Ranking.DedupThreshold; d != "" {
-		v, err := strconv.ParseFloat(d, 64)
-		if err != nil || v < 0 || v > 1 {
-			add(routerKind, r.Name, "spec.ranking.dedupThreshold", fmt.Sprintf("%q is not a number between 0 and 1", d))
-		}
-		s.dedup = v
-	} else {
-		s.dedup = 0.85
-	}
-	vars := map[string]any{}
-	if n := len(rs.Variables); n > MaxVarsSize {
-		add(routerKind, r.Name, "spec.variables", fmt.Sprintf("%d variables; at most %d are allowed (the condition cost check assumes it)", n, MaxVarsSize))
-	}
-	for _, k := range sortedKeys(rs.Variables) {
-		var v any
-		if err := json.Unmarshal(rs.Variables[k].Raw, &v); err != nil {
-			add(routerKind, r.Name, "spec.variables."+k, "invalid JSON: "+err.Error())
-			continue
-		}
-		if path, msg := varsTooLarge("spec.variables."+k, v); msg != "" {
-			add(routerKind, r.Name, path, msg)
-			continue
-		}
-		vars[k] = v
-	}
-	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
+	s.setRouter(r, func(field, msg string) { add(routerKind, r.Name, field, msg) })
+	est := s.est
 
 	// Routes: CEL and references.
 	known := map[string]*v1alpha1.ContextSource{}
@@ -287,12 +235,16 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		s.routes = append(s.routes, cr)
 	}
 	for _, p := range cfg.Permissions {
+		p := p.DeepCopy()
+		p.Default()
+		// Validate refuses these first. A glob doublestar cannot parse would
+		// deny nothing, so a hand-built config fails here rather than open.
 		for i, g := range p.Spec.DenyPaths {
 			if !doublestar.ValidatePattern(g) {
 				add(v1alpha1.KindAgentPermission, p.Name, fmt.Sprintf("spec.denyPaths[%d]", i), fmt.Sprintf("invalid glob %q", g))
 			}
 		}
-		s.perms = append(s.perms, *p.DeepCopy())
+		s.perms = append(s.perms, *p)
 	}
 
 	// Sources: build every one (a spec error is a problem), then load the static ones.
@@ -317,7 +269,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		spec := known[name]
 		st := &sourceState{
 			name: name, typ: spec.Spec.Type, group: uint16(i),
-			priority: spec.Spec.Priority, sensitivity: orDefault(spec.Spec.Sensitivity, v1alpha1.SensitivityInternal),
+			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity,
 		}
 		env := sources.Env{
 			BaseDir: cfg.BaseDirs[name], CacheDir: opts.CacheDir, Secrets: opts.Secrets, Getenv: opts.Getenv,
@@ -393,6 +345,50 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	s.ix = b.Build()
 	s.hash = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return s, nil
+}
+
+// setRouter takes the settings of a defaulted router and reports, through
+// add, what this engine cannot serve: a ranking strategy it does not
+// implement, variables past the bounds the condition cost check assumes. The
+// rest is Validate's; an estimator or threshold that cannot be used at all
+// (only a hand-built router has one) is reported too.
+func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg string)) {
+	rs := &r.Spec
+	s.defaultAccess = rs.DefaultAccess
+	s.maxTokens = int(rs.Budget.MaxTokens)
+	s.reserveTokens = int(rs.Budget.ReserveTokens)
+	s.truncation = rs.Budget.Truncation
+	s.strategy = rs.Ranking.Strategy
+	s.scorer = rs.Ranking.Scorer
+	est, err := budget.New(rs.Budget.Estimator)
+	if err != nil {
+		add("spec.budget.estimator", err.Error())
+		est, _ = budget.New("")
+	}
+	s.est = est
+	if s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid {
+		add("spec.ranking.strategy", fmt.Sprintf("%s ranking is not supported by this version; use Relevance, Recency or Manual", s.strategy))
+	}
+	if s.dedup, err = strconv.ParseFloat(rs.Ranking.DedupThreshold, 64); err != nil {
+		add("spec.ranking.dedupThreshold", fmt.Sprintf("%q is not a number", rs.Ranking.DedupThreshold))
+	}
+	vars := map[string]any{}
+	if n := len(rs.Variables); n > MaxVarsSize {
+		add("spec.variables", fmt.Sprintf("%d variables; at most %d are allowed (the condition cost check assumes it)", n, MaxVarsSize))
+	}
+	for _, k := range sortedKeys(rs.Variables) {
+		var v any
+		if err := json.Unmarshal(rs.Variables[k].Raw, &v); err != nil {
+			add("spec.variables."+k, "invalid JSON: "+err.Error())
+			continue
+		}
+		if path, msg := varsTooLarge("spec.variables."+k, v); msg != "" {
+			add(path, msg)
+			continue
+		}
+		vars[k] = v
+	}
+	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
 }
 
 // loadStatic loads every static source concurrently; failures are recorded on the source.

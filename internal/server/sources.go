@@ -158,9 +158,9 @@ func (s *Server) startLoopsLocked(st *state) {
 		if !ok || s.loops[src] != nil {
 			continue
 		}
-		every := sources.DefaultGitInterval
-		if iv, ok := src.(interface{ Interval() time.Duration }); ok && iv.Interval() > 0 {
-			every = iv.Interval()
+		every := sy.Interval()
+		if every <= 0 {
+			continue // only a hand-built spec has one; Validate refuses it
 		}
 		ctx, cancel := context.WithCancel(s.bgCtx)
 		l := &syncLoop{cancel: cancel, done: make(chan struct{})}

@@ -56,17 +56,11 @@ func watchRoots(paths []string, cfg *engine.Config) []watchRoot {
 		if src.Spec.Type != v1alpha1.SourceDirectory || d == nil {
 			continue
 		}
-		// The folder the Directory source reads (sources.newDirectory's rule).
-		root := d.Path
-		switch {
-		case root == "" && d.Volume != nil:
-			root = filepath.Join(sources.DirectoryMountRoot, src.Name)
-		case root == "":
+		root, err := sources.DirectoryRoot(src.Name, d, cfg.BaseDirs[src.Name])
+		if err != nil {
 			continue
-		case !filepath.IsAbs(root):
-			root = filepath.Join(cfg.BaseDirs[src.Name], root)
 		}
-		roots = append(roots, watchRoot{filepath.Clean(root), kindSource})
+		roots = append(roots, watchRoot{root, kindSource})
 	}
 	return roots
 }

@@ -1,7 +1,6 @@
 package sources
 
 import (
-	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -11,11 +10,13 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
-// DefaultMaxChunkTokens bounds a chunk when spec.chunking.maxChunkTokens is unset.
-const DefaultMaxChunkTokens = 512
-
-// MinMaxChunkTokens is the smallest maxChunkTokens accepted (the CRD minimum).
-const MinMaxChunkTokens = 16
+// DefaultMaxChunkTokens is the default of spec.chunking.maxChunkTokens, which
+// SplitDocument applies when ChunkOptions.MaxTokens is not positive.
+var DefaultMaxChunkTokens = func() int {
+	var s v1alpha1.ContextSource
+	s.Default()
+	return int(s.Spec.Chunking.MaxChunkTokens)
+}()
 
 // Document is one file (or inline text) before chunking.
 type Document struct {
@@ -30,25 +31,14 @@ type Document struct {
 // ChunkOptions says how SplitDocument cuts a document.
 type ChunkOptions struct {
 	Strategy    v1alpha1.ChunkingStrategy // MarkdownSections (default when "") or WholeFile
-	MaxTokens   int                       // maxChunkTokens; <=0 means 512
+	MaxTokens   int                       // maxChunkTokens; <=0 means DefaultMaxChunkTokens
 	CountTokens func(string) int          // nil = ceil(runes/4)
 }
 
-// ChunkOptionsFor validates spec.chunking and returns the options a static
-// source passes to SplitDocument. The factories call it so that the
-// standalone CLI, which has no CRD validation, rejects the same specs.
-func ChunkOptionsFor(spec *v1alpha1.ContextSource, env Env) (ChunkOptions, error) {
+// chunkOptions are the options a static source passes to SplitDocument.
+func chunkOptions(spec *v1alpha1.ContextSource, env Env) ChunkOptions {
 	c := spec.Spec.Chunking
-	switch c.Strategy {
-	case "", v1alpha1.ChunkingMarkdownSections, v1alpha1.ChunkingWholeFile:
-	default:
-		return ChunkOptions{}, fmt.Errorf("spec.chunking.strategy: unsupported value %q (want %s or %s)",
-			c.Strategy, v1alpha1.ChunkingMarkdownSections, v1alpha1.ChunkingWholeFile)
-	}
-	if c.MaxChunkTokens != 0 && c.MaxChunkTokens < MinMaxChunkTokens {
-		return ChunkOptions{}, fmt.Errorf("spec.chunking.maxChunkTokens: must be at least %d, got %d", MinMaxChunkTokens, c.MaxChunkTokens)
-	}
-	return ChunkOptions{Strategy: c.Strategy, MaxTokens: int(c.MaxChunkTokens), CountTokens: env.CountTokens}, nil
+	return ChunkOptions{Strategy: c.Strategy, MaxTokens: int(c.MaxChunkTokens), CountTokens: env.CountTokens}
 }
 
 // SplitDocument turns a document into chunks (Index 0..n-1), never returning
@@ -410,19 +400,4 @@ func MatchPath(path string, include, exclude []string) bool {
 	return false
 }
 
-// ValidateGlobs returns an error naming the first bad pattern. Patterns match
-// slash paths relative to a source root, so an absolute pattern (which could
-// never match) is refused as well.
-func ValidateGlobs(patterns []string) error {
-	for i, p := range patterns {
-		switch {
-		case strings.TrimSpace(p) == "":
-			return fmt.Errorf("empty glob pattern at index %d", i)
-		case strings.HasPrefix(p, "/"):
-			return fmt.Errorf("glob pattern %q at index %d must be relative to the source root", p, i)
-		case !doublestar.ValidatePattern(p):
-			return fmt.Errorf("invalid glob pattern %q at index %d", p, i)
-		}
-	}
-	return nil
-}
+

@@ -376,41 +376,6 @@ func TestSplitDocumentMaxTokensDefault(t *testing.T) {
 	}
 }
 
-func TestChunkOptionsFor(t *testing.T) {
-	counter := func(string) int { return 1 }
-	tests := []struct {
-		name    string
-		spec    v1alpha1.ChunkingSpec
-		want    ChunkOptions
-		wantErr string
-	}{
-		{name: "defaults", spec: v1alpha1.ChunkingSpec{}, want: ChunkOptions{}},
-		{name: "set", spec: v1alpha1.ChunkingSpec{Strategy: v1alpha1.ChunkingWholeFile, MaxChunkTokens: 100},
-			want: ChunkOptions{Strategy: v1alpha1.ChunkingWholeFile, MaxTokens: 100}},
-		{name: "bad strategy", spec: v1alpha1.ChunkingSpec{Strategy: "Sentences"}, wantErr: "spec.chunking.strategy"},
-		{name: "too small", spec: v1alpha1.ChunkingSpec{MaxChunkTokens: 8}, wantErr: "spec.chunking.maxChunkTokens: must be at least 16"},
-		{name: "negative", spec: v1alpha1.ChunkingSpec{MaxChunkTokens: -1}, wantErr: "spec.chunking.maxChunkTokens"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			spec := &v1alpha1.ContextSource{Spec: v1alpha1.ContextSourceSpec{Chunking: tt.spec}}
-			got, err := ChunkOptionsFor(spec, Env{CountTokens: counter})
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Strategy != tt.want.Strategy || got.MaxTokens != tt.want.MaxTokens || got.CountTokens == nil {
-				t.Fatalf("got %+v, want %+v with the env counter", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestIsText(t *testing.T) {
 	tests := []struct {
 		name string
@@ -463,34 +428,6 @@ func TestMatchPath(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := MatchPath(tt.path, tt.include, tt.exclude); got != tt.want {
 				t.Fatalf("MatchPath(%q, %q, %q) = %v, want %v", tt.path, tt.include, tt.exclude, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestValidateGlobs(t *testing.T) {
-	tests := []struct {
-		patterns []string
-		wantErr  string
-	}{
-		{nil, ""},
-		{[]string{"**/*.md", "docs/{a,b}/*.txt"}, ""},
-		{[]string{"ok/*.md", "[abc"}, `"[abc" at index 1`},
-		{[]string{"{a,b"}, `"{a,b"`},
-		{[]string{""}, "empty glob pattern at index 0"},
-		{[]string{"/abs/*.md"}, `"/abs/*.md" at index 0 must be relative`},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.patterns, ","), func(t *testing.T) {
-			err := ValidateGlobs(tt.patterns)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
 			}
 		})
 	}

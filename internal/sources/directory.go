@@ -26,11 +26,31 @@ func init() { Register(v1alpha1.SourceDirectory, newDirectory) }
 // in router pods: <DirectoryMountRoot>/<source name>.
 const DirectoryMountRoot = "/var/run/contextrouter/sources"
 
-var (
-	directoryDefaultInclude = []string{"**/*.md", "**/*.txt"}
-	// directoryDefaultMaxFileSize is 1Mi, the CRD default.
-	directoryDefaultMaxFileSize int64 = 1 << 20
-)
+// MountPath is where a router pod mounts a Directory source's volume:
+// spec.directory.path when absolute, else DirectoryMountRoot/<source>. A
+// relative path only has a meaning next to manifest files, which a cluster
+// does not have.
+func MountPath(source, dirPath string) string {
+	if path.IsAbs(dirPath) {
+		return path.Clean(dirPath)
+	}
+	return path.Join(DirectoryMountRoot, source)
+}
+
+// DirectoryRoot is the folder a Directory source reads: spec.directory.path,
+// taken from baseDir (the manifest file's folder) when relative, or, for a
+// volume without a path, where the operator mounts it.
+func DirectoryRoot(source string, d *v1alpha1.DirectorySource, baseDir string) (string, error) {
+	switch {
+	case d.Path == "" && d.Volume != nil:
+		return filepath.FromSlash(MountPath(source, "")), nil
+	case d.Path == "":
+		return "", errors.New("spec.directory.path: must be set when spec.directory.volume is not")
+	case !filepath.IsAbs(d.Path):
+		return filepath.Join(baseDir, d.Path), nil
+	}
+	return filepath.Clean(d.Path), nil
+}
 
 // directorySource reads the files under a folder. It keeps the chunks of its last good Load, so a
 // long-lived caller (serve) goes on serving them when the folder vanishes.
@@ -57,37 +77,13 @@ func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	if d == nil {
 		return nil, errors.New("spec.directory: must be set when spec.type is Directory")
 	}
-	root := d.Path
-	shown := d.Path
-	switch {
-	case root == "" && d.Volume != nil:
-		root = filepath.Join(DirectoryMountRoot, spec.Name)
-		shown = root
-	case root == "":
-		return nil, errors.New("spec.directory.path: must be set when spec.directory.volume is not")
-	case !filepath.IsAbs(root) && env.BaseDir != "":
-		root = filepath.Join(env.BaseDir, root)
-	}
-	include := d.Include
-	if len(include) == 0 {
-		include = directoryDefaultInclude
-	}
-	if err := ValidateGlobs(include); err != nil {
-		return nil, fmt.Errorf("spec.directory.include: %w", err)
-	}
-	if err := ValidateGlobs(d.Exclude); err != nil {
-		return nil, fmt.Errorf("spec.directory.exclude: %w", err)
-	}
-	maxSize := directoryDefaultMaxFileSize
-	if d.MaxFileSize != nil {
-		maxSize = d.MaxFileSize.Value()
-		if maxSize <= 0 {
-			return nil, fmt.Errorf("spec.directory.maxFileSize: must be positive, got %s", d.MaxFileSize.String())
-		}
-	}
-	opts, err := ChunkOptionsFor(spec, env)
+	root, err := DirectoryRoot(spec.Name, d, env.BaseDir)
 	if err != nil {
 		return nil, err
+	}
+	shown := d.Path
+	if shown == "" {
+		shown = root
 	}
 	logger := env.Logger
 	if logger == nil {
@@ -95,12 +91,12 @@ func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	}
 	return &directorySource{
 		name:        spec.Name,
-		root:        filepath.Clean(root),
+		root:        root,
 		shown:       shown,
-		include:     append([]string(nil), include...),
-		exclude:     append([]string(nil), d.Exclude...),
-		maxFileSize: maxSize,
-		chunking:    opts,
+		include:     slices.Clone(d.Include),
+		exclude:     slices.Clone(d.Exclude),
+		maxFileSize: d.MaxFileSize.Value(),
+		chunking:    chunkOptions(spec, env),
 		log:         logger.With("source", spec.Name, "type", string(v1alpha1.SourceDirectory)),
 	}, nil
 }

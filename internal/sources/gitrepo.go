@@ -50,14 +50,11 @@ func init() {
 }
 
 const (
-	// DefaultGitInterval is the time between syncs when spec.gitRepo.interval is unset.
-	DefaultGitInterval = 5 * time.Minute
 	// DefaultGitSyncTimeout bounds a sync whose context has no deadline, so a
 	// stalled connection cannot stop syncing for good.
 	DefaultGitSyncTimeout = 10 * time.Minute
 
-	gitDefaultMaxFileSize int64 = 1 << 20
-	gitRemoteName               = "origin"
+	gitRemoteName = "origin"
 	// gitPinPrefix holds, per spec ref, the last commit synced, so a restart
 	// while the remote is down still serves the last good content.
 	gitPinPrefix = "refs/contextrouter/last-good/"
@@ -69,11 +66,8 @@ const (
 	gitMaxTagDepth = 16
 )
 
-var (
-	gitDefaultInclude = []string{"**/*.md", "**/*.txt"}
-	// gitFullFetchSpecs mirror every branch and tag; "+" follows force pushes.
-	gitFullFetchSpecs = []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
-)
+// gitFullFetchSpecs mirror every branch and tag; "+" follows force pushes.
+var gitFullFetchSpecs = []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
 
 // GitStatus is the sync state of a GitRepo.
 type GitStatus struct {
@@ -144,40 +138,9 @@ func newGitRepo(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	if err := validateGitRef(g.Ref); err != nil {
 		return nil, fmt.Errorf("spec.gitRepo.ref: %w", err)
 	}
-	include := g.Include
-	if len(include) == 0 {
-		include = gitDefaultInclude
-	}
-	if err := ValidateGlobs(include); err != nil {
-		return nil, fmt.Errorf("spec.gitRepo.include: %w", err)
-	}
-	if err := ValidateGlobs(g.Exclude); err != nil {
-		return nil, fmt.Errorf("spec.gitRepo.exclude: %w", err)
-	}
-	maxSize := gitDefaultMaxFileSize
-	if g.MaxFileSize != nil {
-		maxSize = g.MaxFileSize.Value()
-		if maxSize <= 0 {
-			return nil, fmt.Errorf("spec.gitRepo.maxFileSize: must be positive, got %s", g.MaxFileSize.String())
-		}
-	}
-	interval := DefaultGitInterval
-	if g.Interval != nil {
-		interval = g.Interval.Duration
-		if interval <= 0 {
-			return nil, fmt.Errorf("spec.gitRepo.interval: must be positive, got %s", interval)
-		}
-	}
 	var secretName string
 	if g.Auth != nil {
 		secretName = g.Auth.SecretRef.Name
-		if secretName == "" {
-			return nil, errors.New("spec.gitRepo.auth.secretRef.name: must be set")
-		}
-	}
-	opts, err := ChunkOptionsFor(spec, env)
-	if err != nil {
-		return nil, err
 	}
 	cacheDir := env.CacheDir
 	if cacheDir == "" {
@@ -195,11 +158,11 @@ func newGitRepo(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		name:        spec.Name,
 		ep:          ep,
 		ref:         g.Ref,
-		include:     slices.Clone(include),
+		include:     slices.Clone(g.Include),
 		exclude:     slices.Clone(g.Exclude),
-		maxFileSize: maxSize,
-		interval:    interval,
-		chunking:    opts,
+		maxFileSize: g.MaxFileSize.Value(),
+		interval:    g.Interval.Duration,
+		chunking:    chunkOptions(spec, env),
 		dir:         filepath.Join(cacheDir, gitCacheFolder(spec.Namespace, spec.Name, ep.key)),
 		secretName:  secretName,
 		secrets:     secrets,

@@ -240,7 +240,6 @@ func TestGitRepoRegistered(t *testing.T) {
 }
 
 func TestGitRepoFactoryValidation(t *testing.T) {
-	qty := func(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
 	tests := []struct {
 		name    string
 		src     *v1alpha1.GitRepoSource
@@ -258,12 +257,6 @@ func TestGitRepoFactoryValidation(t *testing.T) {
 		{"password cut by a slash", &v1alpha1.GitRepoSource{URL: "https://bob:hunter2/x@example.com/r.git"}, "spec.gitRepo.url: invalid URL: invalid port after host"},
 		{"bad ref", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Ref: "feature..x"}, `spec.gitRepo.ref: "feature..x" is not a valid`},
 		{"ref with space", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Ref: "my branch"}, "spec.gitRepo.ref:"},
-		{"bad include", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Include: []string{"docs/[.md"}}, "spec.gitRepo.include: invalid glob pattern"},
-		{"absolute include", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Include: []string{"/docs/*.md"}}, "spec.gitRepo.include: glob pattern"},
-		{"bad exclude", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Exclude: []string{""}}, "spec.gitRepo.exclude: empty glob"},
-		{"zero max size", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", MaxFileSize: qty("0")}, "spec.gitRepo.maxFileSize: must be positive"},
-		{"negative interval", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Interval: &metav1.Duration{Duration: -time.Second}}, "spec.gitRepo.interval: must be positive"},
-		{"empty secret name", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Auth: &v1alpha1.GitAuth{}}, "spec.gitRepo.auth.secretRef.name: must be set"},
 		{"https", &v1alpha1.GitRepoSource{URL: "https://git.example.com/eng/wiki.git"}, ""},
 		{"http with credentials", &v1alpha1.GitRepoSource{URL: "http://bob:pw@127.0.0.1:8080/wiki.git"}, ""},
 		{"ssh", &v1alpha1.GitRepoSource{URL: "ssh://git@git.example.com:2222/eng/wiki.git"}, ""},

@@ -22,11 +22,6 @@ import (
 	"time"
 	"unicode"
 
-	"golang.org/x/net/http/httpguts"
-
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/redact"
 )
@@ -37,11 +32,6 @@ const (
 	// queryPlaceholder is replaced by the query text in the URL and the body.
 	queryPlaceholder = "{{query}}"
 
-	defaultHTTPTimeout  = 5 * time.Second
-	defaultMaxResults   = 20
-	maxMaxResults       = 1000
-	defaultMaxResponse  = 1 << 20
-	maxMaxResponse      = 1 << 30 // the body is buffered whole; more is a mistake
 	errorExcerptBytes   = 200
 	invalidJSONExcerpt  = 100
 	httpAPIUserAgent    = "contextrouter"
@@ -127,12 +117,17 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%s: required when type is %s", httpAPIFieldPrefix, v1alpha1.SourceHTTPAPI)
 	}
+	if s.MaxResults < 1 {
+		// Validate refuses it; a hand-built spec must not make Fetch panic.
+		return nil, fmt.Errorf("%s.maxResults: %d is not positive", httpAPIFieldPrefix, s.MaxResults)
+	}
 	h := &HTTPAPI{
 		name:        spec.Name,
-		timeout:     defaultHTTPTimeout,
-		maxResults:  defaultMaxResults,
-		maxSize:     defaultMaxResponse,
-		maxSizeText: resource.NewQuantity(defaultMaxResponse, resource.BinarySI).String(),
+		method:      string(s.Method),
+		timeout:     s.Timeout.Duration,
+		maxResults:  int(s.MaxResults),
+		maxSize:     s.MaxResponseSize.Value(),
+		maxSizeText: s.MaxResponseSize.String(),
 		getenv:      env.Getenv,
 		secrets:     env.Secrets,
 		logger:      env.Logger,
@@ -145,15 +140,6 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	}
 	if h.logger == nil {
 		h.logger = slog.Default()
-	}
-
-	switch s.Method {
-	case "", v1alpha1.HTTPMethodGet:
-		h.method = http.MethodGet
-	case v1alpha1.HTTPMethodPost:
-		h.method = http.MethodPost
-	default:
-		return nil, fmt.Errorf("%s.method: must be GET or POST, got %q", httpAPIFieldPrefix, s.Method)
 	}
 
 	var err error
@@ -172,9 +158,6 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	}
 
 	if s.Body != "" {
-		if h.method == http.MethodGet {
-			return nil, fmt.Errorf("%s.body: a GET request has no body; set method: POST", httpAPIFieldPrefix)
-		}
 		// Only a JSON body can be checked; a header may declare another type.
 		checkJSON := !h.setsCT || strings.Contains(strings.ToLower(contentType), "json")
 		if h.body, err = compileBody(s.Body, checkJSON); err != nil {
@@ -182,9 +165,6 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		}
 	}
 
-	if strings.TrimSpace(s.TextField) == "" {
-		return nil, fmt.Errorf("%s.textField: required", httpAPIFieldPrefix)
-	}
 	for _, f := range []struct {
 		name string
 		raw  string
@@ -200,31 +180,7 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		}
 	}
 
-	if s.Timeout != nil {
-		if s.Timeout.Duration <= 0 {
-			return nil, fmt.Errorf("%s.timeout: must be positive, got %s", httpAPIFieldPrefix, s.Timeout.Duration)
-		}
-		h.timeout = s.Timeout.Duration
-	}
-	if s.MaxResults != 0 {
-		if s.MaxResults < 1 || s.MaxResults > maxMaxResults {
-			return nil, fmt.Errorf("%s.maxResults: must be between 1 and %d, got %d", httpAPIFieldPrefix, maxMaxResults, s.MaxResults)
-		}
-		h.maxResults = int(s.MaxResults)
-	}
-	if q := s.MaxResponseSize; q != nil {
-		limit := resource.NewQuantity(maxMaxResponse, resource.BinarySI)
-		if q.Sign() <= 0 || q.Cmp(*limit) > 0 {
-			return nil, fmt.Errorf("%s.maxResponseSize: must be more than 0 and at most %s, got %s", httpAPIFieldPrefix, limit, q)
-		}
-		h.maxSize = q.Value()
-		h.maxSizeText = q.String()
-	}
-
-	redirects, err := compileRedirects(s.FollowRedirects, h.headers)
-	if err != nil {
-		return nil, err
-	}
+	redirects := compileRedirects(s.FollowRedirects, h.headers)
 	base := env.HTTPClient
 	if base == nil {
 		base = defaultHTTPClient()
@@ -244,9 +200,6 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 // also returns scheme://host/path for error messages: no query string (it
 // holds the query text) and no userinfo (it may hold a password).
 func compileURL(raw string) (queryTemplate, string, error) {
-	if raw == "" {
-		return queryTemplate{}, "", errors.New("required")
-	}
 	if err := checkNearPlaceholders(raw); err != nil {
 		return queryTemplate{}, "", err
 	}
@@ -299,12 +252,6 @@ func compileURL(raw string) (queryTemplate, string, error) {
 	u, err := url.Parse(t.render("q"))
 	if err != nil {
 		return queryTemplate{}, "", errors.New("invalid URL: " + redact.ParseError(err))
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return queryTemplate{}, "", fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
-	}
-	if u.Host == "" {
-		return queryTemplate{}, "", errors.New("has no host")
 	}
 	target := u.Scheme + "://" + u.Host + raw[authorityEnd:queryStart]
 	return t, target, nil
@@ -360,38 +307,21 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// compileHeaders validates the headers and prepares their values. It returns
-// the literal Content-Type value, if one is set, so the body check knows
-// whether the body should be JSON.
+// compileHeaders prepares the header values (their ${VAR} references). It
+// returns the literal Content-Type value, if one is set, so the body check
+// knows whether the body should be JSON.
 func compileHeaders(specs []v1alpha1.HTTPHeader) ([]httpHeader, string, error) {
 	out := make([]httpHeader, 0, len(specs))
-	seen := map[string]int{}
 	contentType := ""
 	for i, s := range specs {
 		field := fmt.Sprintf("%s.headers[%d]", httpAPIFieldPrefix, i)
-		if s.Name == "" {
-			return nil, "", fmt.Errorf("%s.name: required", field)
-		}
-		if !httpguts.ValidHeaderFieldName(s.Name) {
-			return nil, "", fmt.Errorf("%s.name: %q is not a valid header name", field, s.Name)
-		}
 		name := http.CanonicalHeaderKey(s.Name)
-		switch name {
-		case "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Trailer", "Keep-Alive", "Proxy-Connection":
-			return nil, "", fmt.Errorf("%s.name: %s is set by the HTTP client", field, name)
-		}
-		if j, dup := seen[name]; dup {
-			return nil, "", fmt.Errorf("%s.name: duplicate header %s (also headers[%d])", field, name, j)
-		}
-		seen[name] = i
 		h := httpHeader{field: field, name: name}
 		switch {
-		case s.Value != nil && s.ValueFrom != nil:
-			return nil, "", fmt.Errorf("%s: set exactly one of value and valueFrom, not both", field)
+		case s.ValueFrom != nil:
+			ref := s.ValueFrom.SecretKeyRef
+			h.secret = &ref
 		case s.Value != nil:
-			if !validHeaderValue(*s.Value) {
-				return nil, "", fmt.Errorf("%s.value: contains a line break or control character", field)
-			}
 			var err error
 			if h.lits, h.vars, err = parseInterpolation(*s.Value); err != nil {
 				return nil, "", fmt.Errorf("%s.value: %w", field, err)
@@ -399,16 +329,8 @@ func compileHeaders(specs []v1alpha1.HTTPHeader) ([]httpHeader, string, error) {
 			if name == "Content-Type" && len(h.vars) == 0 {
 				contentType = *s.Value
 			}
-		case s.ValueFrom != nil:
-			ref := s.ValueFrom.SecretKeyRef
-			if ref.Name == "" {
-				return nil, "", fmt.Errorf("%s.valueFrom.secretKeyRef.name: required", field)
-			}
-			if ref.Key == "" {
-				return nil, "", fmt.Errorf("%s.valueFrom.secretKeyRef.key: required", field)
-			}
-			h.secret = &ref
 		default:
+			// Validate refuses it; without a value the header has nothing to send.
 			return nil, "", fmt.Errorf("%s: set one of value and valueFrom", field)
 		}
 		out = append(out, h)
@@ -456,18 +378,6 @@ func validEnvName(s string) bool {
 	return true
 }
 
-// validHeaderValue rejects control characters other than tab; a line break
-// would split the header (and net/http would refuse the request with a less
-// precise message).
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // value resolves the header for one request. Errors name the field and the
 // variable or secret but never include a value.
 func (hd *httpHeader) value(getenv func(string) string, secrets SecretResolver) (string, error) {
@@ -476,7 +386,7 @@ func (hd *httpHeader) value(getenv func(string) string, secrets SecretResolver) 
 		if err != nil {
 			return "", fmt.Errorf("%s.valueFrom.secretKeyRef: %w", hd.field, err)
 		}
-		if !validHeaderValue(v) {
+		if !v1alpha1.ValidHeaderValue(v) {
 			return "", fmt.Errorf("%s.valueFrom.secretKeyRef: secret %s key %s contains a line break or control character", hd.field, hd.secret.Name, hd.secret.Key)
 		}
 		return v, nil
@@ -491,7 +401,7 @@ func (hd *httpHeader) value(getenv func(string) string, secrets SecretResolver) 
 		if v == "" {
 			return "", fmt.Errorf("%s.value: environment variable %s is not set", hd.field, name)
 		}
-		if !validHeaderValue(v) {
+		if !v1alpha1.ValidHeaderValue(v) {
 			return "", fmt.Errorf("%s.value: environment variable %s contains a line break or control character", hd.field, name)
 		}
 		b.WriteString(v)
@@ -527,25 +437,21 @@ type redirectRule struct {
 // crossHostNever are headers net/http may copy that never go to another host.
 var crossHostNever = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2"}
 
-func compileRedirects(spec v1alpha1.FollowRedirects, headers []httpHeader) (redirectRule, error) {
-	if spec.Policy == "" {
-		spec.Policy = v1alpha1.RedirectSameHost
-	}
-	p := field.NewPath("spec", "httpAPI", "followRedirects")
-	if errs := v1alpha1.ValidateFollowRedirects(p, &spec); len(errs) > 0 {
-		return redirectRule{}, errs[0]
-	}
+func compileRedirects(spec v1alpha1.FollowRedirects, headers []httpHeader) redirectRule {
 	r := redirectRule{policy: spec.Policy, allowed: map[string]bool{}, crossHost: slices.Clone(crossHostNever)}
 	for _, entry := range spec.AllowedHosts {
-		host, port, _ := v1alpha1.ParseAllowedHost(entry) // validated above
-		r.allowed[net.JoinHostPort(host, port)] = true
+		// Validate refuses an entry that does not parse; one in a hand-built
+		// spec allows nothing.
+		if host, port, err := v1alpha1.ParseAllowedHost(entry); err == nil {
+			r.allowed[net.JoinHostPort(host, port)] = true
+		}
 	}
 	for _, hd := range headers {
 		if hd.name != "Content-Type" || hd.secret != nil || len(hd.vars) > 0 {
 			r.crossHost = append(r.crossHost, hd.name)
 		}
 	}
-	return r, nil
+	return r
 }
 
 // client returns a copy of c (sharing its transport) that applies the rule

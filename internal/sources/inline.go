@@ -3,7 +3,6 @@ package sources
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
@@ -22,20 +21,13 @@ func newInline(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	if in == nil {
 		return nil, errors.New("spec.inline: must be set when spec.type is Inline")
 	}
-	if strings.TrimSpace(in.Content) == "" {
-		return nil, errors.New("spec.inline.content: must not be empty")
-	}
-	opts, err := ChunkOptionsFor(spec, env)
-	if err != nil {
-		return nil, err
-	}
 	title := in.Title
 	if title == "" {
 		title = spec.Name
 	}
 	return &inlineSource{
 		name:   spec.Name,
-		chunks: SplitDocument(Document{Source: spec.Name, Title: title, Content: in.Content}, opts),
+		chunks: SplitDocument(Document{Source: spec.Name, Title: title, Content: in.Content}, chunkOptions(spec, env)),
 	}, nil
 }
 

@@ -108,10 +108,6 @@ func TestInlineInvalid(t *testing.T) {
 		wantErr  string
 	}{
 		{"missing block", nil, v1alpha1.ChunkingSpec{}, "spec.inline: must be set"},
-		{"empty content", &v1alpha1.InlineSource{Title: "x"}, v1alpha1.ChunkingSpec{}, "spec.inline.content: must not be empty"},
-		{"blank content", &v1alpha1.InlineSource{Content: " \n\t"}, v1alpha1.ChunkingSpec{}, "spec.inline.content: must not be empty"},
-		{"bad strategy", &v1alpha1.InlineSource{Content: "x"}, v1alpha1.ChunkingSpec{Strategy: "Lines"}, "spec.chunking.strategy"},
-		{"tiny maxChunkTokens", &v1alpha1.InlineSource{Content: "x"}, v1alpha1.ChunkingSpec{MaxChunkTokens: 4}, "spec.chunking.maxChunkTokens"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,6 +66,8 @@ type Syncer interface {
 	// Sync fetches upstream; changed reports whether Load would now return other chunks.
 	// A failed sync keeps the last good content.
 	Sync(ctx context.Context) (changed bool, err error)
+	// Interval is the time between syncs (spec.gitRepo.interval).
+	Interval() time.Duration
 }
 
 // Env is what a source needs from its surroundings.
@@ -86,7 +88,11 @@ type Env struct {
 	CountTokens func(string) int
 }
 
-// Factory builds a source from its spec. It validates and prepares; it does no slow I/O.
+// Factory builds a source from a defaulted spec that Validate accepted. It
+// checks what only the source type knows (URL templates, field paths, git
+// refs) and prepares; it does no slow I/O. It does not check the API's rules
+// again, but returns an error rather than panicking on a spec that breaks
+// them (one written by hand in Go).
 type Factory func(spec *v1alpha1.ContextSource, env Env) (Source, error)
 
 var (
@@ -116,7 +122,9 @@ func Types() []v1alpha1.SourceType {
 	return out
 }
 
-// New builds the source a spec describes.
+// New builds the source a spec describes. The factory gets a defaulted copy
+// (v1alpha1 Default is the one place for defaults), so a spec built in Go
+// need not be defaulted.
 func New(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	registryMu.RLock()
 	f, ok := registry[spec.Spec.Type]
@@ -124,6 +132,8 @@ func New(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	if !ok {
 		return nil, fmt.Errorf("spec.type: unsupported source type %q", spec.Spec.Type)
 	}
+	spec = spec.DeepCopy()
+	spec.Default()
 	return f(spec, env.withDefaults())
 }
 

@@ -1,0 +1,35 @@
+package v1alpha1
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestSecretNames(t *testing.T) {
+	header := func(secret string) HTTPHeader {
+		return HTTPHeader{Name: "X-" + secret, ValueFrom: &HeaderValueSource{SecretKeyRef: SecretKeySelector{Name: secret, Key: "k"}}}
+	}
+	literal := "v"
+	tests := []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"inline", (&ContextSource{Spec: ContextSourceSpec{Type: SourceInline, Inline: &InlineSource{Content: "x"}}}).SecretNames(), nil},
+		{"git", (&ContextSource{Spec: ContextSourceSpec{Type: SourceGitRepo, GitRepo: &GitRepoSource{
+			Auth: &GitAuth{SecretRef: LocalObjectReference{Name: "git-creds"}}}}}).SecretNames(), []string{"git-creds"}},
+		{"headers, sorted and once each", (&ContextSource{Spec: ContextSourceSpec{Type: SourceHTTPAPI, HTTPAPI: &HTTPAPISource{
+			Headers: []HTTPHeader{header("other"), {Name: "X-Lit", Value: &literal}, header("api"), header("other")}}}}).SecretNames(),
+			[]string{"api", "other"}},
+		{"router without embedding", (&ContextRouter{}).SecretNames(), nil},
+		{"router embedding key", (&ContextRouter{Spec: ContextRouterSpec{Ranking: RankingSpec{Embedding: &EmbeddingSpec{
+			APIKeySecretRef: &SecretKeySelector{Name: "emb", Key: "k"}}}}}).SecretNames(), []string{"emb"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !slices.Equal(tt.got, tt.want) {
+				t.Errorf("SecretNames() = %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+}
