@@ -39,6 +39,9 @@ func (p *parser) problem(pr Problem) {
 		// A file that could not be read still has its place in the order.
 		p.set.files = append(p.set.files, pr.File)
 	}
+	if pr.File != "" {
+		p.set.markReported(pr.File)
+	}
 	p.problems = append(p.problems, pr)
 }
 

@@ -16,9 +16,13 @@ const NoRoutesMessage = "no ContextRoute attaches to this router, so it answers 
 // EmptyFileMessage describes a manifest file that holds no object.
 const EmptyFileMessage = "the file holds no objects (it is empty or only comments)"
 
-// EmptyFiles lists the files read that hold no object, in the order read.
+// EmptyFiles lists the files read that hold no object, in the order read. A
+// file whose objects failed to load is not empty: its own problems say why.
 func (s *Set) EmptyFiles() []string {
-	used := make(map[string]bool, len(s.files))
+	used := make(map[string]bool, len(s.files)+len(s.reported))
+	for f := range s.reported {
+		used[f] = true
+	}
 	for _, pls := range s.origins {
 		for _, pl := range pls {
 			used[pl.origin.File] = true

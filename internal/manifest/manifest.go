@@ -36,6 +36,9 @@ type Set struct {
 	files []string
 	// broken holds "Kind/name" of objects that were found but did not decode.
 	broken map[string]bool
+	// reported holds the files a load problem was reported for: such a file
+	// is not "empty" even when none of its objects decoded.
+	reported map[string]bool
 }
 
 // placement is where one object was read from, with its YAML node to point
@@ -62,6 +65,14 @@ func (o Origin) String() string {
 		return o.File + ":" + strconv.Itoa(o.Line)
 	}
 	return o.File
+}
+
+// markReported records that a load problem was reported for file.
+func (s *Set) markReported(file string) {
+	if s.reported == nil {
+		s.reported = make(map[string]bool)
+	}
+	s.reported[file] = true
 }
 
 // markBroken records that Kind/name was found but could not be decoded.
