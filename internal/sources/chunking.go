@@ -399,5 +399,3 @@ func MatchPath(path string, include, exclude []string) bool {
 	}
 	return false
 }
-
-
