@@ -202,6 +202,15 @@ func lineCol(data []byte, off int) (line, col int) {
 	return line, col
 }
 
+// lines is the number of lines of the document's text.
+func (d *document) lines() int {
+	n := bytes.Count(d.text, []byte("\n"))
+	if len(d.text) > 0 && d.text[len(d.text)-1] != '\n' {
+		n++
+	}
+	return max(n, 1)
+}
+
 // yamlLineRE finds the document-relative line numbers in go-yaml errors.
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
@@ -224,7 +233,9 @@ func (d *document) yamlProblem(msg, kind, name string) Problem {
 	line := 0
 	if m := yamlLineRE.FindStringSubmatchIndex(msg); m != nil {
 		rel, _ := strconv.Atoi(msg[m[2]:m[3]])
-		line = rel + d.lineOffset
+		// go-yaml counts the end of a text without a final newline as the
+		// line after it; the problem is on the document's last line.
+		line = min(rel, d.lines()) + d.lineOffset
 		// "line 3: x" -> "x": the location goes in front.
 		msg = strings.TrimPrefix(strings.TrimSpace(msg[m[1]:]), ": ")
 	}

@@ -310,6 +310,11 @@ spec:
 			want:  [][]string{{"s.yaml:7: invalid YAML: found a tab character"}},
 		},
 		{
+			name:  "YAML syntax error at the end of a file without a final newline",
+			files: map[string]string{"e.yaml": "# a comment\n---\n    0:\n    0"},
+			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
+		},
+		{
 			name:  "JSON syntax error",
 			files: map[string]string{"s.json": "{\"apiVersion\": \"contextrouter.dev/v1alpha1\",\n \"kind\": }"},
 			want:  [][]string{{"s.json:2: invalid JSON at column 10"}},
