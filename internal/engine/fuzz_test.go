@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+)
+
+// fuzzQueryDeadline is the context deadline of a fuzzed query; fuzzHangGuard
+// is how long the target waits for Query to return before calling it a hang.
+// The guard is far above any legitimate evaluation (conditions are bounded
+// by CostLimit), so only a real hang trips it, also on a loaded machine.
+const (
+	fuzzQueryDeadline = 2 * time.Second
+	fuzzHangGuard     = 30 * time.Second
+)
+
+// fixtureConditions returns the route conditions of the example manifests.
+func fixtureConditions(t testing.TB) []string {
+	t.Helper()
+	var out []string
+	for _, file := range []string{"../../examples/quickstart/routes.yaml", "../../config/samples/routes.yaml"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var r v1alpha1.ContextRoute
+			if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if r.Spec.When != "" {
+				out = append(out, r.Spec.When)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no conditions in the fixtures")
+	}
+	return out
+}
+
+// FuzzCondition compiles an arbitrary route condition and, when it compiles,
+// runs a query with arbitrary text, agent, tags and metadata through a
+// router whose route "fuzz" carries it. Inputs stay within the request
+// bounds Query enforces; grow repeats them up to those bounds, where an
+// expensive condition costs the most. Whatever the input: nothing panics,
+// Query returns before a deadline-bound guard, only request errors are
+// errors, the route's outcome is what evaluating the condition gives, and
+// the response keeps the budget and accounts for every candidate.
+func FuzzCondition(f *testing.F) {
+	for i, cond := range fixtureConditions(f) {
+		f.Add(cond, "How many vacation days do I get, and can I carry them over?", "hr-assistant", "hr\nonboarding", "department=engineering", uint8(i), uint8(i), int(0))
+	}
+	// Conditions that fail at query time, and ones from the environment's tests.
+	f.Add(`metadata["missing"] == "x"`, "what is new", "eng-bot", "", "department=engineering", uint8(0), uint8(2), int(0))
+	f.Add(`vars.nope == 1 || int(text) > 0`, "12", "", "hr", "", uint8(3), uint8(8), int(0))
+	f.Add(`1 / size(tags) > 0`, "divide", "", "", "a=b", uint8(0), uint8(4), int(0))
+	f.Add(`text.split(" ").size() > 3 && tags.exists(t, t.startsWith("onb"))`, "deploy the canary", "", "onboarding", "", uint8(128), uint8(5), int(50))
+	f.Add(`metadata[?"missing"].orValue("none") == "none" && vars.region == "eu"`, "budget", "eng-bot", "", "a=b", uint8(255), uint8(7), int(0))
+	f.Add(`containsAllWords(text, [agent, "x y"]) || text.matches("^a+$")`, "aaaa", "x", "", "", uint8(200), uint8(1), int(10))
+
+	f.Fuzz(func(t *testing.T, cond, text, agent, tagText, mdText string, grow, mode uint8, maxTokens int) {
+		prg, err := CompileCondition(cond)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("condition %q: empty compile error", cond)
+			}
+			return
+		}
+		req := fuzzRequest(text, agent, tagText, mdText, grow, maxTokens)
+
+		truncations := []v1alpha1.TruncationMode{v1alpha1.TruncationDrop, v1alpha1.TruncationTruncateEnd, v1alpha1.TruncationTruncateMiddle}
+		estimators := []v1alpha1.TokenEstimator{v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace}
+		cfg := &Config{
+			Router: router(func(s *v1alpha1.ContextRouterSpec) {
+				s.Budget.MaxTokens = 120
+				s.Budget.ReserveTokens = 20
+				s.Budget.Truncation = truncations[int(mode)%len(truncations)]
+				s.Budget.Estimator = estimators[int(mode)/len(truncations)%len(estimators)]
+				// One variable: a map of several would make map-order results of a
+				// condition differ between two evaluations.
+				s.Variables = map[string]apiextensionsv1.JSON{"region": {Raw: []byte(`"eu"`)}}
+			}),
+			Routes: []v1alpha1.ContextRoute{
+				routeTo("always", "", "prompt"),
+				routeTo("fuzz", cond, "echo", "handbook"),
+			},
+			Sources: []v1alpha1.ContextSource{
+				inlineSource("prompt", "System prompt", "You are Acme's assistant. Answer briefly."),
+				// The query text itself, so truncation sees arbitrary content.
+				inlineSource("echo", "Echo", "Echo: "+req.Text),
+				inlineSource("handbook", "Handbook", "# Handbook\n\n## Vacation\n\nEmployees get 25 vacation days per year; up to five carry over.\n\n## Deploys\n\nDeploys run through the pipeline with a canary stage."),
+			},
+		}
+		snap, err := Compile(context.Background(), cfg, Options{})
+		if err != nil {
+			t.Fatalf("Compile with condition %q: %v", cond, err)
+		}
+
+		type result struct {
+			resp *Response
+			err  error
+		}
+		done := make(chan result, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), fuzzQueryDeadline)
+		defer cancel()
+		go func() {
+			resp, err := snap.Query(ctx, req)
+			done <- result{resp, err}
+		}()
+		var res result
+		select {
+		case res = <-done:
+		case <-time.After(fuzzHangGuard):
+			t.Fatalf("Query did not return within %s (deadline %s): condition %q, text of %d bytes, %d tags, %d metadata pairs",
+				fuzzHangGuard, fuzzQueryDeadline, cond, len(req.Text), len(req.Tags), len(req.Metadata))
+		}
+
+		if res.err != nil {
+			if !errors.Is(res.err, ErrBadRequest) {
+				t.Fatalf("Query error is not a request error: %v", res.err)
+			}
+			return
+		}
+		if strings.TrimSpace(req.Text) == "" || req.MaxTokens < 0 {
+			t.Fatalf("Query answered an invalid request (text %q, max_tokens %d)", req.Text, req.MaxTokens)
+		}
+		resp := res.resp
+		checkInvariants(t, snap, req, resp)
+		if !slices.Contains(resp.MatchedRoutes, "always") {
+			t.Errorf("matched_routes %v lacks the unconditional route", resp.MatchedRoutes)
+		}
+		if resp.Chunks == nil || resp.DeniedSources == nil || resp.FailedSources == nil || resp.RouteErrors == nil {
+			t.Errorf("nil list in response: %+v", resp)
+		}
+
+		// The route's outcome is the condition's value on this request.
+		matched := slices.Contains(resp.MatchedRoutes, "fuzz")
+		errored := slices.ContainsFunc(resp.RouteErrors, func(e RouteError) bool { return e.Route == "fuzz" })
+		if matched && errored {
+			t.Fatalf("route both matched and failed: %+v", resp)
+		}
+		if len(req.Metadata) > 1 {
+			return // map order may change the value of conditions that iterate metadata
+		}
+		want, werr := true, error(nil)
+		if prg != nil {
+			want, werr = evalCondition(prg, newActivation(&req, snap.vars))
+		}
+		switch {
+		case werr != nil && !errored:
+			t.Errorf("condition %q fails (%v) but the query reports no route error (matched %v)", cond, werr, matched)
+		case werr == nil && errored:
+			t.Errorf("condition %q evaluates to %v but the query reports an error: %+v", cond, want, resp.RouteErrors)
+		case werr == nil && want != matched:
+			t.Errorf("condition %q evaluates to %v, the query matched = %v", cond, want, matched)
+		}
+	})
+}
+
+// fuzzRequest builds a request within Query's bounds from fuzzed parts:
+// tags one per line, metadata "key=value" per line. grow > 0 repeats the
+// text up to grow/255 of MaxTextBytes and the tags and metadata up to their
+// limits, which is where conditions cost the most.
+func fuzzRequest(text, agent, tagText, mdText string, grow uint8, maxTokens int) Request {
+	req := Request{Text: text, Agent: agent, MaxTokens: maxTokens}
+	if grow > 0 && text != "" {
+		target := MaxTextBytes * int(grow) / 255
+		if n := target / len(text); n > 1 {
+			req.Text = strings.Repeat(text, n)
+		}
+	}
+	req.Text = req.Text[:min(len(req.Text), MaxTextBytes)]
+	if tagText != "" {
+		req.Tags = strings.Split(tagText, "\n")
+	}
+	if n := len(req.Tags); grow > 0 && n > 0 {
+		for i := n; i < MaxTags; i++ {
+			req.Tags = append(req.Tags, req.Tags[i%n]+strconv.Itoa(i))
+		}
+	}
+	req.Tags = req.Tags[:min(len(req.Tags), MaxTags)]
+	for _, line := range strings.Split(mdText, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		if req.Metadata == nil {
+			req.Metadata = map[string]string{}
+		}
+		req.Metadata[k] = v
+	}
+	if grow > 0 && len(req.Metadata) > 0 {
+		keys := make([]string, 0, len(req.Metadata))
+		for k := range req.Metadata {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i := 0; len(req.Metadata) < MaxMetadataPairs && i < 4*MaxMetadataPairs; i++ {
+			k := keys[i%len(keys)]
+			req.Metadata[k+strconv.Itoa(i)] = req.Metadata[k]
+		}
+	}
+	for k := range req.Metadata {
+		if len(req.Metadata) <= MaxMetadataPairs {
+			break
+		}
+		delete(req.Metadata, k)
+	}
+	return req
+}
