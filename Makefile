@@ -70,7 +70,8 @@ test: controlplane helm helm-lint helm-template test-imagebuilder test-argocd ##
 # A failing input is written to testdata/fuzz/<Name>/: commit it with the fix.
 # New interesting inputs are minimized for at most FUZZMINIMIZETIME, so a
 # short run spends its time exploring. The instrumented build is separate
-# from the test build: about 175 CPU-seconds from an empty cache.
+# from the test build: about 175 CPU-seconds from an empty cache. Keep
+# FUZZTIME under go test's default -timeout of 10m.
 FUZZTIME ?= 5s
 FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS := \
