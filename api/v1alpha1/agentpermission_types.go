@@ -11,11 +11,24 @@ const (
 	SensitivityActionRedact SensitivityAction = "Redact"
 )
 
+// PathMatching says how denyPaths globs compare letters.
+// +kubebuilder:validation:Enum=CaseSensitive;CaseInsensitive
+type PathMatching string
+
+const (
+	// PathMatchingCaseSensitive compares paths as written.
+	PathMatchingCaseSensitive PathMatching = "CaseSensitive"
+	// PathMatchingCaseInsensitive ignores case, for content authored on case-insensitive file
+	// systems (macOS, Windows), where Salaries/ and salaries/ are one folder.
+	PathMatchingCaseInsensitive PathMatching = "CaseInsensitive"
+)
+
 // AgentPermissionSpec says what some agents may read.
 //
 // Every permission whose agents contain the agent or "*" applies; allow and
 // deny lists are unioned; deny beats allow; one Deny default makes the default
-// Deny; maxSensitivity is the minimum; Drop wins over Redact (the stricter action).
+// Deny; maxSensitivity is the minimum; Drop wins over Redact (the stricter action);
+// denyPaths are unioned, each glob matched as its own permission's pathMatching says.
 type AgentPermissionSpec struct {
 	// ParentRefs are the routers the permission applies to; empty = every router in the namespace.
 	// +optional
@@ -44,6 +57,12 @@ type AgentPermissionSpec struct {
 	// +optional
 	// +listType=set
 	DenyPaths []string `json:"denyPaths,omitempty"`
+
+	// PathMatching says how this permission's denyPaths compare letters:
+	// CaseSensitive, or CaseInsensitive (Salaries/x.md matches salaries/**).
+	// +optional
+	// +kubebuilder:default=CaseSensitive
+	PathMatching PathMatching `json:"pathMatching,omitempty"`
 
 	// Default applies to sources named in neither list.
 	// +optional

@@ -31,6 +31,12 @@ type ContextRouteSpec struct {
 	Description string `json:"description,omitempty"`
 }
 
+// MaxStatusParents bounds status.parents of a route and status.excludedBy of
+// a source (the MaxItems markers), as Gateway API bounds route parents. A
+// route attached to more routers than that lists the routers that report a
+// problem first.
+const MaxStatusParents = 32
+
 // RouteParentStatus is the status of a route as one router sees it.
 type RouteParentStatus struct {
 	// ParentRef is the router.
@@ -47,9 +53,12 @@ type ContextRouteStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Parents holds one entry per router that considered the route.
+	// Parents holds one entry per router that considered the route, sorted
+	// by router name: each router writes its own entry, and entries for
+	// routers that do not exist say so. At most 32.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
 	Parents []RouteParentStatus `json:"parents,omitempty"`
 	// Conditions: Ready.
 	// +optional

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -94,6 +95,13 @@ type ContextRouterSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Deployment DeploymentSpec `json:"deployment,omitempty"`
+
+	// AllowEmpty lets the router serve a configuration that no ContextRoute
+	// attaches to, which answers every query with no context. Without it such
+	// a configuration is refused like an invalid one: the previous one keeps
+	// serving, and a router that has none is not ready.
+	// +optional
+	AllowEmpty bool `json:"allowEmpty,omitempty"`
 }
 
 // The API server also checks this rule against the schema default of
@@ -168,7 +176,8 @@ type EmbeddingSpec struct {
 	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
 }
 
-// CacheSpec configures the in-memory cache of HTTPAPI results.
+// CacheSpec configures the cache of HTTPAPI results (in memory, and on disk
+// under `serve --cache-dir`).
 type CacheSpec struct {
 	// TTL of a cached result.
 	// +optional
@@ -179,6 +188,12 @@ type CacheSpec struct {
 	// +kubebuilder:default=1000
 	// +kubebuilder:validation:Minimum=0
 	MaxEntries *int32 `json:"maxEntries,omitempty"`
+	// MaxBytes bounds the size of the cached results, in memory and,
+	// separately, on disk; the least recently used go first, and a result
+	// larger than the bound is not cached.
+	// +optional
+	// +kubebuilder:default="64Mi"
+	MaxBytes *resource.Quantity `json:"maxBytes,omitempty"`
 }
 
 // AuthSpec says how callers are identified.

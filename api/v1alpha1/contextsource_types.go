@@ -37,6 +37,19 @@ const (
 	HTTPMethodPost HTTPMethod = "POST"
 )
 
+// RedirectPolicy says which HTTP redirects an HTTPAPI request follows.
+// +kubebuilder:validation:Enum=None;SameHost;AllowedHosts
+type RedirectPolicy string
+
+const (
+	// RedirectNone follows no redirect.
+	RedirectNone RedirectPolicy = "None"
+	// RedirectSameHost follows redirects to the host and port of the URL only.
+	RedirectSameHost RedirectPolicy = "SameHost"
+	// RedirectAllowedHosts also follows redirects to the hosts in allowedHosts.
+	RedirectAllowedHosts RedirectPolicy = "AllowedHosts"
+)
+
 // ContextSourceSpec describes where chunks come from.
 // +kubebuilder:validation:XValidation:rule="(self.type == 'Inline') == has(self.inline)",message="inline must be set exactly when type is Inline"
 // +kubebuilder:validation:XValidation:rule="(self.type == 'Directory') == has(self.directory)",message="directory must be set exactly when type is Directory"
@@ -234,6 +247,29 @@ type HTTPAPISource struct {
 	// +optional
 	// +kubebuilder:default="1Mi"
 	MaxResponseSize *resource.Quantity `json:"maxResponseSize,omitempty"`
+	// FollowRedirects says which redirects are followed; by default only
+	// those to the URL's own host and port.
+	// +optional
+	// +kubebuilder:default={}
+	FollowRedirects FollowRedirects `json:"followRedirects,omitempty"`
+}
+
+// FollowRedirects says which redirects an HTTPAPI request follows. A
+// redirect to another host never carries the spec's headers.
+// +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'AllowedHosts') == (has(self.allowedHosts) && size(self.allowedHosts) > 0)",message="allowedHosts must be set exactly when policy is AllowedHosts"
+type FollowRedirects struct {
+	// Policy: None, SameHost (the URL's host and port) or AllowedHosts
+	// (the URL's host and port, and allowedHosts).
+	// +optional
+	// +kubebuilder:default=SameHost
+	Policy RedirectPolicy `json:"policy,omitempty"`
+	// AllowedHosts are the other hosts a redirect may go to, as host or
+	// host:port; a host without a port means the scheme's default port.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=261
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
 }
 
 // HTTPHeader is one request header.
@@ -258,6 +294,26 @@ type HeaderValueSource struct {
 	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
 }
 
+// SourceExclusion says why a ContextRouter leaves a source out of its bundle.
+type SourceExclusion struct {
+	// Router is the name of the ContextRouter.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Router string `json:"router"`
+	// Reason is a machine-readable reason, such as InvalidMount.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Reason ConditionReason `json:"reason"`
+	// Message says what is wrong.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Message string `json:"message,omitempty"`
+	// ObservedGeneration is the generation of the source the router judged.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
 // ContextSourceStatus is the observed state of a source.
 type ContextSourceStatus struct {
 	// ObservedGeneration is the generation the status describes.
@@ -268,6 +324,14 @@ type ContextSourceStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ExcludedBy lists the ContextRouters that leave the source out of their
+	// bundle, and why, sorted by router; each router writes its own entry.
+	// At most 32.
+	// +optional
+	// +listType=map
+	// +listMapKey=router
+	// +kubebuilder:validation:MaxItems=32
+	ExcludedBy []SourceExclusion `json:"excludedBy,omitempty"`
 }
 
 // ContextSource is a place chunks come from.

@@ -18,6 +18,7 @@ const (
 	defaultDedupThreshold        = "0.85"
 	defaultCacheTTL              = 5 * time.Minute
 	defaultCacheMaxEntries int32 = 1000
+	defaultCacheMaxBytes         = "64Mi"
 	defaultReplicas        int32 = 2
 	defaultMaxChunkTokens  int32 = 512
 	defaultGitInterval           = 5 * time.Minute
@@ -76,6 +77,7 @@ func (r *ContextRouter) Default() {
 
 	defaultDuration(&s.Cache.TTL, defaultCacheTTL)
 	defaultInt32Ptr(&s.Cache.MaxEntries, defaultCacheMaxEntries)
+	defaultQuantity(&s.Cache.MaxBytes, defaultCacheMaxBytes)
 
 	setDefault(&s.Auth.Mode, AuthNone)
 
@@ -115,6 +117,7 @@ func (r *ContextSource) Default() {
 		defaultDuration(&h.Timeout, defaultHTTPTimeout)
 		setDefault(&h.MaxResults, defaultMaxResults)
 		defaultQuantity(&h.MaxResponseSize, defaultMaxSize)
+		setDefault(&h.FollowRedirects.Policy, RedirectSameHost)
 	}
 }
 
@@ -124,6 +127,7 @@ func (r *AgentPermission) Default() {
 	setDefault(&s.Default, AccessDeny)
 	setDefault(&s.MaxSensitivity, SensitivityInternal)
 	setDefault(&s.SensitivityAction, SensitivityActionDrop)
+	setDefault(&s.PathMatching, PathMatchingCaseSensitive)
 }
 
 // DefaultRouter returns the router that standalone manifests imply when they

@@ -1,7 +1,9 @@
 package v1alpha1
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -16,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/contextrouter/contextrouter/internal/redact"
 )
 
 // Validation covers every rule the kubebuilder markers declare (enums, bounds,
@@ -32,12 +36,17 @@ const (
 	maxWhenLength   = 4096
 	minChunkTokens  = 16
 	maxResultsLimit = 1000
+	// maxAllowedHosts and maxAllowedHostLen bound followRedirects.allowedHosts:
+	// a DNS name (253), brackets of an IPv6 literal, ":" and a port.
+	maxAllowedHosts   = 16
+	maxAllowedHostLen = 261
 )
 
 var (
 	accessPolicies     = []AccessPolicy{AccessAllow, AccessDeny}
 	sensitivities      = []Sensitivity{SensitivityPublic, SensitivityInternal, SensitivityConfidential, SensitivityRestricted}
 	sensitivityActions = []SensitivityAction{SensitivityActionDrop, SensitivityActionRedact}
+	pathMatchings      = []PathMatching{PathMatchingCaseSensitive, PathMatchingCaseInsensitive}
 	truncationModes    = []TruncationMode{TruncationDrop, TruncationTruncateEnd, TruncationTruncateMiddle}
 	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace}
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
@@ -46,6 +55,7 @@ var (
 	sourceTypes        = []SourceType{SourceInline, SourceDirectory, SourceGitRepo, SourceHTTPAPI}
 	chunkingStrategies = []ChunkingStrategy{ChunkingMarkdownSections, ChunkingWholeFile}
 	httpMethods        = []HTTPMethod{HTTPMethodGet, HTTPMethodPost}
+	redirectPolicies   = []RedirectPolicy{RedirectNone, RedirectSameHost, RedirectAllowedHosts}
 
 	// dedupThresholdPattern is the marker's pattern: a decimal in [0, 1].
 	dedupThresholdPattern = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
@@ -108,6 +118,7 @@ func (r *ContextRouter) Validate() field.ErrorList {
 	} else if *s.Cache.MaxEntries < 0 {
 		allErrs = append(allErrs, field.Invalid(c.Child("maxEntries"), *s.Cache.MaxEntries, "must be greater than or equal to 0 (0 disables the cache)"))
 	}
+	allErrs = append(allErrs, validatePositiveQuantity(c.Child("maxBytes"), s.Cache.MaxBytes)...)
 
 	allErrs = append(allErrs, validateEnum(spec.Child("auth", "mode"), s.Auth.Mode, authModes)...)
 
@@ -218,6 +229,7 @@ func (r *AgentPermission) Validate() field.ErrorList {
 	allErrs = append(allErrs, validateStringSet(spec.Child("denySources"), s.DenySources)...)
 	allErrs = append(allErrs, validateStringSet(spec.Child("denyPaths"), s.DenyPaths)...)
 	allErrs = append(allErrs, validateGlobs(spec.Child("denyPaths"), s.DenyPaths, true)...)
+	allErrs = append(allErrs, validateEnum(spec.Child("pathMatching"), s.PathMatching, pathMatchings)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("default"), s.Default, accessPolicies)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("maxSensitivity"), s.MaxSensitivity, sensitivities)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("sensitivityAction"), s.SensitivityAction, sensitivityActions)...)
@@ -252,7 +264,15 @@ func validateEnum[T ~string](p *field.Path, v T, allowed []T) field.ErrorList {
 		return field.ErrorList{field.Required(p, "")}
 	}
 	if !slices.Contains(allowed, v) {
-		return field.ErrorList{field.NotSupported(p, v, allowed)}
+		err := field.NotSupported(p, v, allowed)
+		// Enum values are case-sensitive; the most common slip is the case.
+		for _, a := range allowed {
+			if strings.EqualFold(string(a), string(v)) {
+				err.Detail += fmt.Sprintf(" (did you mean %q?)", a)
+				break
+			}
+		}
+		return field.ErrorList{err}
 	}
 	return nil
 }
@@ -370,25 +390,18 @@ func validateHTTPURL(p *field.Path, raw, parsed string) field.ErrorList {
 	if raw == "" {
 		return field.ErrorList{field.Required(p, "an http:// or https:// URL")}
 	}
+	// The URL is shown through redact.URL: its user part may hold a token.
 	if !strings.HasPrefix(raw, "http://") && !strings.HasPrefix(raw, "https://") {
-		return field.ErrorList{field.Invalid(p, raw, "must start with http:// or https://")}
+		return field.ErrorList{field.Invalid(p, redact.URL(raw), "must start with http:// or https://")}
 	}
 	u, err := url.Parse(parsed)
 	if err != nil {
-		return field.ErrorList{field.Invalid(p, raw, "is not a valid URL: "+unwrapURLError(err))}
+		return field.ErrorList{field.Invalid(p, redact.InvalidURL, "is not a valid URL: "+redact.ParseError(err))}
 	}
 	if u.Host == "" {
-		return field.ErrorList{field.Invalid(p, raw, "must name a host")}
+		return field.ErrorList{field.Invalid(p, redact.URL(raw), "must name a host")}
 	}
 	return nil
-}
-
-// unwrapURLError drops url.Error's repetition of the URL.
-func unwrapURLError(err error) string {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Err.Error()
-	}
-	return err.Error()
 }
 
 func validDedupThreshold(s string) bool {
@@ -464,13 +477,12 @@ func validateGitRepo(p *field.Path, g *GitRepoSource) field.ErrorList {
 		u, err := url.Parse(g.URL)
 		switch {
 		case err != nil:
-			// The URL may carry a password: show neither it nor url.Parse's echo of it.
-			allErrs = append(allErrs, field.Invalid(up, "<unparsable URL>", "is not a valid URL"))
+			allErrs = append(allErrs, field.Invalid(up, redact.InvalidURL, "is not a valid URL: "+redact.ParseError(err)))
 		case !slices.Contains(gitSchemes, u.Scheme):
-			allErrs = append(allErrs, field.Invalid(up, u.Redacted(),
+			allErrs = append(allErrs, field.Invalid(up, redact.URL(g.URL),
 				fmt.Sprintf("unsupported scheme %q: use one of %s", u.Scheme, strings.Join(gitSchemes, ", "))))
 		case u.Scheme != "file" && u.Host == "":
-			allErrs = append(allErrs, field.Invalid(up, u.Redacted(), "must name a host"))
+			allErrs = append(allErrs, field.Invalid(up, redact.URL(g.URL), "must name a host"))
 		}
 	}
 	// Anything else is git's user@host:path ssh shorthand or a local path,
@@ -544,5 +556,89 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 			fmt.Sprintf("must be between 1 and %d", maxResultsLimit)))
 	}
 	allErrs = append(allErrs, validatePositiveQuantity(p.Child("maxResponseSize"), h.MaxResponseSize)...)
+	allErrs = append(allErrs, ValidateFollowRedirects(p.Child("followRedirects"), &h.FollowRedirects)...)
 	return allErrs
+}
+
+// ValidateFollowRedirects checks a defaulted httpAPI.followRedirects; the
+// HTTPAPI source factory calls it too.
+func ValidateFollowRedirects(p *field.Path, f *FollowRedirects) field.ErrorList {
+	allErrs := validateEnum(p.Child("policy"), f.Policy, redirectPolicies)
+	hp := p.Child("allowedHosts")
+	switch {
+	case f.Policy == RedirectAllowedHosts && len(f.AllowedHosts) == 0:
+		allErrs = append(allErrs, field.Required(hp, "the hosts a redirect may go to when policy is AllowedHosts"))
+	case f.Policy != RedirectAllowedHosts && len(f.AllowedHosts) > 0:
+		allErrs = append(allErrs, field.Forbidden(hp, "must be empty unless policy is AllowedHosts"))
+	case len(f.AllowedHosts) > maxAllowedHosts:
+		allErrs = append(allErrs, field.TooMany(hp, len(f.AllowedHosts), maxAllowedHosts))
+	}
+	seen := make(map[string]bool, len(f.AllowedHosts))
+	for i, entry := range f.AllowedHosts {
+		host, port, err := ParseAllowedHost(entry)
+		if err != nil {
+			// An entry written as a URL may carry a user part.
+			allErrs = append(allErrs, field.Invalid(hp.Index(i), redact.URL(entry), err.Error()))
+			continue
+		}
+		key := net.JoinHostPort(host, port)
+		if seen[key] {
+			allErrs = append(allErrs, field.Duplicate(hp.Index(i), entry))
+		}
+		seen[key] = true
+	}
+	return allErrs
+}
+
+// ParseAllowedHost checks an entry of followRedirects.allowedHosts, "host" or
+// "host:port" (an IPv6 address in brackets), and returns the host in lower
+// case, without brackets, and the port ("" when none is written).
+func ParseAllowedHost(entry string) (host, port string, err error) {
+	const want = "must be a host or host:port such as kb-eu.example.com or kb-eu.example.com:8443, with no scheme, user or path"
+	switch {
+	case entry == "":
+		return "", "", fmt.Errorf("must not be empty")
+	case len(entry) > maxAllowedHostLen:
+		return "", "", fmt.Errorf("must be at most %d characters", maxAllowedHostLen)
+	case strings.ContainsAny(entry, "/@?# \t"):
+		return "", "", errors.New(want)
+	}
+	host = entry
+	if strings.HasPrefix(entry, "[") {
+		end := strings.IndexByte(entry, ']')
+		if end < 0 {
+			return "", "", errors.New("an IPv6 address needs a closing bracket")
+		}
+		host = strings.ToLower(entry[1:end])
+		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
+			return "", "", errors.New("only an IPv6 address is written in brackets")
+		}
+		rest := entry[end+1:]
+		if rest != "" {
+			if !strings.HasPrefix(rest, ":") {
+				return "", "", errors.New(want)
+			}
+			port = rest[1:]
+		}
+	} else {
+		if i := strings.LastIndexByte(entry, ':'); i >= 0 {
+			host, port = entry[:i], entry[i+1:]
+		}
+		if strings.Contains(host, ":") {
+			return "", "", errors.New("write an IPv6 address in brackets, such as [2001:db8::1]:8443")
+		}
+		host = strings.ToLower(host)
+		if net.ParseIP(host) == nil {
+			if msgs := validation.IsDNS1123Subdomain(host); len(msgs) > 0 {
+				return "", "", errors.New(want)
+			}
+		}
+	}
+	if port != "" || strings.HasSuffix(entry, ":") {
+		n, perr := strconv.Atoi(port)
+		if perr != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return "", "", errors.New("the port must be a number from 1 to 65535")
+		}
+	}
+	return host, port, nil
 }

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,8 @@ func TestContextRouterValidate(t *testing.T) {
 		{"estimator enum", func(r *ContextRouter) { r.Spec.Budget.Estimator = "Tiktoken" }, "spec.budget.estimator", `"Whitespace"`},
 		{"strategy enum", func(r *ContextRouter) { r.Spec.Ranking.Strategy = "Random" }, "spec.ranking.strategy", `"Hybrid"`},
 		{"scorer enum", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "TFIDF" }, "spec.ranking.scorer", `"Keyword"`},
+		{"scorer enum in the wrong case", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "keyword" },
+			"spec.ranking.scorer", `Unsupported value: "keyword": supported values: "BM25", "Keyword" (did you mean "Keyword"?)`},
 		{"dedupThreshold above 1", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "1.5" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
 		{"dedupThreshold not a number", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "high" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
 		{"dedupThreshold negative", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "-0.1" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
@@ -91,6 +94,8 @@ func TestContextRouterValidate(t *testing.T) {
 		}, "spec.ranking.embedding.apiKeySecretRef.name", "Required value"},
 		{"cache ttl positive", func(r *ContextRouter) { r.Spec.Cache.TTL = dur(0) }, "spec.cache.ttl", "must be greater than 0"},
 		{"cache maxEntries minimum", func(r *ContextRouter) { r.Spec.Cache.MaxEntries = ptr[int32](-1) }, "spec.cache.maxEntries", "greater than or equal to 0"},
+		{"cache maxBytes positive", func(r *ContextRouter) { r.Spec.Cache.MaxBytes = qty("0") }, "spec.cache.maxBytes", "must be greater than 0"},
+		{"cache maxBytes required", func(r *ContextRouter) { r.Spec.Cache.MaxBytes = nil }, "spec.cache.maxBytes", "Required value"},
 		{"auth mode enum", func(r *ContextRouter) { r.Spec.Auth.Mode = "OIDC" }, "spec.auth.mode", `"ServiceAccountToken"`},
 		{"replicas minimum", func(r *ContextRouter) { r.Spec.Deployment.Replicas = ptr[int32](-1) }, "spec.deployment.replicas", "greater than or equal to 0"},
 		{"serviceAccountName", func(r *ContextRouter) { r.Spec.Deployment.ServiceAccountName = "Bad Name" }, "spec.deployment.serviceAccountName", "RFC 1123 subdomain"},
@@ -261,7 +266,63 @@ func TestContextSourceValidate(t *testing.T) {
 		{"maxResults maximum", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResults = 1001 }, "spec.httpAPI.maxResults", "between 1 and 1000"},
 		{"maxResults minimum", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResults = -1 }, "spec.httpAPI.maxResults", "between 1 and 1000"},
 		{"maxResponseSize positive", func(s *ContextSource) { s.Spec.HTTPAPI.MaxResponseSize = qty("0") }, "spec.httpAPI.maxResponseSize", "must be greater than 0"},
+		{"redirect policy enum", func(s *ContextSource) { s.Spec.HTTPAPI.FollowRedirects.Policy = "Always" }, "spec.httpAPI.followRedirects.policy", `supported values: "None", "SameHost", "AllowedHosts"`},
+		{"allowedHosts required", func(s *ContextSource) { s.Spec.HTTPAPI.FollowRedirects.Policy = RedirectAllowedHosts },
+			"spec.httpAPI.followRedirects.allowedHosts", "Required value"},
+		{"allowedHosts only with AllowedHosts", func(s *ContextSource) { s.Spec.HTTPAPI.FollowRedirects.AllowedHosts = []string{"kb-eu.example.com"} },
+			"spec.httpAPI.followRedirects.allowedHosts", "must be empty unless policy is AllowedHosts"},
+		{"allowedHosts too many", func(s *ContextSource) {
+			s.Spec.HTTPAPI.FollowRedirects = FollowRedirects{Policy: RedirectAllowedHosts}
+			for i := range 17 {
+				s.Spec.HTTPAPI.FollowRedirects.AllowedHosts = append(s.Spec.HTTPAPI.FollowRedirects.AllowedHosts, fmt.Sprintf("h%d.example.com", i))
+			}
+		}, "spec.httpAPI.followRedirects.allowedHosts", "must have at most 16 items"},
 	})
+	// Each allowedHosts entry alone.
+	hosts := map[string]string{ // entry -> error substring ("" = valid)
+		"kb-eu.example.com":      "",
+		"KB-EU.example.com:8443": "",
+		"10.0.0.1:80":            "",
+		"[2001:db8::1]":          "",
+		"[2001:db8::1]:8443":     "",
+		"":                       "must not be empty",
+		"https://kb.example.com": "no scheme, user or path",
+		"kb.example.com/api":     "no scheme, user or path",
+		"tok@kb.example.com":     "no scheme, user or path",
+		"kb_eu.example.com":      "such as kb-eu.example.com",
+		"kb.example.com:0":       "port must be a number from 1 to 65535",
+		"kb.example.com:65536":   "port must be a number from 1 to 65535",
+		"kb.example.com:":        "port must be a number from 1 to 65535",
+		"kb.example.com:+80":     "port must be a number from 1 to 65535",
+		"2001:db8::1":            "in brackets",
+		"[10.0.0.1]":             "only an IPv6 address",
+		"[2001:db8::1":           "closing bracket",
+		strings.Repeat("a", 262): "at most 261 characters",
+	}
+	for entry, want := range hosts {
+		t.Run("allowedHosts/"+entry, func(t *testing.T) {
+			s := api()
+			s.Spec.HTTPAPI.FollowRedirects = FollowRedirects{Policy: RedirectAllowedHosts, AllowedHosts: []string{entry}}
+			errs := s.Validate()
+			if want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("rejected: %v", errs.ToAggregate())
+				}
+				return
+			}
+			if len(errs) != 1 || errs[0].Field != "spec.httpAPI.followRedirects.allowedHosts[0]" || !strings.Contains(errs[0].Error(), want) {
+				t.Fatalf("errors = %v, want one on allowedHosts[0] containing %q", errs.ToAggregate(), want)
+			}
+			if strings.Contains(errs[0].Error(), "tok@") {
+				t.Errorf("the error shows the user part: %v", errs[0])
+			}
+		})
+	}
+	dup := api()
+	dup.Spec.HTTPAPI.FollowRedirects = FollowRedirects{Policy: RedirectAllowedHosts, AllowedHosts: []string{"kb.example.com", "KB.example.com"}}
+	if errs := dup.Validate(); len(errs) != 1 || errs[0].Field != "spec.httpAPI.followRedirects.allowedHosts[1]" || errs[0].Type != field.ErrorTypeDuplicate {
+		t.Errorf("hosts differing in case only: %v", errs.ToAggregate())
+	}
 	s := api()
 	s.Spec.HTTPAPI.Method = HTTPMethodPost
 	s.Spec.HTTPAPI.Body = `{"q": {{query}}, "k": 8}`
@@ -293,22 +354,66 @@ func TestAgentPermissionValidate(t *testing.T) {
 		{"default enum", func(p *AgentPermission) { p.Spec.Default = "Maybe" }, "spec.default", `supported values: "Allow", "Deny"`},
 		{"maxSensitivity enum", func(p *AgentPermission) { p.Spec.MaxSensitivity = "TopSecret" }, "spec.maxSensitivity", `"Confidential"`},
 		{"sensitivityAction enum", func(p *AgentPermission) { p.Spec.SensitivityAction = "Mask" }, "spec.sensitivityAction", `supported values: "Drop", "Redact"`},
+		{"pathMatching enum", func(p *AgentPermission) { p.Spec.PathMatching = "IgnoreCase" }, "spec.pathMatching", `supported values: "CaseSensitive", "CaseInsensitive"`},
 		{"parentRef duplicate", func(p *AgentPermission) { p.Spec.ParentRefs = []ParentReference{{Name: "a"}, {Name: "a"}} }, "spec.parentRefs[1].name", "Duplicate value"},
 	})
 }
 
-func TestGitURLErrorsHideCredentials(t *testing.T) {
-	for _, u := range []string{"gopher://alice:s3cret@example.com/repo.git", "https://alice:s3cret@/repo.git", "https://alice:s3cret@exa mple.com/%zz"} {
+// Validation errors quote the offending URL; its user part (a password, or
+// GitHub's token-as-user form, percent-encoded or not) is never among it.
+func TestURLErrorsHideCredentials(t *testing.T) {
+	const token = "ghp_T0ken"
+	git := func(u string) field.ErrorList {
 		src := &ContextSource{Spec: ContextSourceSpec{Type: SourceGitRepo, GitRepo: &GitRepoSource{URL: u}}}
 		src.Name = "wiki"
 		src.Default()
-		errs := src.Validate()
-		if len(errs) == 0 {
-			t.Errorf("%s: no error", u)
-		}
-		if msg := errs.ToAggregate().Error(); strings.Contains(msg, "s3cret") {
-			t.Errorf("error leaks the password: %s", msg)
-		}
+		return src.Validate()
+	}
+	http := func(u string) field.ErrorList {
+		src := &ContextSource{Spec: ContextSourceSpec{Type: SourceHTTPAPI, HTTPAPI: &HTTPAPISource{URL: u, TextField: "t"}}}
+		src.Name = "kb"
+		src.Default()
+		return src.Validate()
+	}
+	embedding := func(u string) field.ErrorList {
+		r := &ContextRouter{Spec: ContextRouterSpec{Ranking: RankingSpec{Strategy: RankingEmbedding, Embedding: &EmbeddingSpec{Endpoint: u, Model: "m"}}}}
+		r.Name = "acme"
+		r.Default()
+		return r.Validate()
+	}
+	tests := []struct {
+		name     string
+		validate func(string) field.ErrorList
+		url      string
+		wantText string
+	}{
+		{"git scheme", git, "gopher://alice:s3cret@example.com/repo.git", `"gopher://***@example.com/repo.git"`},
+		{"git token scheme", git, "gopher://" + token + "@example.com/repo.git", `"gopher://***@example.com/repo.git"`},
+		{"git no host", git, "https://alice:s3cret@/repo.git", `"https://***@/repo.git": must name a host`},
+		{"git token no host", git, "https://ghp%5FT0ken@/repo.git", `"https://***@/repo.git"`},
+		{"git unparsable", git, "https://alice:s3cret@exa mple.com/%zz", `"<invalid URL>": is not a valid URL`},
+		{"git port echo", git, "https://" + token + ":x/y@host/r.git", `"<invalid URL>": is not a valid URL: invalid port after host`},
+		{"httpAPI scheme", http, "htps://" + token + "@kb.example.com/?q={{query}}", "must start with http:// or https://"},
+		{"httpAPI no host", http, "https://" + token + "@/?q={{query}}", `"https://***@/?q={{query}}": must name a host`},
+		{"httpAPI unparsable", http, "https://" + token + "@kb example.com/?q={{query}}", `"<invalid URL>": is not a valid URL`},
+		{"embedding no host", embedding, "https://user:" + token + "@", `"https://***@": must name a host`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := tt.validate(tt.url)
+			if len(errs) == 0 {
+				t.Fatal("no error")
+			}
+			msg := errs.ToAggregate().Error()
+			for _, secret := range []string{"s3cret", "alice", token, "ghp%5FT0ken"} {
+				if strings.Contains(msg, secret) {
+					t.Errorf("error shows %q: %s", secret, msg)
+				}
+			}
+			if !strings.Contains(msg, tt.wantText) {
+				t.Errorf("error %q does not contain %q", msg, tt.wantText)
+			}
+		})
 	}
 }
 

@@ -105,7 +105,7 @@ func standaloneFolders(dir string) (map[string]folder, error) {
 	}
 	if problems := set.Check(); len(problems) > 0 {
 		for _, p := range problems {
-			if !p.Warning {
+			if !p.IsWarning() {
 				return nil, p
 			}
 		}

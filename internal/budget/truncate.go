@@ -55,9 +55,10 @@ func TruncateEnd(s string, limit int, est Estimator) (out string, tokens int, ok
 // TruncateMiddle keeps a head and a tail of s of about equal estimated size and puts
 // MiddleMarker(N) between them, N being est.Count of the omitted text, so that the result (marker
 // included) is <= limit. Cuts fall on word boundaries and move to line boundaries when that costs
-// little; only words longer than giantWordRunes runes are cut inside. If only one side fits, the head
-// is kept. ok is false, and out empty, when not even the marker plus one word fits. When
-// est.Count(s) <= limit s is returned unchanged.
+// little; only words longer than giantWordRunes runes are cut inside. The head is never empty: if
+// only one side fits, the head is kept. ok is false, and out empty, when not even the marker plus
+// the first word (or the first rune of a giant first word) fits. When est.Count(s) <= limit s is
+// returned unchanged.
 func TruncateMiddle(s string, limit int, est Estimator) (out string, tokens int, ok bool) {
 	total := est.Count(s)
 	if total <= limit {
@@ -75,7 +76,9 @@ func TruncateMiddle(s string, limit int, est Estimator) (out string, tokens int,
 		if n > limit {
 			break
 		}
-		if h > 0 || t < len(s) {
+		// A split that keeps only a tail is no answer: the head (where a heading or the gist
+		// usually is) must survive; the fallback below keeps a head alone instead.
+		if h > 0 {
 			out, tokens, ok = cand, n, true
 		}
 		slack := limit - n
@@ -88,8 +91,9 @@ func TruncateMiddle(s string, limit int, est Estimator) (out string, tokens int,
 		return out, tokens, true
 	}
 
-	// The balanced split can lose a word to rounding on each side (or the estimator is not
-	// subadditive): fall back to a head alone, with everything after it omitted.
+	// The balanced split can lose a word to rounding on each side, the first word may not fit
+	// in half the budget, or the estimator is not subadditive: fall back to a head alone, with
+	// everything after it omitted.
 	fits := func(cut int) bool {
 		_, n := assembleMiddle(s, cut, len(s), est)
 		return n <= limit

@@ -138,6 +138,7 @@ func TestTruncateMiddle(t *testing.T) {
 		crlf = append(crlf, "w"+strconv.Itoa(i))
 	}
 	x200 := strings.Repeat("x", 200)
+	longFirst := "Incomprehensibilities " + strings.Repeat("a ", 40) + "end"
 
 	for _, tc := range []truncCase{
 		{
@@ -160,6 +161,18 @@ func TestTruncateMiddle(t *testing.T) {
 			name: "head only", kind: v1alpha1.EstimatorWhitespace,
 			in: "a b c d e f g h i j", limit: 6,
 			want: "a" + MiddleMarker(9), tokens: 6, wantOK: true,
+		},
+		{
+			// The 22-rune first word needs 6 tokens, more than half of what the marker leaves, while
+			// a tail of short words would fit: the head wins and gets the whole budget.
+			name: "long first word keeps the head", kind: v1alpha1.EstimatorCharsDiv4,
+			in: longFirst, limit: 12,
+			want: "Incomprehensibilities a" + MiddleMarker(21), tokens: 12, wantOK: true,
+		},
+		{
+			// The first word plus the marker is 12 tokens: nothing is kept, not a tail alone.
+			name: "first word does not fit, no tail alone", kind: v1alpha1.EstimatorCharsDiv4,
+			in: longFirst, limit: 10,
 		},
 		{
 			name: "marker alone does not count", kind: v1alpha1.EstimatorWhitespace,
@@ -317,8 +330,8 @@ func checkMiddle(t *testing.T, est Estimator, s string, limit int, out string, t
 		switch {
 		case !strings.HasPrefix(s, head) || !strings.HasSuffix(s, tail) || len(head)+len(tail) >= len(s):
 			problems = append(problems, "head/tail are not a prefix and suffix around a gap")
-		case head == "" && tail == "":
-			problems = append(problems, "no content kept")
+		case head == "":
+			problems = append(problems, "the head is empty (only a tail kept)")
 		case n != est.Count(s[len(head):len(s)-len(tail)]):
 			problems = append(problems, "omitted count "+strconv.Itoa(n)+" is not the omitted text's count")
 		case strings.TrimRightFunc(head, unicode.IsSpace) != head || strings.TrimLeftFunc(tail, unicode.IsSpace) != tail:

@@ -76,7 +76,7 @@ func decodeConfig(data []byte) (*engine.Config, error) {
 		return nil, err
 	}
 	for _, p := range set.Check() {
-		if !p.Warning {
+		if !p.IsWarning() {
 			return nil, p
 		}
 	}

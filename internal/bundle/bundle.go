@@ -9,7 +9,9 @@
 // sources, invalid sources), refuses what must not be guessed (an invalid
 // router or permission), and checks and compiles the result with
 // internal/manifest and internal/engine, as a router pod does after decoding
-// the bundle.
+// the bundle. Its verdict on every object is the one the operator writes
+// into their status: what a router serves and what its objects report
+// cannot disagree.
 package bundle
 
 import (
@@ -33,6 +35,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
+	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -58,56 +61,6 @@ const (
 	MaxSize = 1 << 20
 )
 
-// Problem is one reason an object cannot be part of a bundle.
-type Problem struct {
-	Kind, Name string
-	// Field is the path of the offending field ("" for the whole object).
-	Field   string
-	Message string
-}
-
-// Error returns "Kind/name: field: message".
-func (p Problem) Error() string {
-	var b strings.Builder
-	if p.Kind != "" {
-		b.WriteString(p.Kind + "/" + p.Name + ": ")
-	}
-	if p.Field != "" {
-		b.WriteString(p.Field + ": ")
-	}
-	b.WriteString(p.Message)
-	return b.String()
-}
-
-// InvalidError means nothing can be built: the router itself or one of its
-// permissions is invalid. Permissions are never left out, because dropping a
-// deny rule would widen access; the last good bundle keeps serving instead.
-type InvalidError struct{ Problems []Problem }
-
-func (e *InvalidError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.Error()
-	}
-	return strings.Join(lines, "\n")
-}
-
-// RouterProblems returns the problems of the router itself.
-func (e *InvalidError) RouterProblems() []Problem { return e.ofKind(v1alpha1.KindContextRouter) }
-
-// PermissionProblems returns the problems of permissions.
-func (e *InvalidError) PermissionProblems() []Problem { return e.ofKind(v1alpha1.KindAgentPermission) }
-
-func (e *InvalidError) ofKind(kind string) []Problem {
-	var out []Problem
-	for _, p := range e.Problems {
-		if p.Kind == kind {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // Input is what the operator found for one router, in any order.
 type Input struct {
 	Router *v1alpha1.ContextRouter
@@ -119,10 +72,16 @@ type Input struct {
 	Permissions []v1alpha1.AgentPermission
 }
 
-// Exclusion is an object left out of the bundle and why.
-type Exclusion struct {
+// Verdict is the bundle's judgement of one object under the router.
+type Verdict struct {
 	Kind, Name string
-	Reason     string
+	// Included reports whether the bundle holds the object.
+	Included bool
+	// Problems say why the object is left out, or, for the router and its
+	// permissions, why no bundle is built (errors only). A source with no
+	// problems that is not included is used by no included route; an object
+	// with no problems is not included either when the build is refused.
+	Problems problem.List
 }
 
 // DirectoryMount is a Directory source's volume as the router pod mounts it.
@@ -145,8 +104,15 @@ type Bundle struct {
 	Hash string
 	// Routes, Sources and Permissions name what the bundle holds, sorted.
 	Routes, Sources, Permissions []string
-	// Excluded lists what was left out, sorted by kind then name.
-	Excluded []Exclusion
+	// Verdicts judge the router and every route, source and permission it
+	// was given: sorted by kind (router, routes, sources, permissions), then name.
+	Verdicts []Verdict
+	// Refused holds the problems of the router or of permissions that stop
+	// the bundle from being built: Data, Hash and the lists of what the
+	// bundle holds are empty then, and the last good bundle keeps serving.
+	// Permissions are never left out, because dropping a deny rule would
+	// widen access.
+	Refused problem.List
 	// Secrets names every Secret the router reads, sorted; they are mounted
 	// at SecretsDir/<name> and never copied into the bundle.
 	Secrets []string
@@ -154,6 +120,35 @@ type Bundle struct {
 	Directories []DirectoryMount
 	// CompileTime is how long checking and compiling took (all passes).
 	CompileTime time.Duration
+}
+
+// Excluded returns the verdicts of the objects left out for a problem of
+// their own, in Verdicts order.
+func (b *Bundle) Excluded() []Verdict {
+	var out []Verdict
+	for _, v := range b.Verdicts {
+		if !v.Included && len(v.Problems) > 0 && (v.Kind == v1alpha1.KindContextRoute || v.Kind == v1alpha1.KindContextSource) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Verdict returns the verdict on kind/name, if the router was given it.
+func (b *Bundle) Verdict(kind, name string) (Verdict, bool) {
+	i, ok := slices.BinarySearchFunc(b.Verdicts, Verdict{Kind: kind, Name: name}, compareVerdicts)
+	if !ok {
+		return Verdict{}, false
+	}
+	return b.Verdicts[i], true
+}
+
+// compareVerdicts orders verdicts by kind (kindOrder), then name.
+func compareVerdicts(x, y Verdict) int {
+	if d := kindOrder[x.Kind] - kindOrder[y.Kind]; d != 0 {
+		return d
+	}
+	return strings.Compare(x.Name, y.Name)
 }
 
 // Size is what the bundle occupies in a ConfigMap's data (keys and values).
@@ -174,10 +169,12 @@ var kindOrder = map[string]int{
 	v1alpha1.KindAgentPermission: 3,
 }
 
-// Build compiles a router's bundle. Routes whose condition does not compile
-// or whose sources are missing or invalid are left out (see Bundle.Excluded),
-// so one broken route never stops the others. An invalid router or
-// permission fails the build with *InvalidError.
+// Build compiles a router's bundle and judges every object it was given
+// (Bundle.Verdicts). Routes whose condition does not compile or whose
+// sources are missing or invalid are left out, so one broken route never
+// stops the others. An invalid router or permission refuses the build
+// (Bundle.Refused); the other objects are still judged. An error means
+// something else went wrong (a cancelled context, a bug).
 //
 // The objects are checked and compiled the way a router pod treats the
 // decoded bundle: manifest's Check and Config, then engine.Compile (SkipLoad:
@@ -189,9 +186,13 @@ func Build(ctx context.Context, in Input) (*Bundle, error) {
 	b := newBuilder(in)
 
 	start := time.Now()
-	// Every pass either succeeds, fails for good, or leaves out at least one
-	// object, so the loop ends; the bound is a guard against a bug.
-	for pass := 0; pass <= len(b.routes)+len(b.sources)+1; pass++ {
+	// Every pass either finds nothing, or leaves out or refuses at least one
+	// object, or finds only problems of the router; so the loop ends. The
+	// bound is a guard against a bug.
+	for pass := 0; ; pass++ {
+		if pass > len(b.routes)+len(b.sources)+len(b.perms)+1 {
+			return nil, errors.New("bundle: compile did not converge (a bug: please report it)")
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -200,19 +201,26 @@ func Build(ctx context.Context, in Input) (*Bundle, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(problems) == 0 {
-			took := time.Since(start)
-			data, err := objs.encode()
-			if err != nil {
-				return nil, err
-			}
-			return b.finish(data, took), nil
+		progress, err := b.judge(problems)
+		if err != nil {
+			return nil, err
 		}
-		if fatal := b.leaveOut(problems); fatal != nil {
-			return nil, fatal
+		if progress {
+			continue
 		}
+		if len(b.refused) == 0 && problems.HasErrors() {
+			return nil, fmt.Errorf("bundle: problems the builder cannot act on (a bug: please report it):\n%s", problems.Errors().Error())
+		}
+		took := time.Since(start)
+		if len(b.refused) > 0 {
+			return b.finish(nil, took), nil
+		}
+		data, err := objs.encode()
+		if err != nil {
+			return nil, err
+		}
+		return b.finish(data, took), nil
 	}
-	return nil, errors.New("bundle: compile did not converge (a bug: please report it)")
 }
 
 // newBuilder takes defaulted copies of the input, sorted, and leaves out what
@@ -227,7 +235,7 @@ func newBuilder(in Input) *builder {
 		routes:   make(map[string]*v1alpha1.ContextRoute, len(in.Routes)),
 		sources:  make(map[string]*v1alpha1.ContextSource, len(in.Sources)),
 		perms:    make([]*v1alpha1.AgentPermission, 0, len(in.Permissions)),
-		excluded: make(map[string]Exclusion),
+		excluded: make(map[string]problem.List),
 	}
 	for i := range in.Routes {
 		rt := in.Routes[i].DeepCopy()
@@ -245,6 +253,15 @@ func newBuilder(in Input) *builder {
 		b.perms = append(b.perms, p)
 	}
 	slices.SortFunc(b.perms, func(x, y *v1alpha1.AgentPermission) int { return strings.Compare(x.Name, y.Name) })
+	for _, rt := range b.routes {
+		b.given = append(b.given, key(v1alpha1.KindContextRoute, rt.Name))
+	}
+	for _, src := range b.sources {
+		b.given = append(b.given, key(v1alpha1.KindContextSource, src.Name))
+	}
+	for _, p := range b.perms {
+		b.given = append(b.given, key(v1alpha1.KindAgentPermission, p.Name))
+	}
 
 	b.excludeMissingSources()
 	b.placeDirectories()
@@ -258,26 +275,34 @@ type builder struct {
 	sources  map[string]*v1alpha1.ContextSource
 	perms    []*v1alpha1.AgentPermission
 	mounts   map[string]DirectoryMount // by source
-	excluded map[string]Exclusion      // by Kind/name
+	excluded map[string]problem.List   // by Kind/name: left out, and why
+	refused  problem.List              // router and permission problems
+	given    []string                  // Kind/name of every route, source and permission given
 }
 
-func (b *builder) exclude(kind, name, reason string) {
-	key := kind + "/" + name
-	if _, ok := b.excluded[key]; ok {
+func key(kind, name string) string { return kind + "/" + name }
+
+// exclude leaves a route or a source out for problems. A route is only
+// useful with all of its sources, so leaving out a source leaves out the
+// routes that use it.
+func (b *builder) exclude(kind, name string, problems problem.List) {
+	k := key(kind, name)
+	if _, ok := b.excluded[k]; ok {
 		return
 	}
-	b.excluded[key] = Exclusion{Kind: kind, Name: name, Reason: reason}
+	b.excluded[k] = problems
 	switch kind {
 	case v1alpha1.KindContextRoute:
 		delete(b.routes, name)
 	case v1alpha1.KindContextSource:
 		delete(b.sources, name)
 		delete(b.mounts, name)
-		// A route is only useful with all of its sources.
 		for _, rn := range sortedKeys(b.routes) {
-			for _, ref := range b.routes[rn].Spec.Sources {
+			for i, ref := range b.routes[rn].Spec.Sources {
 				if ref.Name == name {
-					b.exclude(v1alpha1.KindContextRoute, rn, fmt.Sprintf("ContextSource %q is left out: %s", name, reason))
+					b.exclude(v1alpha1.KindContextRoute, rn, problem.List{problem.Errorf(v1alpha1.ReasonInvalidSource,
+						v1alpha1.KindContextRoute, rn, fmt.Sprintf("spec.sources[%d].name", i),
+						"ContextSource %q is left out: %s", name, problems.Details())})
 					break
 				}
 			}
@@ -288,54 +313,79 @@ func (b *builder) exclude(kind, name, reason string) {
 // excludeMissingSources leaves out routes that name a source that was not found.
 func (b *builder) excludeMissingSources() {
 	for _, rn := range sortedKeys(b.routes) {
-		var missing []string
-		for _, ref := range b.routes[rn].Spec.Sources {
+		var missing problem.List
+		for i, ref := range b.routes[rn].Spec.Sources {
 			if b.sources[ref.Name] == nil {
-				missing = append(missing, fmt.Sprintf("%q", ref.Name))
+				missing = append(missing, problem.Errorf(v1alpha1.ReasonSourceNotFound, v1alpha1.KindContextRoute, rn,
+					fmt.Sprintf("spec.sources[%d].name", i), "ContextSource %q not found", ref.Name))
 			}
 		}
-		switch len(missing) {
-		case 0:
-		case 1:
-			b.exclude(v1alpha1.KindContextRoute, rn, "ContextSource "+missing[0]+" not found")
-		default:
-			b.exclude(v1alpha1.KindContextRoute, rn, "ContextSources "+strings.Join(missing, ", ")+" not found")
+		if len(missing) > 0 {
+			b.exclude(v1alpha1.KindContextRoute, rn, missing)
 		}
 	}
 }
 
 // placeDirectories decides where each volume-backed Directory source is
-// mounted, and leaves out sources whose mount cannot work.
+// mounted, and leaves out sources whose mount cannot work: on a folder the
+// pod needs (MountProblems), or where another source of the router mounts a
+// different volume.
 func (b *builder) placeDirectories() {
 	b.mounts = make(map[string]DirectoryMount)
 	byPath := make(map[string]DirectoryMount)
 	for _, name := range sortedKeys(b.sources) {
-		d := b.sources[name].Spec.Directory
-		if d == nil || d.Volume == nil {
-			continue
+		src := b.sources[name]
+		m, ok := mountOf(src)
+		if !ok {
+			continue // no volume, or not exactly one: Check reports the latter
 		}
-		m := DirectoryMount{Source: name, MountPath: MountPath(name, d.Path)}
-		switch v := d.Volume; {
-		case v.ConfigMap != nil && v.PersistentVolumeClaim == nil:
-			m.ConfigMap = v.ConfigMap.Name
-		case v.PersistentVolumeClaim != nil && v.ConfigMap == nil:
-			m.ClaimName = v.PersistentVolumeClaim.ClaimName
-		default:
-			b.exclude(v1alpha1.KindContextSource, name, "spec.directory.volume: exactly one of configMap and persistentVolumeClaim must be set")
-			continue
-		}
-		if msg := reservedPath(m.MountPath); msg != "" {
-			b.exclude(v1alpha1.KindContextSource, name, fmt.Sprintf("spec.directory.path: %q %s", m.MountPath, msg))
+		if ps := MountProblems(src); len(ps) > 0 {
+			b.exclude(v1alpha1.KindContextSource, name, ps)
 			continue
 		}
 		if other, ok := byPath[m.MountPath]; ok && (other.ConfigMap != m.ConfigMap || other.ClaimName != m.ClaimName) {
-			b.exclude(v1alpha1.KindContextSource, name, fmt.Sprintf(
-				"spec.directory.path: ContextSource %q mounts another volume at %q", other.Source, m.MountPath))
+			b.exclude(v1alpha1.KindContextSource, name, problem.List{problem.Errorf(v1alpha1.ReasonInvalidMount,
+				v1alpha1.KindContextSource, name, "spec.directory.path",
+				"ContextSource %q of the same router mounts another volume at %q", other.Source, m.MountPath)})
 			continue
 		}
 		byPath[m.MountPath] = m
 		b.mounts[name] = m
 	}
+}
+
+// mountOf is where a source's volume goes, if it has exactly one.
+func mountOf(src *v1alpha1.ContextSource) (DirectoryMount, bool) {
+	d := src.Spec.Directory
+	if d == nil || d.Volume == nil {
+		return DirectoryMount{}, false
+	}
+	m := DirectoryMount{Source: src.Name, MountPath: MountPath(src.Name, d.Path)}
+	switch v := d.Volume; {
+	case v.ConfigMap != nil && v.PersistentVolumeClaim == nil:
+		m.ConfigMap = v.ConfigMap.Name
+	case v.PersistentVolumeClaim != nil && v.ConfigMap == nil:
+		m.ClaimName = v.PersistentVolumeClaim.ClaimName
+	default:
+		return DirectoryMount{}, false
+	}
+	return m, true
+}
+
+// MountProblems says why a source's volume cannot be mounted in any router
+// pod: its mount path hides or sits inside a folder the pod needs. (Whether
+// it collides with another source's volume depends on the router.) The
+// operator reports these in the source's own status too.
+func MountProblems(src *v1alpha1.ContextSource) problem.List {
+	m, ok := mountOf(src)
+	if !ok {
+		return nil
+	}
+	if msg := reservedPath(m.MountPath); msg != "" {
+		return problem.List{problem.Errorf(v1alpha1.ReasonInvalidMount, v1alpha1.KindContextSource, src.Name,
+			"spec.directory.path", "%q %s", m.MountPath, msg)}
+	}
+	return nil
 }
 
 // MountPath is where a router pod mounts a Directory source's volume:
@@ -374,41 +424,52 @@ func reservedPath(p string) string {
 	return ""
 }
 
-// leaveOut excludes the routes and sources with problems; problems of the
-// router or a permission are returned as *InvalidError.
-func (b *builder) leaveOut(problems []Problem) error {
-	var fatal []Problem
+// judge acts on one pass's problems: routes and sources are left out,
+// permissions are refused and taken out of later passes, router problems are
+// recorded. It reports whether anything was left out or taken out, which
+// calls for another pass.
+func (b *builder) judge(problems problem.List) (bool, error) {
 	progress := false
-	for _, p := range problems {
-		switch p.Kind {
+	byObject := make(map[string]problem.List)
+	var order []string
+	for _, p := range problems.Errors() {
+		k := key(p.Kind, p.Name)
+		if _, ok := byObject[k]; !ok {
+			order = append(order, k)
+		}
+		byObject[k] = append(byObject[k], p)
+	}
+	for _, k := range order {
+		ps := byObject[k]
+		kind, name := ps[0].Kind, ps[0].Name
+		switch kind {
 		case v1alpha1.KindContextRoute:
-			if b.routes[p.Name] != nil {
-				b.exclude(p.Kind, p.Name, problemReason(p))
+			if b.routes[name] != nil {
+				b.exclude(kind, name, ps)
 				progress = true
 			}
 		case v1alpha1.KindContextSource:
-			if b.sources[p.Name] != nil {
-				b.exclude(p.Kind, p.Name, problemReason(p))
+			if b.sources[name] != nil {
+				b.exclude(kind, name, ps)
 				progress = true
 			}
+		case v1alpha1.KindAgentPermission:
+			if i := slices.IndexFunc(b.perms, func(p *v1alpha1.AgentPermission) bool { return p.Name == name }); i >= 0 {
+				b.refused = append(b.refused, ps...)
+				b.perms = slices.Delete(b.perms, i, i+1)
+				progress = true
+			}
+		case v1alpha1.KindContextRouter:
+			for _, p := range ps {
+				if !slices.Contains(b.refused, p) {
+					b.refused = append(b.refused, p)
+				}
+			}
 		default:
-			fatal = append(fatal, p)
+			return false, fmt.Errorf("bundle: a problem of no object: %s", problem.List(ps).Error())
 		}
 	}
-	if len(fatal) > 0 || !progress {
-		if len(fatal) == 0 {
-			fatal = problems
-		}
-		return &InvalidError{Problems: fatal}
-	}
-	return nil
-}
-
-func problemReason(p Problem) string {
-	if p.Field != "" {
-		return p.Field + ": " + p.Message
-	}
-	return p.Message
+	return progress, nil
 }
 
 // included returns the sources that the remaining routes reference, sorted.
@@ -562,7 +623,7 @@ func withoutDeployment(spec *v1alpha1.ContextRouterSpec) (map[string]json.RawMes
 // are the typed values the bundle encodes, and the encoding round-trips
 // (see the package tests), so decoding would only cost time. Problems come
 // back attributed to objects; an error means something else is wrong.
-func compile(ctx context.Context, o *objects) ([]Problem, error) {
+func compile(ctx context.Context, o *objects) (problem.List, error) {
 	set := &manifest.Set{
 		Routers:     []v1alpha1.ContextRouter{o.router},
 		Routes:      o.routes,
@@ -570,14 +631,8 @@ func compile(ctx context.Context, o *objects) ([]Problem, error) {
 		Permissions: o.permissions,
 		Namespace:   o.router.Namespace,
 	}
-	var problems []manifest.Problem
-	for _, p := range set.Check() {
-		if !p.Warning {
-			problems = append(problems, p)
-		}
-	}
-	if len(problems) > 0 {
-		return fromManifest(problems), nil
+	if problems := set.Check().Errors(); len(problems) > 0 {
+		return problems, nil
 	}
 	cfg, err := set.Config("")
 	if err != nil {
@@ -588,60 +643,66 @@ func compile(ctx context.Context, o *objects) ([]Problem, error) {
 		cfg.BaseDirs[s.Name] = MountDir
 	}
 	_, err = engine.Compile(ctx, cfg, engine.Options{SkipLoad: true, Logger: slog.New(slog.DiscardHandler)})
-	if err == nil {
-		return nil, nil
+	var problems problem.List
+	if err == nil || errors.As(err, &problems) {
+		return problems, nil
 	}
-	var ce *engine.CompileError
-	if !errors.As(err, &ce) {
-		return nil, err
-	}
-	out := make([]Problem, len(ce.Problems))
-	for i, p := range ce.Problems {
-		out[i] = Problem{Kind: p.Kind, Name: p.Name, Field: p.Field, Message: p.Msg}
-	}
-	return out, nil
-}
-
-func fromManifest(ps []manifest.Problem) []Problem {
-	out := make([]Problem, len(ps))
-	for i, p := range ps {
-		out[i] = Problem{Kind: p.Kind, Name: p.Name, Field: p.Field, Message: p.Message}
-	}
-	return out
+	return nil, err
 }
 
 func (b *builder) finish(data []byte, took time.Duration) *Bundle {
-	sum := sha256.Sum256(data)
 	out := &Bundle{
 		Namespace:   b.router.Namespace,
 		Router:      b.router.Name,
-		Data:        data,
-		Hash:        "sha256:" + hex.EncodeToString(sum[:]),
-		Routes:      sortedKeys(b.routes),
-		Sources:     b.included(),
 		CompileTime: took,
+		Refused:     b.refused,
 	}
-	for _, p := range b.perms {
-		out.Permissions = append(out.Permissions, p.Name)
-	}
-	srcs := make([]*v1alpha1.ContextSource, len(out.Sources))
-	for i, name := range out.Sources {
-		srcs[i] = b.sources[name]
-		if m, ok := b.mounts[name]; ok {
-			out.Directories = append(out.Directories, m)
+	if data != nil {
+		sum := sha256.Sum256(data)
+		out.Data = data
+		out.Hash = "sha256:" + hex.EncodeToString(sum[:])
+		out.Routes = sortedKeys(b.routes)
+		out.Sources = b.included()
+		for _, p := range b.perms {
+			out.Permissions = append(out.Permissions, p.Name)
 		}
-	}
-	out.Secrets = secretNames(b.router, srcs)
-	for _, e := range b.excluded {
-		out.Excluded = append(out.Excluded, e)
-	}
-	slices.SortFunc(out.Excluded, func(x, y Exclusion) int {
-		if d := kindOrder[x.Kind] - kindOrder[y.Kind]; d != 0 {
-			return d
+		srcs := make([]*v1alpha1.ContextSource, len(out.Sources))
+		for i, name := range out.Sources {
+			srcs[i] = b.sources[name]
+			if m, ok := b.mounts[name]; ok {
+				out.Directories = append(out.Directories, m)
+			}
 		}
-		return strings.Compare(x.Name, y.Name)
-	})
+		out.Secrets = secretNames(b.router, srcs)
+	}
+	out.Verdicts = b.verdicts(out)
 	return out
+}
+
+// verdicts judges the router and every object given, sorted by kind, then name.
+func (b *builder) verdicts(out *Bundle) []Verdict {
+	held := make(map[string]bool)
+	for _, n := range out.Routes {
+		held[key(v1alpha1.KindContextRoute, n)] = true
+	}
+	for _, n := range out.Sources {
+		held[key(v1alpha1.KindContextSource, n)] = true
+	}
+	for _, n := range out.Permissions {
+		held[key(v1alpha1.KindAgentPermission, n)] = true
+	}
+	vs := []Verdict{{Kind: v1alpha1.KindContextRouter, Name: b.router.Name, Included: out.Data != nil,
+		Problems: b.refused.OfKind(v1alpha1.KindContextRouter)}}
+	for _, k := range b.given {
+		kind, name, _ := strings.Cut(k, "/")
+		v := Verdict{Kind: kind, Name: name, Included: held[k], Problems: b.excluded[k]}
+		if kind == v1alpha1.KindAgentPermission {
+			v.Problems = b.refused.Of(kind, name)
+		}
+		vs = append(vs, v)
+	}
+	slices.SortFunc(vs, compareVerdicts)
+	return slices.CompactFunc(vs, func(x, y Verdict) bool { return x.Kind == y.Kind && x.Name == y.Name })
 }
 
 // SourceSecrets names the Secrets a source reads: httpAPI header values and

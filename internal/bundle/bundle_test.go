@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -113,10 +112,8 @@ func load(t *testing.T, b *Bundle) (*manifest.Set, *engine.Snapshot) {
 	if err != nil {
 		t.Fatalf("manifest.Parse of the bundle: %v\n%s", err, b.Data)
 	}
-	for _, p := range set.Check() {
-		if !p.Warning {
-			t.Fatalf("bundle does not pass manifest checks: %v", p)
-		}
+	if errs := set.Check().Errors(); len(errs) > 0 {
+		t.Fatalf("bundle does not pass manifest checks: %v", errs)
 	}
 	cfg, err := set.Config("")
 	if err != nil {
@@ -162,8 +159,8 @@ func TestBuildRoundTrip(t *testing.T) {
 	if got, want := b.Permissions, []string{"everyone", "hr"}; !slices.Equal(got, want) {
 		t.Errorf("Permissions = %v, want %v", got, want)
 	}
-	if len(b.Excluded) != 0 {
-		t.Errorf("Excluded = %v, want none", b.Excluded)
+	if len(b.Excluded()) != 0 {
+		t.Errorf("Excluded = %v, want none", b.Excluded())
 	}
 
 	// Documents: kinds in order, names sorted, only apiVersion/kind/metadata/spec.
@@ -257,8 +254,8 @@ func TestBundleBytesDecodeToTheCompiledObjects(t *testing.T) {
 	}
 	for i, in := range inputs {
 		b := mustBuild(t, in)
-		if len(b.Excluded) > 0 {
-			t.Fatalf("input %d: unexpected exclusions %v", i, b.Excluded)
+		if len(b.Excluded()) > 0 {
+			t.Fatalf("input %d: unexpected exclusions %v", i, b.Excluded())
 		}
 		compiled := newBuilder(in).objects()
 		set, err := manifest.Parse(FileName, b.Data)
@@ -346,19 +343,19 @@ func TestBuildLeavesOutBrokenRoutesAndSources(t *testing.T) {
 	want := map[string]string{
 		"ContextRoute/bad-cel":          "spec.when: ",
 		"ContextRoute/not-bool":         "spec.when: ",
-		"ContextRoute/missing":          `ContextSources "nowhere", "gone" not found`,
+		"ContextRoute/missing":          `spec.sources[1].name: ContextSource "nowhere" not found; spec.sources[2].name: ContextSource "gone" not found`,
 		"ContextRoute/uses-bad-source":  `ContextSource "bad-dir" is left out: `,
 		"ContextRoute/uses-only-orphan": "spec.when: ",
 		"ContextSource/bad-dir":         "docs/[a",
 	}
 	got := make(map[string]string)
-	for _, e := range b.Excluded {
-		got[e.Kind+"/"+e.Name] = e.Reason
+	for _, e := range b.Excluded() {
+		got[e.Kind+"/"+e.Name] = e.Problems.Details()
 	}
 	for key, frag := range want {
 		reason, ok := got[key]
 		if !ok {
-			t.Errorf("%s was not left out (excluded: %v)", key, b.Excluded)
+			t.Errorf("%s was not left out (excluded: %v)", key, b.Excluded())
 			continue
 		}
 		if !strings.Contains(reason, frag) {
@@ -366,11 +363,11 @@ func TestBuildLeavesOutBrokenRoutesAndSources(t *testing.T) {
 		}
 	}
 	if len(got) != len(want) {
-		t.Errorf("excluded %v, want exactly %d objects", b.Excluded, len(want))
+		t.Errorf("excluded %v, want exactly %d objects", b.Excluded(), len(want))
 	}
 	// Order: routes before sources, names sorted.
 	var keys []string
-	for _, e := range b.Excluded {
+	for _, e := range b.Excluded() {
 		keys = append(keys, e.Kind+"/"+e.Name)
 	}
 	if !slices.IsSorted(keys[:len(keys)-1]) || keys[len(keys)-1] != "ContextSource/bad-dir" {
@@ -416,22 +413,23 @@ func TestBuildRefusesInvalidRouterAndPermissions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Build(context.Background(), tt.in)
-			var ie *InvalidError
-			if !errors.As(err, &ie) {
-				t.Fatalf("err = %v, want *InvalidError", err)
+			b, err := Build(context.Background(), tt.in)
+			if err != nil {
+				t.Fatalf("Build: %v", err)
 			}
-			if !strings.Contains(err.Error(), tt.wantSubstr) {
-				t.Errorf("err = %q, want it to contain %q", err, tt.wantSubstr)
+			if b.Data != nil || b.Hash != "" || len(b.Routes)+len(b.Sources)+len(b.Permissions) != 0 {
+				t.Errorf("a refused build holds data: hash %q, routes %v, sources %v, permissions %v", b.Hash, b.Routes, b.Sources, b.Permissions)
 			}
-			var ofKind []Problem
-			if tt.kind == v1alpha1.KindContextRouter {
-				ofKind = ie.RouterProblems()
-			} else {
-				ofKind = ie.PermissionProblems()
+			if !strings.Contains(b.Refused.Error(), tt.wantSubstr) {
+				t.Errorf("Refused = %q, want it to contain %q", b.Refused.Error(), tt.wantSubstr)
 			}
-			if len(ofKind) == 0 || len(ofKind) != len(ie.Problems) {
-				t.Errorf("problems %v, want all of kind %s", ie.Problems, tt.kind)
+			if of := b.Refused.OfKind(tt.kind); len(of) == 0 || len(of) != len(b.Refused) {
+				t.Errorf("problems %v, want all of kind %s", b.Refused, tt.kind)
+			}
+			for _, p := range b.Refused {
+				if p.Reason != v1alpha1.ReasonInvalidSpec {
+					t.Errorf("%v: reason %q, want InvalidSpec", p, p.Reason)
+				}
 			}
 		})
 	}
@@ -478,11 +476,11 @@ func TestBuildDirectoryMounts(t *testing.T) {
 		t.Errorf("Directories =\n%v\nwant\n%v", b.Directories, wantMounts)
 	}
 	reasons := make(map[string]string)
-	for _, e := range b.Excluded {
-		reasons[e.Kind+"/"+e.Name] = e.Reason
+	for _, e := range b.Excluded() {
+		reasons[e.Kind+"/"+e.Name] = e.Problems.Details()
 	}
 	for key, frag := range map[string]string{
-		"ContextSource/wiki-copy":  `ContextSource "on-claim" mounts another volume at "/srv/wiki"`,
+		"ContextSource/wiki-copy":  `ContextSource "on-claim" of the same router mounts another volume at "/srv/wiki"`,
 		"ContextSource/reserved":   "collides with /etc/contextrouter/secrets",
 		"ContextSource/hides-etc":  "collides with /etc/contextrouter/bundle",
 		"ContextRoute/r-wiki-copy": `ContextSource "wiki-copy" is left out`,
@@ -673,4 +671,92 @@ func TestServeArgs(t *testing.T) {
 	if got := ServeArgs(); !slices.Equal(got, want) {
 		t.Errorf("ServeArgs = %v, want %v", got, want)
 	}
+}
+
+// TestBuildVerdicts: Build judges every object it is given, with the reason
+// the operator writes into that object's status, and still does when an
+// invalid permission refuses the build.
+func TestBuildVerdicts(t *testing.T) {
+	badPerm := permission("broken", []string{"*"})
+	badPerm.Spec.DenyPaths = []string{"salaries/[x"}
+	in := Input{
+		Router: router("acme"),
+		Routes: []v1alpha1.ContextRoute{
+			route("good", "", "docs"),
+			route("bad-cel", "text ==", "docs"),
+			route("missing", "", "nowhere"),
+			route("unmountable", "", "secrets-dir"),
+			route("via-bad-cel-only", "broken(", "orphan"),
+		},
+		Sources: []v1alpha1.ContextSource{
+			inline("docs", "d"),
+			directory("secrets-dir", "/etc/contextrouter/secrets", configMapVolume("x")),
+			inline("orphan", "o"),
+		},
+		Permissions: []v1alpha1.AgentPermission{permission("ok", []string{"*"}, "docs")},
+	}
+	type want struct {
+		included bool
+		reasons  []v1alpha1.ConditionReason
+	}
+	wants := map[string]want{
+		"ContextRouter/acme":            {true, nil},
+		"ContextRoute/bad-cel":          {false, []v1alpha1.ConditionReason{v1alpha1.ReasonInvalidCondition}},
+		"ContextRoute/good":             {true, nil},
+		"ContextRoute/missing":          {false, []v1alpha1.ConditionReason{v1alpha1.ReasonSourceNotFound}},
+		"ContextRoute/unmountable":      {false, []v1alpha1.ConditionReason{v1alpha1.ReasonInvalidSource}},
+		"ContextRoute/via-bad-cel-only": {false, []v1alpha1.ConditionReason{v1alpha1.ReasonInvalidCondition}},
+		"ContextSource/docs":            {true, nil},
+		"ContextSource/orphan":          {false, nil}, // used by no included route: not a problem of its own
+		"ContextSource/secrets-dir":     {false, []v1alpha1.ConditionReason{v1alpha1.ReasonInvalidMount}},
+		"AgentPermission/ok":            {true, nil},
+	}
+	check := func(t *testing.T, b *Bundle, wants map[string]want) {
+		t.Helper()
+		var order []string
+		for _, v := range b.Verdicts {
+			k := v.Kind + "/" + v.Name
+			order = append(order, k)
+			w, ok := wants[k]
+			if !ok {
+				t.Errorf("unexpected verdict %s", k)
+				continue
+			}
+			var reasons []v1alpha1.ConditionReason
+			for _, p := range v.Problems {
+				reasons = append(reasons, p.Reason)
+				if p.Kind != v.Kind || p.Name != v.Name {
+					t.Errorf("%s: problem of another object: %v", k, p)
+				}
+			}
+			if v.Included != w.included || !slices.Equal(reasons, w.reasons) {
+				t.Errorf("%s: included %v, reasons %v (%s); want %v, %v", k, v.Included, reasons, v.Problems.Details(), w.included, w.reasons)
+			}
+		}
+		if len(order) != len(wants) {
+			t.Errorf("verdicts %v, want one for each of %d objects", order, len(wants))
+		}
+	}
+	b := mustBuild(t, in)
+	check(t, b, wants)
+	if v, _ := b.Verdict(v1alpha1.KindContextRoute, "unmountable"); !strings.Contains(v.Problems.Details(),
+		`spec.sources[0].name: ContextSource "secrets-dir" is left out: spec.directory.path: "/etc/contextrouter/secrets" collides with`) {
+		t.Errorf("unmountable: %q", v.Problems.Details())
+	}
+	if got := len(b.Excluded()); got != 5 {
+		t.Errorf("Excluded() holds %d verdicts, want 5: %v", got, b.Excluded())
+	}
+
+	// An invalid permission refuses the build; routes and sources are still judged.
+	in.Permissions = append(in.Permissions, badPerm)
+	refused := mustBuild(t, in)
+	if refused.Data != nil || len(refused.Refused) != 1 || refused.Refused[0].Name != "broken" {
+		t.Fatalf("want a refused build naming the permission; data %d bytes, refused %v", len(refused.Data), refused.Refused)
+	}
+	refusedWants := map[string]want{}
+	for k, w := range wants {
+		refusedWants[k] = want{false, w.reasons}
+	}
+	refusedWants["AgentPermission/broken"] = want{false, []v1alpha1.ConditionReason{v1alpha1.ReasonInvalidSpec}}
+	check(t, refused, refusedWants)
 }

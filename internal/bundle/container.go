@@ -3,6 +3,8 @@ package bundle
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/contextrouter/contextrouter/internal/memlimit"
 )
 
 // RunAsUser is the unprivileged user (and group) of the contextrouter image:
@@ -22,4 +24,16 @@ func ContainerSecurityContext() *corev1.SecurityContext {
 		AllowPrivilegeEscalation: ptr.To(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
+}
+
+// ContainerEnv is the environment of every container that serves a bundle:
+// the container's memory limit, from the Downward API, of which serve makes
+// 90 % the Go runtime's soft limit (memlimit.Resolve). A container without
+// a memory limit gets the node's allocatable memory there, which bounds it
+// just as well.
+func ContainerEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{{
+		Name:      memlimit.ContainerLimitEnv,
+		ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}},
+	}}
 }

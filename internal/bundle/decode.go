@@ -16,7 +16,7 @@ import (
 // Pods other than the router Deployment's (injected sidecars) learn their
 // volumes this way instead of rebuilding the bundle from the cluster; for
 // bytes Build made, Decode's Secrets and Directories equal Build's, so both
-// kinds of pod mount the same. Excluded and CompileTime stay empty: the bytes
+// kinds of pod mount the same. Verdicts and CompileTime stay empty: the bytes
 // do not record them.
 func Decode(data []byte) (*Bundle, error) {
 	set, err := manifest.Parse(FileName, data)
@@ -45,13 +45,7 @@ func Decode(data []byte) (*Bundle, error) {
 	for _, s := range srcs {
 		out.Sources = append(out.Sources, s.Name)
 		// Build rewrote the path of every mounted source to its mount path.
-		if d := s.Spec.Directory; d != nil && d.Volume != nil {
-			m := DirectoryMount{Source: s.Name, MountPath: MountPath(s.Name, d.Path)}
-			if cm := d.Volume.ConfigMap; cm != nil {
-				m.ConfigMap = cm.Name
-			} else if pvc := d.Volume.PersistentVolumeClaim; pvc != nil {
-				m.ClaimName = pvc.ClaimName
-			}
+		if m, ok := mountOf(s); ok {
 			out.Directories = append(out.Directories, m)
 		}
 	}

@@ -71,8 +71,8 @@ func TestDecodeMatchesBuild(t *testing.T) {
 			if !slices.Equal(got.Directories, built.Directories) {
 				t.Errorf("Directories: Decode %+v, Build %+v", got.Directories, built.Directories)
 			}
-			if got.Excluded != nil || got.CompileTime != 0 {
-				t.Errorf("Decode invented Excluded %v, CompileTime %v", got.Excluded, got.CompileTime)
+			if got.Verdicts != nil || got.CompileTime != 0 {
+				t.Errorf("Decode invented Verdicts %v, CompileTime %v", got.Verdicts, got.CompileTime)
 			}
 			gv, gm := got.Volumes("acme-bundle")
 			bv, bm := built.Volumes("acme-bundle")
@@ -84,9 +84,9 @@ func TestDecodeMatchesBuild(t *testing.T) {
 
 	// The case above has something of each kind; make sure of it.
 	b := mustBuild(t, tests[1].in)
-	if len(b.Directories) != 4 || len(b.Secrets) != 4 || len(b.Excluded) == 0 || len(b.Permissions) != 2 {
+	if len(b.Directories) != 4 || len(b.Secrets) != 4 || len(b.Excluded()) == 0 || len(b.Permissions) != 2 {
 		t.Errorf("the fixture lost coverage: directories %v, secrets %v, excluded %v, permissions %v",
-			b.Directories, b.Secrets, b.Excluded, b.Permissions)
+			b.Directories, b.Secrets, b.Excluded(), b.Permissions)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // the hot path of a server answering repeated questions.
 func BenchmarkCacheGetParallel(b *testing.B) {
 	const n = 1000
-	c := newCache(b, Options{TTL: time.Hour, MaxEntries: n})
+	c := newCache(b, Options{TTL: time.Hour, MaxEntries: n, MaxBytes: 1 << 20})
 	queries := make([]string, n)
 	for i := range queries {
 		queries[i] = fmt.Sprintf("how do I configure feature %d?", i)
@@ -38,7 +38,7 @@ func BenchmarkCacheGetParallel(b *testing.B) {
 func BenchmarkCachePut(b *testing.B) {
 	for _, mode := range []string{"memory", "disk", "disk-flushed"} {
 		b.Run(mode, func(b *testing.B) {
-			o := Options{TTL: time.Hour, MaxEntries: 1000}
+			o := Options{TTL: time.Hour, MaxEntries: 1000, MaxBytes: 1 << 20}
 			if mode != "memory" {
 				o.Dir = b.TempDir()
 			}

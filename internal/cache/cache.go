@@ -1,8 +1,9 @@
 // Package cache keeps the answers of per-query sources (httpAPI) so that the
 // same question does not ask the same API twice within a router's
 // spec.cache.ttl. Entries live in an in-memory LRU bounded by
-// spec.cache.maxEntries and, when a folder is given, in files under it that
-// outlive the process (a second tier, bounded the same way).
+// spec.cache.maxEntries and spec.cache.maxBytes and, when a folder is given,
+// in files under it that outlive the process (a second tier, bounded the same
+// way). A result larger than maxBytes is not cached.
 //
 // A key is a source key and the query text. The source key must identify the
 // source's spec (engine.SourceFingerprint), so an edited source never serves
@@ -22,15 +23,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/sources"
-)
-
-// Defaults of spec.cache (they match the CRD defaults).
-const (
-	DefaultTTL        = 5 * time.Minute
-	DefaultMaxEntries = 1000
 )
 
 // Options configure a Cache.
@@ -42,6 +38,10 @@ type Options struct {
 	// under Dir. 0 disables the cache: Get always misses, Put keeps nothing
 	// and Dir is not touched.
 	MaxEntries int
+	// MaxBytes bounds the size of the in-memory entries (as estimated by
+	// entrySize) and, separately, of the files under Dir. It must be
+	// positive unless the cache is disabled.
+	MaxBytes int64
 	// Dir holds the on-disk tier ("" = memory only). Use Dir(...) to name
 	// the folder of a router, so the CLI finds it.
 	Dir string
@@ -51,18 +51,14 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// OptionsFor turns a router's spec.cache into Options, applying the CRD
+// OptionsFor turns a router's spec.cache into Options, applying the API
 // defaults to fields left unset (standalone manifests are defaulted by the
 // loader, but a hand-built spec may not be).
 func OptionsFor(spec v1alpha1.CacheSpec, dir string) Options {
-	o := Options{TTL: DefaultTTL, MaxEntries: DefaultMaxEntries, Dir: dir}
-	if spec.TTL != nil {
-		o.TTL = spec.TTL.Duration
-	}
-	if spec.MaxEntries != nil {
-		o.MaxEntries = int(*spec.MaxEntries)
-	}
-	return o
+	r := v1alpha1.ContextRouter{Spec: v1alpha1.ContextRouterSpec{Cache: *spec.DeepCopy()}}
+	r.Default()
+	c := r.Spec.Cache
+	return Options{TTL: c.TTL.Duration, MaxEntries: int(*c.MaxEntries), MaxBytes: c.MaxBytes.Value(), Dir: dir}
 }
 
 // Dir names the on-disk folder of one router's cache:
@@ -115,6 +111,26 @@ type entry struct {
 	key     key
 	chunks  []sources.Chunk
 	created time.Time
+	size    int64 // entrySize
+}
+
+// Sizes of the bookkeeping that entrySize counts beside the strings: a list
+// element, a map slot and the entry (a generous round figure), and a chunk.
+const (
+	entryOverhead = 256
+	chunkOverhead = int64(unsafe.Sizeof(sources.Chunk{}))
+)
+
+// entrySize estimates the memory an entry holds: its strings, chunk headers
+// and bookkeeping. Strings shared between chunks are counted each time, so
+// the estimate errs high.
+func entrySize(k key, chunks []sources.Chunk) int64 {
+	n := int64(entryOverhead + len(k.source) + len(k.query))
+	for i := range chunks {
+		c := &chunks[i]
+		n += chunkOverhead + int64(len(c.Source)+len(c.Title)+len(c.Path)+len(c.Content)+len(c.Commit))
+	}
+	return n
 }
 
 // Cache is a TTL'd LRU of fetch results with an optional on-disk tier. It is
@@ -125,11 +141,13 @@ type Cache struct {
 	log *slog.Logger
 	dir string
 
-	mu    sync.Mutex // guards the fields below
-	ttl   time.Duration
-	max   int
-	lru   *list.List // of *entry, most recently used first
-	items map[key]*list.Element
+	mu       sync.Mutex // guards the fields below
+	ttl      time.Duration
+	max      int
+	maxBytes int64
+	bytes    int64      // sum of the entries' sizes
+	lru      *list.List // of *entry, most recently used first
+	items    map[key]*list.Element
 
 	disk *disk // nil without Dir; has its own lock
 
@@ -140,12 +158,12 @@ type Cache struct {
 // (0700: results may be confidential) and indexes the files already there,
 // removing expired and unreadable ones.
 func New(opts Options) (*Cache, error) {
-	if err := checkLimits(opts.TTL, opts.MaxEntries); err != nil {
+	if err := checkLimits(opts.TTL, opts.MaxEntries, opts.MaxBytes); err != nil {
 		return nil, err
 	}
 	c := &Cache{
 		now: opts.Now, log: opts.Logger, dir: opts.Dir,
-		ttl: opts.TTL, max: opts.MaxEntries,
+		ttl: opts.TTL, max: opts.MaxEntries, maxBytes: opts.MaxBytes,
 		lru: list.New(), items: map[key]*list.Element{},
 	}
 	if c.now == nil {
@@ -157,7 +175,7 @@ func New(opts Options) (*Cache, error) {
 	if c.dir != "" {
 		c.disk = newDisk(c.dir, c.log, c.now)
 		if c.max > 0 {
-			if err := c.disk.open(c.ttl, c.max); err != nil {
+			if err := c.disk.open(c.ttl, c.max, c.maxBytes); err != nil {
 				return nil, err
 			}
 		}
@@ -165,12 +183,15 @@ func New(opts Options) (*Cache, error) {
 	return c, nil
 }
 
-func checkLimits(ttl time.Duration, maxEntries int) error {
+func checkLimits(ttl time.Duration, maxEntries int, maxBytes int64) error {
 	if maxEntries < 0 {
 		return fmt.Errorf("cache maxEntries: must be >= 0 (0 disables the cache), got %d", maxEntries)
 	}
 	if maxEntries > 0 && ttl <= 0 {
 		return fmt.Errorf("cache ttl: must be positive, got %s", ttl)
+	}
+	if maxEntries > 0 && maxBytes <= 0 {
+		return fmt.Errorf("cache maxBytes: must be positive, got %d", maxBytes)
 	}
 	return nil
 }
@@ -206,8 +227,7 @@ func (c *Cache) Get(source, query string) ([]sources.Chunk, bool) {
 			return e.chunks, true
 		}
 		// Its file, if any, has the same date: the disk lookup removes it.
-		c.lru.Remove(el)
-		delete(c.items, k)
+		c.remove(el)
 	}
 	c.mu.Unlock()
 
@@ -216,7 +236,7 @@ func (c *Cache) Get(source, query string) ([]sources.Chunk, bool) {
 			c.mu.Lock()
 			// A Put may have raced ahead with a newer result; keep that one.
 			if _, ok := c.items[k]; !ok && c.max > 0 {
-				c.insert(&entry{key: k, chunks: chunks, created: created}, c.max)
+				c.insert(&entry{key: k, chunks: chunks, created: created, size: entrySize(k, chunks)})
 			}
 			c.mu.Unlock()
 			c.hits.Add(1)
@@ -229,42 +249,62 @@ func (c *Cache) Get(source, query string) ([]sources.Chunk, bool) {
 
 // Put stores a successful result. The slice is copied; the chunks' strings
 // are immutable and shared. The file of the disk tier is written in the
-// background (see Flush).
+// background (see Flush). A result larger than MaxBytes is not stored, and
+// an older result for the same key is dropped.
 func (c *Cache) Put(source, query string, chunks []sources.Chunk) {
 	if c == nil {
 		return
 	}
-	e := &entry{key: key{source, query}, chunks: slices.Clone(chunks), created: c.now()}
+	k := key{source, query}
+	e := &entry{key: k, chunks: slices.Clone(chunks), created: c.now(), size: entrySize(k, chunks)}
 	if e.chunks == nil {
 		e.chunks = []sources.Chunk{}
 	}
 	c.mu.Lock()
-	maxEntries, ttl := c.max, c.ttl
+	maxEntries, maxBytes, ttl := c.max, c.maxBytes, c.ttl
 	if maxEntries == 0 {
 		c.mu.Unlock()
 		return
 	}
-	if el, ok := c.items[e.key]; ok {
-		c.lru.Remove(el)
-		delete(c.items, e.key)
+	if el, ok := c.items[k]; ok {
+		c.remove(el)
 	}
-	c.insert(e, maxEntries)
+	if e.size > maxBytes {
+		c.mu.Unlock()
+		return
+	}
+	c.insert(e)
 	c.mu.Unlock()
 
 	if c.disk != nil {
-		c.disk.put(e, ttl, maxEntries)
+		c.disk.put(e, ttl, maxEntries, maxBytes)
 	}
 }
 
 // insert adds e as the most recently used entry and evicts the least
-// recently used beyond maxEntries. c.mu must be held.
-func (c *Cache) insert(e *entry, maxEntries int) {
-	c.items[e.key] = c.lru.PushFront(e)
-	for c.lru.Len() > maxEntries {
-		old := c.lru.Back()
-		c.lru.Remove(old)
-		delete(c.items, old.Value.(*entry).key)
+// recently used beyond the limits. c.mu must be held.
+func (c *Cache) insert(e *entry) {
+	if e.size > c.maxBytes {
+		return
 	}
+	c.items[e.key] = c.lru.PushFront(e)
+	c.bytes += e.size
+	c.evict()
+}
+
+// evict removes the least recently used entries until both limits hold.
+// c.mu must be held.
+func (c *Cache) evict() {
+	for c.lru.Len() > c.max || c.bytes > c.maxBytes {
+		c.remove(c.lru.Back())
+	}
+}
+
+// remove drops one entry. c.mu must be held.
+func (c *Cache) remove(el *list.Element) {
+	e := c.lru.Remove(el).(*entry)
+	delete(c.items, e.key)
+	c.bytes -= e.size
 }
 
 // Stats returns how many Gets were answered (from memory or disk) and how
@@ -287,6 +327,16 @@ func (c *Cache) Len() int {
 	return c.lru.Len()
 }
 
+// Bytes is the estimated size of the entries in memory, which MaxBytes bounds.
+func (c *Cache) Bytes() int64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}
+
 // Clear drops every entry, in memory and on disk (every result file in Dir,
 // including those of other processes sharing it), after the writes in
 // flight. The counters are kept.
@@ -297,6 +347,7 @@ func (c *Cache) Clear() error {
 	c.mu.Lock()
 	c.lru.Init()
 	c.items = map[key]*list.Element{}
+	c.bytes = 0
 	c.mu.Unlock()
 	if c.disk != nil {
 		return c.disk.clear()
@@ -314,26 +365,23 @@ func (c *Cache) Flush() {
 
 // SetLimits applies a changed spec.cache (the server calls it on reload).
 // The TTL applies to existing entries at once: freshness is judged when an
-// entry is read. Lowering MaxEntries evicts the least recently used entries
-// and the oldest files; 0 disables the cache and empties the memory tier but
-// leaves the files, which a later enable picks up if still fresh.
-func (c *Cache) SetLimits(ttl time.Duration, maxEntries int) error {
+// entry is read. Lowering MaxEntries or MaxBytes evicts the least recently
+// used entries and the oldest files; MaxEntries 0 disables the cache and
+// empties the memory tier but leaves the files, which a later enable picks
+// up if still fresh.
+func (c *Cache) SetLimits(ttl time.Duration, maxEntries int, maxBytes int64) error {
 	if c == nil {
 		return errors.New("cache: SetLimits on a nil cache")
 	}
-	if err := checkLimits(ttl, maxEntries); err != nil {
+	if err := checkLimits(ttl, maxEntries, maxBytes); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.ttl, c.max = ttl, maxEntries
-	for c.lru.Len() > maxEntries {
-		old := c.lru.Back()
-		c.lru.Remove(old)
-		delete(c.items, old.Value.(*entry).key)
-	}
+	c.ttl, c.max, c.maxBytes = ttl, maxEntries, maxBytes
+	c.evict()
 	c.mu.Unlock()
 	if c.disk != nil && maxEntries > 0 {
-		return c.disk.open(ttl, maxEntries)
+		return c.disk.open(ttl, maxEntries, maxBytes)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
@@ -87,7 +88,7 @@ func sameChunks(t *testing.T, got, want []sources.Chunk) {
 }
 
 func TestCacheLRUOrderAndEviction(t *testing.T) {
-	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 3})
+	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 3, MaxBytes: 1 << 20})
 	for _, q := range []string{"a", "b", "c"} {
 		c.Put("src", q, result(q, 1))
 	}
@@ -119,7 +120,7 @@ func TestCacheLRUOrderAndEviction(t *testing.T) {
 
 func TestCacheTTLExpiry(t *testing.T) {
 	clk := newClock()
-	c := newCache(t, Options{TTL: time.Minute, MaxEntries: 10, Now: clk.Now})
+	c := newCache(t, Options{TTL: time.Minute, MaxEntries: 10, MaxBytes: 1 << 20, Now: clk.Now})
 	c.Put("src", "q", result("q", 2))
 	clk.Advance(time.Minute - time.Nanosecond)
 	wantHit(t, c, "src", "q", result("q", 2))
@@ -144,7 +145,7 @@ func TestCacheTTLExpiry(t *testing.T) {
 
 func TestCacheDisabledAndInvalidOptions(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "http")
-	c := newCache(t, Options{TTL: time.Minute, MaxEntries: 0, Dir: dir})
+	c := newCache(t, Options{TTL: time.Minute, MaxEntries: 0, MaxBytes: 1 << 20, Dir: dir})
 	c.Put("src", "q", result("q", 1))
 	wantMiss(t, c, "src", "q")
 	if h, m := c.Stats(); h != 0 || m != 0 || c.Len() != 0 {
@@ -154,7 +155,7 @@ func TestCacheDisabledAndInvalidOptions(t *testing.T) {
 		t.Errorf("a disabled cache created its folder: %v", err)
 	}
 	// A disabled cache needs no TTL (spec.cache.maxEntries: 0 alone).
-	if _, err := New(Options{MaxEntries: 0}); err != nil {
+	if _, err := New(Options{MaxEntries: 0, MaxBytes: 1 << 20}); err != nil {
 		t.Errorf("New(maxEntries 0, no TTL): %v", err)
 	}
 
@@ -169,9 +170,10 @@ func TestCacheDisabledAndInvalidOptions(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{"negative max entries", Options{TTL: time.Minute, MaxEntries: -1}, "maxEntries: must be >= 0"},
-		{"zero TTL", Options{MaxEntries: 1}, "ttl: must be positive, got 0s"},
-		{"negative TTL", Options{TTL: -time.Second, MaxEntries: 1}, "ttl: must be positive, got -1s"},
+		{"negative max entries", Options{TTL: time.Minute, MaxEntries: -1, MaxBytes: 1 << 20}, "maxEntries: must be >= 0"},
+		{"zero TTL", Options{MaxEntries: 1, MaxBytes: 1 << 20}, "ttl: must be positive, got 0s"},
+		{"negative TTL", Options{TTL: -time.Second, MaxEntries: 1, MaxBytes: 1 << 20}, "ttl: must be positive, got -1s"},
+		{"no byte bound", Options{TTL: time.Minute, MaxEntries: 1}, "maxBytes: must be positive, got 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.o)
@@ -183,7 +185,7 @@ func TestCacheDisabledAndInvalidOptions(t *testing.T) {
 }
 
 func TestCachePutCopiesAndEmptyResults(t *testing.T) {
-	c := newCache(t, Options{TTL: time.Minute, MaxEntries: 10})
+	c := newCache(t, Options{TTL: time.Minute, MaxEntries: 10, MaxBytes: 1 << 20})
 	in := result("q", 2)
 	c.Put("src", "q", in)
 	in[0].Content = "changed by the caller"
@@ -200,7 +202,7 @@ func TestCachePutCopiesAndEmptyResults(t *testing.T) {
 func TestCacheSetLimits(t *testing.T) {
 	clk := newClock()
 	dir := t.TempDir()
-	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 4, Dir: dir, Now: clk.Now})
+	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 4, MaxBytes: 1 << 20, Dir: dir, Now: clk.Now})
 	for _, q := range []string{"a", "b", "c", "d"} {
 		c.Put("src", q, result(q, 1))
 		c.Flush()
@@ -209,7 +211,7 @@ func TestCacheSetLimits(t *testing.T) {
 	wantHit(t, c, "src", "a", result("a", 1))
 
 	t.Run("lower max entries evicts the least recently used and the oldest files", func(t *testing.T) {
-		if err := c.SetLimits(time.Hour, 2); err != nil {
+		if err := c.SetLimits(time.Hour, 2, 1<<20); err != nil {
 			t.Fatal(err)
 		}
 		if c.Len() != 2 {
@@ -225,7 +227,7 @@ func TestCacheSetLimits(t *testing.T) {
 		wantMiss(t, c, "src", "b")
 	})
 	t.Run("a shorter TTL applies to existing entries", func(t *testing.T) {
-		if err := c.SetLimits(90*time.Second, 2); err != nil {
+		if err := c.SetLimits(90*time.Second, 2, 1<<20); err != nil {
 			t.Fatal(err)
 		}
 		// d was fetched 1m ago, c 2m ago.
@@ -233,38 +235,150 @@ func TestCacheSetLimits(t *testing.T) {
 		wantMiss(t, c, "src", "c")
 	})
 	t.Run("zero disables and keeps the files", func(t *testing.T) {
-		if err := c.SetLimits(time.Hour, 0); err != nil {
+		if err := c.SetLimits(time.Hour, 0, 1<<20); err != nil {
 			t.Fatal(err)
 		}
 		wantMiss(t, c, "src", "d")
 		if c.Len() != 0 {
 			t.Errorf("Len = %d, want 0", c.Len())
 		}
-		if err := c.SetLimits(time.Hour, 2); err != nil {
+		if err := c.SetLimits(time.Hour, 2, 1<<20); err != nil {
 			t.Fatal(err)
 		}
 		wantHit(t, c, "src", "d", result("d", 1))
 	})
 	t.Run("invalid", func(t *testing.T) {
-		if err := c.SetLimits(0, 5); err == nil {
-			t.Error("SetLimits(0, 5) = nil, want an error")
+		if err := c.SetLimits(0, 5, 1<<20); err == nil {
+			t.Error("SetLimits(0, 5, 1<<20) = nil, want an error")
 		}
 	})
 }
 
+// bigResult is one chunk of n bytes of content.
+func bigResult(query string, n int) []sources.Chunk {
+	return []sources.Chunk{{Source: "kb", Title: query, Content: strings.Repeat("x", n)}}
+}
+
+// The memory tier holds at most MaxBytes (as entrySize counts them) and the
+// disk tier at most MaxBytes of files: the least recently used go first, and
+// a result larger than the bound is kept in neither.
+func TestCacheMaxBytes(t *testing.T) {
+	const payload = 10 << 10
+	one := entrySize(key{"src", "a"}, bigResult("a", payload))
+	// Room for three results in memory, not four.
+	maxBytes := 3*one + one/2
+
+	t.Run("memory: least recently used evicted past the byte bound", func(t *testing.T) {
+		c := newCache(t, Options{TTL: time.Hour, MaxEntries: 100, MaxBytes: maxBytes})
+		for _, q := range []string{"a", "b", "c"} {
+			c.Put("src", q, bigResult(q, payload))
+		}
+		wantHit(t, c, "src", "a", bigResult("a", payload)) // b is now the least recently used
+		c.Put("src", "d", bigResult("d", payload))
+		if c.Len() != 3 || c.Bytes() > maxBytes {
+			t.Fatalf("Len %d, Bytes %d; want 3 entries within %d bytes", c.Len(), c.Bytes(), maxBytes)
+		}
+		wantMiss(t, c, "src", "b")
+		for _, q := range []string{"a", "c", "d"} {
+			wantHit(t, c, "src", q, bigResult(q, payload))
+		}
+		// One result of twice the size pushes out two.
+		c.Put("src", "e", bigResult("e", 2*payload))
+		if c.Bytes() > maxBytes || c.Len() != 2 {
+			t.Fatalf("Len %d, Bytes %d; want 2 entries within %d bytes", c.Len(), c.Bytes(), maxBytes)
+		}
+		wantHit(t, c, "src", "e", bigResult("e", 2*payload))
+	})
+	t.Run("a result larger than the bound is not cached", func(t *testing.T) {
+		dir := t.TempDir()
+		c := newCache(t, Options{TTL: time.Hour, MaxEntries: 100, MaxBytes: maxBytes, Dir: dir})
+		c.Put("src", "small", bigResult("small", payload))
+		c.Put("src", "huge", bigResult("huge", int(maxBytes)))
+		c.Flush()
+		wantMiss(t, c, "src", "huge")
+		wantHit(t, c, "src", "small", bigResult("small", payload))
+		if files := entryFiles(t, dir); len(files) != 1 {
+			t.Errorf("%d files, want 1 (the huge result is not written)", len(files))
+		}
+		// A huge result replacing a small one for the same key drops the old one.
+		c.Put("src", "small", bigResult("small", int(maxBytes)))
+		if c.Len() != 0 || c.Bytes() != 0 {
+			t.Errorf("Len %d, Bytes %d after an oversize replace; want 0, 0", c.Len(), c.Bytes())
+		}
+	})
+	t.Run("disk: files within the byte bound, oldest removed", func(t *testing.T) {
+		dir := t.TempDir()
+		clk := newClock()
+		c := newCache(t, Options{TTL: time.Hour, MaxEntries: 100, MaxBytes: maxBytes, Dir: dir, Now: clk.Now})
+		for i := range 10 {
+			c.Put("src", fmt.Sprint(i), bigResult(fmt.Sprint(i), payload))
+			c.Flush()
+			clk.Advance(time.Second)
+		}
+		if got := dirBytes(t, dir); got > maxBytes {
+			t.Errorf("%d bytes of files, want at most %d", got, maxBytes)
+		}
+		files := entryFiles(t, dir)
+		if len(files) != 3 {
+			t.Fatalf("%d files, want the newest 3", len(files))
+		}
+		// A new process with a smaller bound trims the folder to it, oldest first.
+		c2 := newCache(t, Options{TTL: time.Hour, MaxEntries: 100, MaxBytes: maxBytes / 2, Dir: dir, Now: clk.Now})
+		if got := dirBytes(t, dir); got > maxBytes/2 || len(entryFiles(t, dir)) != 1 {
+			t.Errorf("after reopening with half the bound: %d bytes in %d files", got, len(entryFiles(t, dir)))
+		}
+		wantHit(t, c2, "src", "9", bigResult("9", payload))
+	})
+	t.Run("lowering the bound evicts", func(t *testing.T) {
+		dir := t.TempDir()
+		clk := newClock()
+		c := newCache(t, Options{TTL: time.Hour, MaxEntries: 100, MaxBytes: maxBytes, Dir: dir, Now: clk.Now})
+		for _, q := range []string{"a", "b", "c"} {
+			c.Put("src", q, bigResult(q, payload))
+			c.Flush()
+			clk.Advance(time.Second)
+		}
+		if err := c.SetLimits(time.Hour, 100, one); err != nil {
+			t.Fatal(err)
+		}
+		if c.Len() != 1 || c.Bytes() > one || len(entryFiles(t, dir)) != 1 {
+			t.Fatalf("Len %d, Bytes %d, %d files; want one entry and one file", c.Len(), c.Bytes(), len(entryFiles(t, dir)))
+		}
+		wantHit(t, c, "src", "c", bigResult("c", payload))
+		if err := c.SetLimits(time.Hour, 100, 0); err == nil || !strings.Contains(err.Error(), "maxBytes") {
+			t.Errorf("SetLimits with maxBytes 0: %v, want an error naming maxBytes", err)
+		}
+	})
+}
+
+// dirBytes sums the sizes of the result files in dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	entries, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range entries {
+		n += e.Size
+	}
+	return n
+}
+
 func TestCacheOptionsForAndDir(t *testing.T) {
 	n := int32(7)
+	maxBytes := resource.MustParse("1Mi")
 	for _, tc := range []struct {
 		name string
 		spec v1alpha1.CacheSpec
 		want Options
 	}{
-		{"unset fields take the CRD defaults", v1alpha1.CacheSpec{}, Options{TTL: 5 * time.Minute, MaxEntries: 1000, Dir: "/d"}},
-		{"set fields are kept", v1alpha1.CacheSpec{TTL: &metav1.Duration{Duration: time.Second}, MaxEntries: &n}, Options{TTL: time.Second, MaxEntries: 7, Dir: "/d"}},
+		{"unset fields take the CRD defaults", v1alpha1.CacheSpec{}, Options{TTL: 5 * time.Minute, MaxEntries: 1000, MaxBytes: 64 << 20, Dir: "/d"}},
+		{"set fields are kept", v1alpha1.CacheSpec{TTL: &metav1.Duration{Duration: time.Second}, MaxEntries: &n, MaxBytes: &maxBytes}, Options{TTL: time.Second, MaxEntries: 7, MaxBytes: 1 << 20, Dir: "/d"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := OptionsFor(tc.spec, "/d")
-			if got.TTL != tc.want.TTL || got.MaxEntries != tc.want.MaxEntries || got.Dir != tc.want.Dir {
+			if got.TTL != tc.want.TTL || got.MaxEntries != tc.want.MaxEntries || got.MaxBytes != tc.want.MaxBytes || got.Dir != tc.want.Dir {
 				t.Errorf("OptionsFor = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -293,7 +407,7 @@ func TestCacheOptionsForAndDir(t *testing.T) {
 func TestCacheConcurrentUse(t *testing.T) {
 	dir := t.TempDir()
 	const maxEntries = 16
-	c := newCache(t, Options{TTL: time.Hour, MaxEntries: maxEntries, Dir: dir})
+	c := newCache(t, Options{TTL: time.Hour, MaxEntries: maxEntries, MaxBytes: 1 << 20, Dir: dir})
 	var wg sync.WaitGroup
 	errs := make(chan string, 8)
 	for w := range 8 {

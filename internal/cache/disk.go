@@ -274,6 +274,7 @@ type disk struct {
 	opened  bool
 	files   map[string]*list.Element // file name -> *diskEntry
 	order   *list.List               // of *diskEntry, oldest first
+	bytes   int64                    // sum of the indexed files' sizes
 	failing bool                     // the last write failed (log once per streak)
 }
 
@@ -284,6 +285,7 @@ const maxWritesInFlight = 4
 type diskEntry struct {
 	name    string
 	created time.Time
+	size    int64
 }
 
 func newDisk(dir string, log *slog.Logger, now func() time.Time) *disk {
@@ -291,8 +293,9 @@ func newDisk(dir string, log *slog.Logger, now func() time.Time) *disk {
 }
 
 // open creates the folder and indexes it the first time, then trims the
-// index to maxEntries. Expired and unreadable files are removed.
-func (d *disk) open(ttl time.Duration, maxEntries int) error {
+// index to maxEntries files and maxBytes. Expired and unreadable files are
+// removed.
+func (d *disk) open(ttl time.Duration, maxEntries int, maxBytes int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.opened {
@@ -303,19 +306,19 @@ func (d *disk) open(ttl time.Duration, maxEntries int) error {
 		if err != nil {
 			return err
 		}
-		d.files, d.order = map[string]*list.Element{}, list.New()
+		d.files, d.order, d.bytes = map[string]*list.Element{}, list.New(), 0
 		now := d.now()
 		for _, e := range entries {
 			if e.Unreadable || !fresh(e.Created, now, ttl) {
 				d.remove(e.Name)
 				continue
 			}
-			d.files[e.Name] = d.order.PushBack(&diskEntry{name: e.Name, created: e.Created})
+			d.index(&diskEntry{name: e.Name, created: e.Created, size: e.Size})
 		}
 		d.removeStaleTemps()
 		d.opened = true
 	}
-	for _, name := range d.evict(maxEntries, 0, time.Time{}) {
+	for _, name := range d.evict(maxEntries, maxBytes, 0, time.Time{}) {
 		d.remove(name)
 	}
 	return nil
@@ -338,13 +341,13 @@ func (d *disk) removeStaleTemps() {
 }
 
 // evict unindexes the expired files at the old end (when ttl > 0) and the
-// oldest beyond maxEntries, and returns their names for removal outside
-// the lock. d.mu must be held.
-func (d *disk) evict(maxEntries int, ttl time.Duration, now time.Time) []string {
+// oldest beyond maxEntries files or maxBytes, and returns their names for
+// removal outside the lock. d.mu must be held.
+func (d *disk) evict(maxEntries int, maxBytes int64, ttl time.Duration, now time.Time) []string {
 	var out []string
 	for el := d.order.Front(); el != nil; el = d.order.Front() {
 		de := el.Value.(*diskEntry)
-		if d.order.Len() <= maxEntries && (ttl <= 0 || fresh(de.created, now, ttl)) {
+		if d.order.Len() <= maxEntries && d.bytes <= maxBytes && (ttl <= 0 || fresh(de.created, now, ttl)) {
 			break
 		}
 		d.unindex(el)
@@ -353,9 +356,17 @@ func (d *disk) evict(maxEntries int, ttl time.Duration, now time.Time) []string 
 	return out
 }
 
+// index adds a file as the newest. d.mu must be held.
+func (d *disk) index(de *diskEntry) {
+	d.files[de.name] = d.order.PushBack(de)
+	d.bytes += de.size
+}
+
 // unindex forgets a file. d.mu must be held.
 func (d *disk) unindex(el *list.Element) {
-	delete(d.files, d.order.Remove(el).(*diskEntry).name)
+	de := d.order.Remove(el).(*diskEntry)
+	delete(d.files, de.name)
+	d.bytes -= de.size
 }
 
 func (d *disk) remove(name string) {
@@ -422,7 +433,7 @@ var errExpired = errors.New("expired")
 // put writes a result in the background, unless maxWritesInFlight writes
 // are already running. Failures are logged, not returned: the result is in
 // memory and the query has its answer.
-func (d *disk) put(e *entry, ttl time.Duration, maxEntries int) {
+func (d *disk) put(e *entry, ttl time.Duration, maxEntries int, maxBytes int64) {
 	select {
 	case d.writes <- struct{}{}:
 	default:
@@ -430,13 +441,14 @@ func (d *disk) put(e *entry, ttl time.Duration, maxEntries int) {
 	}
 	go func() {
 		defer func() { <-d.writes }()
-		d.store(e, ttl, maxEntries)
+		d.store(e, ttl, maxEntries, maxBytes)
 	}()
 }
 
 // store writes one result, makes it the newest file, and removes expired
-// files from the old end and the oldest beyond maxEntries.
-func (d *disk) store(e *entry, ttl time.Duration, maxEntries int) {
+// files from the old end and the oldest beyond maxEntries or maxBytes. A
+// file larger than maxBytes is not written.
+func (d *disk) store(e *entry, ttl time.Duration, maxEntries int, maxBytes int64) {
 	d.mu.Lock()
 	opened := d.opened
 	d.mu.Unlock()
@@ -445,6 +457,9 @@ func (d *disk) store(e *entry, ttl time.Duration, maxEntries int) {
 	}
 	name := fileName(e.key)
 	data, err := encodeEntry(e)
+	if err == nil && int64(len(data)) > maxBytes {
+		return
+	}
 	if err == nil {
 		err = d.write(name, data)
 	}
@@ -463,12 +478,10 @@ func (d *disk) store(e *entry, ttl time.Duration, maxEntries int) {
 		d.failing = false
 	}
 	if el, ok := d.files[name]; ok {
-		el.Value.(*diskEntry).created = e.created
-		d.order.MoveToBack(el)
-	} else {
-		d.files[name] = d.order.PushBack(&diskEntry{name: name, created: e.created})
+		d.unindex(el)
 	}
-	victims := d.evict(maxEntries, ttl, d.now())
+	d.index(&diskEntry{name: name, created: e.created, size: int64(len(data))})
+	victims := d.evict(maxEntries, maxBytes, ttl, d.now())
 	d.mu.Unlock()
 	for _, v := range victims {
 		d.remove(v)
@@ -512,7 +525,7 @@ func (d *disk) clear() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.opened {
-		d.files, d.order = map[string]*list.Element{}, list.New()
+		d.files, d.order, d.bytes = map[string]*list.Element{}, list.New(), 0
 	}
 	_, _, err := Purge(d.dir)
 	return err

@@ -48,7 +48,7 @@ func TestCacheDiskRoundTrip(t *testing.T) {
 		{Source: "kb", Content: "second", Index: 0},
 	}
 	const query = "a private question xyzzy"
-	c1 := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, Dir: dir, Now: clk.Now})
+	c1 := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir, Now: clk.Now})
 	c1.Put("sha256:src", query, want)
 	c1.Flush()
 
@@ -70,7 +70,7 @@ func TestCacheDiskRoundTrip(t *testing.T) {
 	}
 
 	// A new process finds the result on disk and keeps it in memory after.
-	c2 := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, Dir: dir, Now: clk.Now})
+	c2 := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir, Now: clk.Now})
 	if c2.Len() != 0 {
 		t.Fatalf("a new cache starts with %d entries in memory", c2.Len())
 	}
@@ -106,7 +106,7 @@ func TestCacheDiskCorruptionIsAMiss(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			clk := newClock()
-			o := Options{TTL: time.Hour, MaxEntries: 10, Dir: dir, Now: clk.Now, Logger: slog.New(slog.DiscardHandler)}
+			o := Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir, Now: clk.Now, Logger: slog.New(slog.DiscardHandler)}
 			c0 := newCache(t, o)
 			c0.Put("sha256:src", "q", result("q", 2))
 			c0.Flush()
@@ -134,7 +134,7 @@ func TestCacheDiskCorruptionIsAMiss(t *testing.T) {
 func TestCacheDiskBoundAndExpiry(t *testing.T) {
 	dir := t.TempDir()
 	clk := newClock()
-	o := Options{TTL: 5 * time.Minute, MaxEntries: 3, Dir: dir, Now: clk.Now}
+	o := Options{TTL: 5 * time.Minute, MaxEntries: 3, MaxBytes: 1 << 20, Dir: dir, Now: clk.Now}
 	c := newCache(t, o)
 	for _, q := range []string{"a", "b", "c", "d"} {
 		c.Put("src", q, result(q, 1))
@@ -166,8 +166,8 @@ func TestCacheDiskBoundAndExpiry(t *testing.T) {
 
 	// An expired file met on Get is removed.
 	clk.Advance(5 * time.Minute)
-	c3 := newCache(t, Options{TTL: time.Hour, MaxEntries: 3, Dir: dir, Now: clk.Now}) // indexes e as fresh
-	if err := c3.SetLimits(5*time.Minute, 3); err != nil {
+	c3 := newCache(t, Options{TTL: time.Hour, MaxEntries: 3, MaxBytes: 1 << 20, Dir: dir, Now: clk.Now}) // indexes e as fresh
+	if err := c3.SetLimits(5*time.Minute, 3, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	wantMiss(t, c3, "src", "e")
@@ -195,7 +195,7 @@ func TestCacheDiskLeftoversAndForeignFiles(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	newCache(t, Options{TTL: time.Minute, MaxEntries: 5, Dir: dir})
+	newCache(t, Options{TTL: time.Minute, MaxEntries: 5, MaxBytes: 1 << 20, Dir: dir})
 	var names []string
 	des, _ := os.ReadDir(dir)
 	for _, de := range des {
@@ -210,7 +210,7 @@ func TestCacheReadDirAndPurge(t *testing.T) {
 	dir := t.TempDir()
 	clk := newClock()
 	t0 := clk.Now()
-	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, Dir: dir, Now: clk.Now})
+	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir, Now: clk.Now})
 	c.Put("sha256:b", "late", result("late", 3))
 	clk.Advance(-time.Minute) // a file dated earlier lists first
 	c.Put("sha256:a", "early", result("early", 1))
@@ -288,7 +288,7 @@ func (c *Cache) withEmptyMemory() *Cache {
 
 func TestCacheClearRemovesBothTiers(t *testing.T) {
 	dir := t.TempDir()
-	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, Dir: dir})
+	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir})
 	c.Put("src", "a", result("a", 1))
 	c.Put("src", "b", result("b", 1))
 	wantHit(t, c, "src", "a", result("a", 1))
@@ -328,7 +328,7 @@ func (s *syncBuffer) String() string {
 func TestCacheDiskWriteFailureKeepsServingFromMemory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "http")
 	var logs syncBuffer
-	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	// A file where the folder was makes every write fail, even for root.
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -378,7 +378,7 @@ func TestCacheFileNamesAreUnambiguous(t *testing.T) {
 // Put returns at once and the result is served from memory only.
 func TestCacheBusyDiskDoesNotHoldUpPut(t *testing.T) {
 	dir := t.TempDir()
-	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, Dir: dir})
+	c := newCache(t, Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir})
 	for range cap(c.disk.writes) {
 		c.disk.writes <- struct{}{}
 	}

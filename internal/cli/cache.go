@@ -93,6 +93,7 @@ type cacheStats struct {
 	Dir        string `json:"dir"`
 	TTL        string `json:"ttl"`
 	MaxEntries int    `json:"max_entries"`
+	MaxBytes   int64  `json:"max_bytes"`
 	// Entries counts every result file, Bytes their size.
 	Entries int   `json:"entries"`
 	Bytes   int64 `json:"bytes"`
@@ -121,7 +122,7 @@ func (t *cacheTarget) stats(now time.Time) (*cacheStats, error) {
 		return nil, err
 	}
 	st := &cacheStats{
-		Router: t.router, Dir: t.opts.Dir, TTL: t.opts.TTL.String(), MaxEntries: t.opts.MaxEntries,
+		Router: t.router, Dir: t.opts.Dir, TTL: t.opts.TTL.String(), MaxEntries: t.opts.MaxEntries, MaxBytes: t.opts.MaxBytes,
 		Sources: make([]cacheSourceStats, len(t.names)),
 	}
 	pos := map[string]int{}
@@ -206,7 +207,7 @@ func printCacheStats(w io.Writer, st *cacheStats, now time.Time) {
 	if st.MaxEntries == 0 {
 		fmt.Fprintln(w, "settings:  cache disabled (spec.cache.maxEntries: 0)")
 	} else {
-		fmt.Fprintf(w, "settings:  ttl %s, at most %d entries\n", st.TTL, st.MaxEntries)
+		fmt.Fprintf(w, "settings:  ttl %s, at most %d entries and %s\n", st.TTL, st.MaxEntries, formatBytes(st.MaxBytes))
 	}
 	fmt.Fprintf(w, "entries:   %d (%d expired, %d of an edited or removed source, %d unreadable)\n", st.Entries, st.Expired, st.Stale, st.Unreadable)
 	fmt.Fprintf(w, "size:      %s\n", formatBytes(st.Bytes))

@@ -27,7 +27,7 @@ kind: ContextRouter
 metadata: {name: support, namespace: team-a}
 spec:
   defaultAccess: Allow
-  cache: {ttl: 10m, maxEntries: 50}
+  cache: {ttl: 10m, maxEntries: 50, maxBytes: 2Mi}
 ---
 apiVersion: contextrouter.dev/v1alpha1
 kind: ContextRoute
@@ -134,7 +134,7 @@ func TestCacheStatsAndClear(t *testing.T) {
 
 	// An entry fetched an hour ago (expired at ttl 10m), one of a source spec
 	// that has since changed, and a torn file.
-	old, err := cache.New(cache.Options{TTL: 2 * time.Hour, MaxEntries: 50, Dir: dir, Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+	old, err := cache.New(cache.Options{TTL: 2 * time.Hour, MaxEntries: 50, MaxBytes: 1 << 20, Dir: dir, Now: func() time.Time { return time.Now().Add(-time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestCacheStatsAndClear(t *testing.T) {
 
 	st := cacheStatsJSON(t, "-f", manifests, "--cache-dir", cacheDir)
 	want := cacheStats{
-		Router: "team-a/support", Dir: dir, TTL: "10m0s", MaxEntries: 50,
+		Router: "team-a/support", Dir: dir, TTL: "10m0s", MaxEntries: 50, MaxBytes: 2 << 20,
 		Entries: 7, Bytes: folderSize(t, dir), Expired: 2, Stale: 1, Unreadable: 1,
 		Sources: []cacheSourceStats{{Source: "kb-search", Entries: 3, Expired: 1}, {Source: "tickets", Entries: 2}},
 	}
@@ -180,7 +180,7 @@ func TestCacheStatsAndClear(t *testing.T) {
 	for _, line := range []string{
 		"router:    team-a/support\n",
 		"folder:    " + dir + "\n",
-		"settings:  ttl 10m0s, at most 50 entries\n",
+		"settings:  ttl 10m0s, at most 50 entries and 2.0 MiB\n",
 		"entries:   7 (2 expired, 1 of an edited or removed source, 1 unreadable)\n",
 		"  kb-search  3 entries, 1 expired, ",
 		"  tickets    2 entries, 0 expired, ",

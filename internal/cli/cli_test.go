@@ -178,7 +178,7 @@ spec:
 		t.Fatalf("exit %d, want 1:\n%s", code, out)
 	}
 	for _, want := range []string{
-		"ContextRoute/broken: spec.when: ERROR: <input>:1:17: undeclared reference to 'txt'",
+		`ContextRoute/broken: spec.when: Invalid value: "containsAnyWord(txt, [\"a\"])": ERROR: <input>:1:17: undeclared reference to 'txt'`,
 		`ContextRoute/broken: spec.sources[0].name`,
 		"bad.yaml:",
 	} {

@@ -20,7 +20,7 @@ func (f *sourceFlags) compile(ctx context.Context) (*engine.Snapshot, error) {
 	// The same checks as validate: an invalid object never reaches the engine.
 	var errs []string
 	for _, p := range set.Check() {
-		if p.Warning {
+		if p.IsWarning() {
 			slog.Warn(p.Error())
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/controller"
+	"github.com/contextrouter/contextrouter/internal/kubeauth"
 	"github.com/contextrouter/contextrouter/internal/webhook"
 )
 
@@ -162,6 +164,19 @@ func OperatorScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// metricsAuthFilter is a metricsserver.FilterProvider: a scrape needs a
+// bearer token whose user may get the nonResourceURL /metrics
+// (TokenReview and SubjectAccessReview, as kube-rbac-proxy did).
+func metricsAuthFilter(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+	rv, err := kubeauth.NewReviewer(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("metrics authorization: %w", err)
+	}
+	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
+		return rv.Filter(next, kubeauth.PlainRefuse, func(err error) { log.Error(err, "metrics authorization failed") }), nil
+	}, nil
+}
+
 func runOperator(ctx context.Context, cmd *cobra.Command, f *operatorFlags) error {
 	if err := f.validate(); err != nil {
 		return err
@@ -216,7 +231,7 @@ func runOperator(ctx context.Context, cmd *cobra.Command, f *operatorFlags) erro
 		return fmt.Errorf("create the manager: %w", err)
 	}
 
-	if err := controller.Setup(mgr, controller.Options{RouterImage: f.routerImage}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{RouterImage: f.routerImage, Namespaces: f.namespaces}); err != nil {
 		return err
 	}
 	if !f.disableWebhooks {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/contextrouter/contextrouter/internal/redact"
 )
 
 // newProbeCommand is the health check of containers that serve on loopback
@@ -40,7 +42,7 @@ const probeBodyLimit = 256
 func probe(ctx context.Context, rawURL string, timeout time.Duration) error {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("probe: %q is not an http(s) URL", rawURL)
+		return fmt.Errorf("probe: %q is not an http(s) URL", redact.URL(rawURL))
 	}
 	if timeout <= 0 {
 		return errors.New("--timeout: must be positive")
@@ -58,14 +60,14 @@ func probe(ctx context.Context, rawURL string, timeout time.Duration) error {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("probe: GET %s: %w", u, err)
+		return redact.Error(fmt.Errorf("probe: GET %s: %w", redact.URL(u.String()), err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, probeBodyLimit))
-	msg := fmt.Sprintf("probe: GET %s: %s", u, resp.Status)
+	msg := fmt.Sprintf("probe: GET %s: %s", redact.URL(u.String()), resp.Status)
 	if b := strings.TrimSpace(string(body)); b != "" {
 		msg += ": " + b
 	}

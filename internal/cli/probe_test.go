@@ -45,6 +45,8 @@ func TestProbe(t *testing.T) {
 		{"timeout", []string{"--timeout", "200ms", srv.URL + "/slow"}, 1, []string{"context deadline exceeded"}},
 		{"not a URL", []string{"127.0.0.1:8787/readyz"}, 1, []string{`"127.0.0.1:8787/readyz" is not an http(s) URL`}},
 		{"zero timeout", []string{"--timeout", "0s", srv.URL + "/readyz"}, 1, []string{"--timeout: must be positive"}},
+		{"credentials in the URL are not printed", []string{strings.Replace(closed, "http://", "http://probe:pr0be-s3cret@", 1)}, 1,
+			[]string{"GET http://***@" + strings.TrimPrefix(closed, "http://"), "connection refused"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +57,9 @@ func TestProbe(t *testing.T) {
 			}
 			if out != "" {
 				t.Errorf("stdout %q, want nothing", out)
+			}
+			if strings.Contains(stderr, "pr0be-s3cret") {
+				t.Errorf("stderr %q shows the password", stderr)
 			}
 			for _, w := range tt.wantErr {
 				if !strings.Contains(stderr, w) {

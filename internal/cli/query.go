@@ -1,16 +1,20 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/server"
 )
 
 func newQueryCommand() *cobra.Command {
@@ -20,6 +24,7 @@ func newQueryCommand() *cobra.Command {
 		metadata []string
 		output   string
 		showFull bool
+		timeout  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "query -f PATH... [-a AGENT] [-t TAG]... [-m KEY=VALUE]... [-o text|json] TEXT",
@@ -30,6 +35,9 @@ func newQueryCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output: must be text or json, not %q", output)
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("--query-timeout: %s must be positive", timeout)
 			}
 			req.Text = strings.Join(args, " ")
 			req.Metadata = map[string]string{}
@@ -44,7 +52,14 @@ func newQueryCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := snap.Query(cmd.Context(), req)
+			// The timeout covers the query, not loading the manifests and sources.
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			resp, err := snap.Query(ctx, req)
+			var stopped *engine.StoppedError
+			if errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded) {
+				return errors.New(stopped.TimeoutMessage(timeout) + " (--query-timeout)")
+			}
 			if err != nil {
 				return err
 			}
@@ -66,6 +81,7 @@ func newQueryCommand() *cobra.Command {
 	cmd.Flags().IntVar(&req.MaxChunks, "max-chunks", 0, "return at most this many chunks")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&showFull, "full", false, "print whole chunks instead of previews")
+	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the question may take once the manifests are loaded, fetches included")
 	return cmd
 }
 

@@ -13,12 +13,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/cache"
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/memlimit"
 	"github.com/contextrouter/contextrouter/internal/server"
 )
 
@@ -29,13 +31,18 @@ type serveFlags struct {
 	agent           string
 	kubeconfig      string
 	maxBody         string
+	memoryLimit     string
 	gcHeadroom      string
 	queryTimeout    time.Duration
 	shutdownTimeout time.Duration
 	shutdownDelay   time.Duration
 	pollInterval    time.Duration
 	logFormat       string
+	allowEmpty      bool
 	cache           *routerCache
+	// Process-wide memory settings, applied by RunE.
+	memLimit        memlimit.Limit
+	gcHeadroomBytes int64
 }
 
 func newServeCommand() *cobra.Command {
@@ -46,13 +53,23 @@ func newServeCommand() *cobra.Command {
 		Long: `serve answers POST /v1/query for the router in the manifests, with GET /v1/status,
 /healthz, /readyz and /metrics (Prometheus). It reloads without a restart when the
 manifest files change (a mounted ConfigMap included) and when a GitRepo source gets
-a new commit; a configuration that fails to load leaves the previous one serving.
+a new commit; a configuration that fails to load leaves the previous one serving. So
+does one that no ContextRoute attaches to (an emptied file), unless the router sets
+spec.allowEmpty or --allow-empty is given.
 
 --agent pins the agent identity, as the injected sidecar does: requests without an
 agent are answered as that agent and requests naming another get 403. Otherwise a
 router with auth.mode ServiceAccountToken verifies each caller's bearer token with
-TokenReview (in-cluster config, or --kubeconfig); with auth.mode None the request's
-agent field is trusted. It logs at info level unless --log-level is given.`,
+TokenReview (in-cluster config, or --kubeconfig), for /v1/status too, and serves
+/metrics only to tokens allowed to get /metrics (SubjectAccessReview); with auth.mode
+None the request's agent field is trusted and every endpoint is open. It logs at info level unless --log-level is given.
+
+The Go runtime's soft memory limit is, first match wins: $GOMEMLIMIT;
+--memory-limit; 90% of the container's memory limit ($` + memlimit.ContainerLimitEnv + `,
+which the operator sets from the Downward API, else the cgroup's memory.max or
+memory.limit_in_bytes); none. Near the limit the garbage collector runs as often
+as it must. Below it, --gc-headroom lets the heap grow that far past the live
+heap between collections, which saves CPU when the live heap is small.`,
 		Example: `  contextrouter serve -f examples/quickstart --listen 127.0.0.1:8080
   curl -s localhost:8080/v1/query -d '{"text": "How many vacation days do I get?", "agent": "hr-assistant"}'`,
 		Args: cobra.NoArgs,
@@ -63,6 +80,7 @@ agent field is trusted. It logs at info level unless --log-level is given.`,
 			if err != nil {
 				return err
 			}
+			defer f.applyMemory(cmd)()
 			srv, err := server.New(opts)
 			if err != nil {
 				return err
@@ -83,12 +101,14 @@ agent field is trusted. It logs at info level unless --log-level is given.`,
 	fl.StringVar(&f.agent, "agent", "", "pin the agent identity (sidecar mode): requests naming another agent get 403")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for TokenReview when the router sets auth.mode ServiceAccountToken (default: in-cluster config, $KUBECONFIG or ~/.kube/config)")
 	fl.StringVar(&f.maxBody, "max-body-size", "1Mi", "largest accepted query body (a quantity such as 64Ki or 1Mi); larger ones get 413")
-	fl.StringVar(&f.gcHeadroom, "gc-headroom", "32Mi", "heap growth allowed past the live heap before a garbage collection (0 = Go's default); ignored when $GOGC is set")
-	fl.DurationVar(&f.queryTimeout, "query-timeout", server.DefaultQueryTimeout, "longest a query may take, fetches included")
+	fl.StringVar(&f.memoryLimit, "memory-limit", "", "soft memory limit of the Go runtime (a quantity such as 900Mi; 0 = none); default: 90% of the container's memory limit, none without one; $GOMEMLIMIT wins when set")
+	fl.StringVar(&f.gcHeadroom, "gc-headroom", "32Mi", "heap growth allowed past the live heap before a garbage collection, re-computed after every collection and capped by the memory limit (0 = Go's default pacing); ignored when $GOGC is set")
+	fl.DurationVar(&f.queryTimeout, "query-timeout", server.DefaultQueryTimeout, "longest a query may take, fetches and route conditions included (answered 504 past it)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long in-flight queries may take to finish on SIGTERM")
 	fl.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "how long to keep serving, with /readyz failing, after SIGTERM before closing the listener")
 	fl.DurationVar(&f.pollInterval, "poll-interval", server.DefaultPollInterval, "how often the manifest files are checked for changes the file watcher missed (0 disables)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "serve a configuration that no ContextRoute attaches to (it answers every query with no context); without it such a configuration is refused like an invalid one")
 	return cmd
 }
 
@@ -105,10 +125,17 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 	if err != nil || headroom.Value() < 0 {
 		return server.Options{}, fmt.Errorf("--gc-headroom: %q is not a size such as 32Mi (0 disables)", f.gcHeadroom)
 	}
-	gcHeadroom := headroom.Value()
-	if _, set := os.LookupEnv("GOGC"); set {
-		// An explicit GOGC is the operator's choice.
-		gcHeadroom = 0
+	f.gcHeadroomBytes = headroom.Value()
+	var memFlag *int64
+	if cmd.Flags().Changed("memory-limit") {
+		q, err := resource.ParseQuantity(f.memoryLimit)
+		if err != nil || q.Sign() < 0 {
+			return server.Options{}, fmt.Errorf("--memory-limit: %q is not a size such as 900Mi (0 = no limit)", f.memoryLimit)
+		}
+		memFlag = ptr.To(q.Value())
+	}
+	if f.memLimit, err = memlimit.Resolve(memFlag, os.Getenv, os.DirFS("/")); err != nil {
+		return server.Options{}, err
 	}
 	for _, d := range []struct {
 		name string
@@ -144,26 +171,45 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		Engine:          f.sourceFlags.options(),
 		Agent:           f.agent,
 		MaxBodyBytes:    q.Value(),
-		GCHeadroom:      gcHeadroom,
 		QueryTimeout:    f.queryTimeout,
 		ShutdownTimeout: f.shutdownTimeout,
 		ShutdownDelay:   f.shutdownDelay,
 		PollInterval:    poll,
+		AllowEmpty:      f.allowEmpty,
 		Logger:          slog.Default(),
 		Configure:       f.cache.configure,
 		Cache:           f.cache,
-		TokenReviewer: func() (server.TokenReviewer, error) {
-			cfg, err := restConfig(kubeconfig)
-			if err != nil {
-				return nil, err
-			}
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return nil, fmt.Errorf("TokenReview client: %w", err)
-			}
-			return cs.AuthenticationV1().TokenReviews(), nil
-		},
+		Kube:            func() (*rest.Config, error) { return restConfig(kubeconfig) },
 	}, nil
+}
+
+// applyMemory sets the soft memory limit and starts the GC headroom tuner;
+// the returned func stops the tuner.
+func (f *serveFlags) applyMemory(cmd *cobra.Command) (stop func()) {
+	l := f.memLimit
+	l.Apply()
+	switch {
+	case l.Bytes > 0:
+		slog.Info("memory limit", "bytes", l.Bytes, "from", l.From, "container_bytes", l.Container)
+	case l.From != "":
+		slog.Info("no memory limit", "from", l.From)
+	default:
+		slog.Info("no memory limit: none set and the container has none")
+	}
+	if l.From == memlimit.FromGOMEMLIMIT && cmd.Flags().Changed("memory-limit") {
+		slog.Warn("--memory-limit is ignored: $GOMEMLIMIT is set and takes precedence")
+	}
+	if _, set := os.LookupEnv("GOGC"); set {
+		// An explicit GOGC is the operator's choice.
+		if cmd.Flags().Changed("gc-headroom") {
+			slog.Warn("--gc-headroom is ignored: $GOGC is set and takes precedence")
+		}
+		return func() {}
+	}
+	if f.gcHeadroomBytes == 0 {
+		return func() {}
+	}
+	return memlimit.TuneGC(f.gcHeadroomBytes, slog.Default())
 }
 
 // routerCache is the httpAPI result cache of the served router. One cache
@@ -190,7 +236,7 @@ func (r *routerCache) configure(cfg *engine.Config, opts *engine.Options) error 
 		}
 		r.c, r.dir = c, o.Dir
 	default:
-		if err := r.c.SetLimits(o.TTL, o.MaxEntries); err != nil {
+		if err := r.c.SetLimits(o.TTL, o.MaxEntries, o.MaxBytes); err != nil {
 			return fmt.Errorf("%s %q: spec.cache: %w", v1alpha1.KindContextRouter, cfg.Router.Name, err)
 		}
 	}

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/memlimit"
 )
 
 // lockedBuffer is written by the server's goroutines while the test reads it.
@@ -239,6 +242,38 @@ spec:
 	}
 }
 
+// serve sets the Go runtime's soft memory limit: --memory-limit, else 90%
+// of the container's limit the operator passes through the Downward API.
+func TestServeMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	t.Setenv("GOMEMLIMIT", "") // it would take precedence
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		container string
+		want      int64
+		log       string
+	}{
+		{"flag", []string{"--memory-limit", "300Mi"}, "", 300 << 20, "from=--memory-limit"},
+		{"flag beats the container", []string{"--memory-limit", "300Mi"}, "1073741824", 300 << 20, "from=--memory-limit"},
+		{"container", nil, "1073741824", 1073741824 / 100 * 90, "from=$CONTEXTROUTER_CONTAINER_MEMORY_LIMIT container_bytes=1073741824"},
+		{"flag 0 removes a limit", []string{"--memory-limit", "0"}, "1073741824", math.MaxInt64, `msg="no memory limit" from=--memory-limit`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(memlimit.ContainerLimitEnv, tc.container)
+			debug.SetMemoryLimit(math.MaxInt64)
+			s := startServe(t, append([]string{"-f", quickstart}, tc.args...)...)
+			if got := debug.SetMemoryLimit(-1); got != tc.want {
+				t.Errorf("runtime memory limit %d, want %d", got, tc.want)
+			}
+			if !strings.Contains(s.stderr.String(), tc.log) {
+				t.Errorf("log lacks %q:\n%s", tc.log, s.stderr.String())
+			}
+		})
+	}
+}
+
 func TestServeFlagErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -249,6 +284,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"serve", "-f", quickstart, "--max-body-size", "lots"}, `--max-body-size: "lots" is not a positive size`},
 		{[]string{"serve", "-f", quickstart, "--max-body-size", "0"}, `--max-body-size: "0" is not a positive size`},
 		{[]string{"serve", "-f", quickstart, "--gc-headroom", "-1Mi"}, `--gc-headroom: "-1Mi" is not a size`},
+		{[]string{"serve", "-f", quickstart, "--memory-limit", "lots"}, `--memory-limit: "lots" is not a size such as 900Mi`},
+		{[]string{"serve", "-f", quickstart, "--memory-limit", "-1Mi"}, `--memory-limit: "-1Mi" is not a size such as 900Mi`},
 		{[]string{"serve", "-f", quickstart, "--query-timeout", "0s"}, "--query-timeout: 0s must be positive"},
 		{[]string{"serve", "-f", quickstart, "--shutdown-delay", "-1s"}, "--shutdown-delay: -1s must not be negative"},
 		{[]string{"serve", "-f", quickstart, "--listen", "127.0.0.1:99999"}, "--listen: listen tcp: address 99999: invalid port"},
@@ -260,5 +297,23 @@ func TestServeFlagErrors(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 1 and %q", code, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// --allow-empty serves a manifest file that holds nothing: ready, with no route.
+func TestServeAllowEmpty(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "router.yaml")
+	write(t, file, "# nothing yet\n")
+	s := startServe(t, "-f", file, "--allow-empty")
+	var st struct {
+		Ready           bool     `json:"ready"`
+		Routes          []string `json:"routes"`
+		LastReloadError string   `json:"last_reload_error"`
+	}
+	if err := json.Unmarshal([]byte(s.get(t, "/v1/status")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Ready || len(st.Routes) != 0 || st.LastReloadError != "" {
+		t.Fatalf("status %+v: want ready with no route", st)
 	}
 }

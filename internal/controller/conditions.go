@@ -2,9 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -12,162 +9,256 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/bundle"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
-// Condition reasons of the ContextRoute, ContextSource and AgentPermission
-// status. Route reasons follow Gateway API route status.
-const (
-	// ReasonAccepted: the route's condition compiles and a router it names exists.
-	ReasonAccepted = "Accepted"
-	// ReasonInvalidCondition: spec.when does not compile; the message is the CEL error.
-	ReasonInvalidCondition = "InvalidCondition"
-	// ReasonNoMatchingParent: a parentRef names no ContextRouter, or the
-	// namespace has no router for the route to attach to.
-	ReasonNoMatchingParent = "NoMatchingParent"
-	// ReasonResolvedRefs: every referenced ContextSource exists.
-	ReasonResolvedRefs = "ResolvedRefs"
-	// ReasonSourceNotFound: a referenced ContextSource does not exist.
-	ReasonSourceNotFound = "SourceNotFound"
-	// ReasonValid: the spec is valid and everything it needs exists.
-	ReasonValid = "Valid"
-	// ReasonInvalidSpec: the spec fails validation or the source factory refuses it.
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonSecretNotFound: a Secret, or a key of it, that the source reads does not exist.
-	ReasonSecretNotFound = "SecretNotFound"
-	// ReasonConfigMapNotFound: the ConfigMap of spec.directory.volume does not exist.
-	ReasonConfigMapNotFound = "ConfigMapNotFound"
-	// ReasonPersistentVolumeClaimNotFound: the claim of spec.directory.volume does not exist.
-	ReasonPersistentVolumeClaimNotFound = "PersistentVolumeClaimNotFound"
-)
-
 // The functions in this file compute conditions from facts the reconcilers
-// gather; they make no API calls, so each is covered by table tests. Computed
-// conditions carry no LastTransitionTime: mergeConditions adds it, keeping the
-// stored one while a condition's status does not change, so a reconcile that
-// finds nothing new produces an identical status and no write.
+// gather — above all the bundle's verdict on each object; they make no API
+// calls, so each is covered by table tests. Computed conditions carry no
+// LastTransitionTime: mergeConditions adds it, keeping the stored one while a
+// condition's status does not change, so a reconcile that finds nothing new
+// produces an identical status and no write.
+//
+// Who writes what:
+//   - a ContextRouter's reconciler writes, on every route attached to it, its
+//     own status.parents entry (Accepted, ResolvedRefs from the bundle's
+//     verdict), and on every source it leaves out, its own status.excludedBy
+//     entry; it leaves the other routers' entries alone;
+//   - the ContextRoute reconciler writes the entries of routers named in
+//     parentRefs that do not exist (NoMatchingParent) and drops the entries
+//     of routers the route no longer attaches to;
+//   - whoever writes a route's status recomputes its Ready from the entries
+//     (routeReady); the ContextSource reconciler writes a source's Ready from
+//     its own checks and status.excludedBy.
 
-// routeFacts is what a route's status depends on besides its spec.
-type routeFacts struct {
-	// routers are the ContextRouters in the route's namespace, in any order.
-	routers []string
-	// conditionErr is engine.CompileCondition's error for spec.when.
-	conditionErr error
-	// missingSources are spec.sources names with no ContextSource.
-	missingSources []string
+// routeEntry is the status.parents entry of router for a route, from the
+// bundle's verdict on it. Problems with the route's sources (missing, or left
+// out) make ResolvedRefs False; any other problem makes Accepted False.
+func routeEntry(route *v1alpha1.ContextRoute, router string, v bundle.Verdict) v1alpha1.RouteParentStatus {
+	gen := route.Generation
+	var own, refs problem.List
+	for _, p := range v.Problems {
+		if p.Reason == v1alpha1.ReasonSourceNotFound || p.Reason == v1alpha1.ReasonInvalidSource {
+			refs = append(refs, p)
+		} else {
+			own = append(own, p)
+		}
+	}
+	accepted := newCondition(v1alpha1.ConditionAccepted, true, v1alpha1.ReasonAccepted, gen,
+		fmt.Sprintf("Accepted by ContextRouter %q", router))
+	if len(own) > 0 {
+		accepted = newCondition(v1alpha1.ConditionAccepted, false, reasonOf(own), gen, own.Details())
+	}
+	resolved := newCondition(v1alpha1.ConditionResolvedRefs, true, v1alpha1.ReasonResolvedRefs, gen,
+		"Every referenced ContextSource exists and is usable")
+	if len(refs) > 0 {
+		resolved = newCondition(v1alpha1.ConditionResolvedRefs, false, reasonOf(refs), gen, refs.Details())
+	}
+	return v1alpha1.RouteParentStatus{
+		ParentRef:  v1alpha1.ParentReference{Name: router},
+		Conditions: []metav1.Condition{accepted, resolved},
+	}
 }
 
-// routeParents returns one entry per router the route attaches to: every
-// router named in parentRefs (an entry with Accepted=False NoMatchingParent
-// when it does not exist), or every router in the namespace when parentRefs is
-// empty; sorted by router name.
-func routeParents(route *v1alpha1.ContextRoute, f routeFacts) []v1alpha1.RouteParentStatus {
-	existing := make(map[string]bool, len(f.routers))
-	for _, r := range f.routers {
-		existing[r] = true
+// missingParentEntry is the status.parents entry of a router named in
+// parentRefs that does not exist.
+func missingParentEntry(route *v1alpha1.ContextRoute, router string) v1alpha1.RouteParentStatus {
+	return v1alpha1.RouteParentStatus{
+		ParentRef: v1alpha1.ParentReference{Name: router},
+		Conditions: []metav1.Condition{newCondition(v1alpha1.ConditionAccepted, false, v1alpha1.ReasonNoMatchingParent,
+			route.Generation, fmt.Sprintf("ContextRouter %q not found in namespace %q", router, route.Namespace))},
 	}
-	var names []string
-	if len(route.Spec.ParentRefs) == 0 {
-		names = slices.Clone(f.routers)
-	} else {
-		for _, ref := range route.Spec.ParentRefs {
-			names = append(names, ref.Name)
-		}
+}
+
+// reasonOf is the reason of the first problem, InvalidSpec if it has none.
+func reasonOf(ps problem.List) v1alpha1.ConditionReason {
+	if len(ps) > 0 && ps[0].Reason != "" {
+		return ps[0].Reason
+	}
+	return v1alpha1.ReasonInvalidSpec
+}
+
+// routeParentNames are the routers a route attaches to: the parentRefs names,
+// or every router of the namespace when there are none; sorted.
+func routeParentNames(route *v1alpha1.ContextRoute, routers []string) []string {
+	names := route.ParentNames()
+	if len(names) == 0 {
+		names = slices.Clone(routers)
 	}
 	slices.Sort(names)
-	names = slices.Compact(names)
+	return slices.Compact(names)
+}
 
-	gen := route.Generation
-	resolved := resolvedRefsCondition(gen, f.missingSources)
-	parents := make([]v1alpha1.RouteParentStatus, 0, len(names))
-	for _, name := range names {
-		var accepted metav1.Condition
-		switch {
-		case !existing[name]:
-			accepted = newCondition(v1alpha1.ConditionAccepted, false, ReasonNoMatchingParent, gen,
-				fmt.Sprintf("ContextRouter %q not found in namespace %q", name, route.Namespace))
-		case f.conditionErr != nil:
-			accepted = newCondition(v1alpha1.ConditionAccepted, false, ReasonInvalidCondition, gen,
-				"spec.when: "+f.conditionErr.Error())
-		default:
-			accepted = newCondition(v1alpha1.ConditionAccepted, true, ReasonAccepted, gen,
-				fmt.Sprintf("Attached to ContextRouter %q", name))
+// findParent returns the entry of router, or nil.
+func findParent(parents []v1alpha1.RouteParentStatus, router string) *v1alpha1.RouteParentStatus {
+	for i := range parents {
+		if parents[i].ParentRef.Name == router {
+			return &parents[i]
 		}
-		parents = append(parents, v1alpha1.RouteParentStatus{
-			ParentRef:  v1alpha1.ParentReference{Name: name},
-			Conditions: []metav1.Condition{accepted, resolved},
-		})
 	}
-	return parents
+	return nil
 }
 
-// resolvedRefsCondition is ResolvedRefs for a list of missing ContextSources.
-func resolvedRefsCondition(gen int64, missing []string) metav1.Condition {
-	missing = slices.Compact(slices.Sorted(slices.Values(missing)))
-	switch len(missing) {
-	case 0:
-		return newCondition(v1alpha1.ConditionResolvedRefs, true, ReasonResolvedRefs, gen, "All referenced ContextSources exist")
-	case 1:
-		return newCondition(v1alpha1.ConditionResolvedRefs, false, ReasonSourceNotFound, gen,
-			fmt.Sprintf("ContextSource %q not found", missing[0]))
-	default:
-		return newCondition(v1alpha1.ConditionResolvedRefs, false, ReasonSourceNotFound, gen,
-			"ContextSources "+quoteList(missing, "and")+" not found")
-	}
+// failing reports whether an entry has a condition that is not True.
+func failing(p v1alpha1.RouteParentStatus) bool {
+	return slices.ContainsFunc(p.Conditions, func(c metav1.Condition) bool { return c.Status != metav1.ConditionTrue })
 }
 
-// routeReady summarises the parents: True when every parent has Accepted and
-// ResolvedRefs True. Otherwise the reason is that of the first failing
-// condition (parents in order, Accepted before ResolvedRefs) and the message
-// joins the distinct messages of all failing conditions.
-func routeReady(route *v1alpha1.ContextRoute, parents []v1alpha1.RouteParentStatus) metav1.Condition {
+// setParent puts entry into parents (sorted by router name), keeping the
+// transition times of conditions whose status did not change, and keeping
+// the list within v1alpha1.MaxStatusParents: when it is full, an entry that
+// reports a problem takes the place of the last entry that reports none,
+// since a problem is what a reader must see. It reports whether parents
+// changed.
+func setParent(parents *[]v1alpha1.RouteParentStatus, entry v1alpha1.RouteParentStatus, now metav1.Time) bool {
+	list := *parents
+	if old := findParent(list, entry.ParentRef.Name); old != nil {
+		entry.Conditions = mergeConditions(old.Conditions, entry.Conditions, now)
+		if conditionsEqual(old.Conditions, entry.Conditions) {
+			return false
+		}
+		old.Conditions = entry.Conditions
+		return true
+	}
+	entry.Conditions = mergeConditions(nil, entry.Conditions, now)
+	if len(list) >= v1alpha1.MaxStatusParents {
+		if !failing(entry) {
+			return false
+		}
+		i := len(list) - 1
+		for i >= 0 && failing(list[i]) {
+			i--
+		}
+		if i < 0 {
+			return false
+		}
+		list = slices.Delete(slices.Clone(list), i, i+1)
+	}
+	i, _ := slices.BinarySearchFunc(list, entry.ParentRef.Name, func(p v1alpha1.RouteParentStatus, name string) int {
+		return strings.Compare(p.ParentRef.Name, name)
+	})
+	*parents = slices.Insert(list, i, entry)
+	return true
+}
+
+// removeParent drops the entry of router; it reports whether there was one.
+func removeParent(parents *[]v1alpha1.RouteParentStatus, router string) bool {
+	n := len(*parents)
+	*parents = slices.DeleteFunc(*parents, func(p v1alpha1.RouteParentStatus) bool { return p.ParentRef.Name == router })
+	return len(*parents) != n
+}
+
+// routeReady summarises a route's parents. routers are the ContextRouters of
+// the namespace. True when every router the route attaches to exists and
+// has an entry for the current generation with every condition True.
+// Otherwise the reason is that of the first failing router (by name;
+// Accepted before ResolvedRefs) — Pending for a router that has not judged
+// this generation — and the message joins the distinct messages.
+func routeReady(route *v1alpha1.ContextRoute, routers []string, parents []v1alpha1.RouteParentStatus) metav1.Condition {
 	gen := route.Generation
-	if len(parents) == 0 {
-		return newCondition(v1alpha1.ConditionReady, false, ReasonNoMatchingParent, gen,
+	names := routeParentNames(route, routers)
+	if len(names) == 0 {
+		return newCondition(v1alpha1.ConditionReady, false, v1alpha1.ReasonNoMatchingParent, gen,
 			fmt.Sprintf("No ContextRouter in namespace %q to attach to", route.Namespace))
 	}
-	var reason string
+	var reason v1alpha1.ConditionReason
 	var msgs []string
-	for _, p := range parents {
+	fail := func(r v1alpha1.ConditionReason, msg string) {
+		if reason == "" {
+			reason = r
+		}
+		if !slices.Contains(msgs, msg) {
+			msgs = append(msgs, msg)
+		}
+	}
+	listed := 0
+	for _, name := range names {
+		if !slices.Contains(routers, name) {
+			fail(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("ContextRouter %q not found in namespace %q", name, route.Namespace))
+			continue
+		}
+		p := findParent(parents, name)
+		switch {
+		case p == nil && len(parents) >= v1alpha1.MaxStatusParents:
+			// status.parents is full of other routers' entries; routers
+			// with a problem take precedence there, so this one has none.
+			continue
+		case p == nil || slices.ContainsFunc(p.Conditions, func(c metav1.Condition) bool { return c.ObservedGeneration < gen }):
+			fail(v1alpha1.ReasonPending, fmt.Sprintf("ContextRouter %q has not judged generation %d yet", name, gen))
+			continue
+		}
+		listed++
 		for _, typ := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs} {
-			c := findCondition(p.Conditions, typ)
-			if c == nil || c.Status == metav1.ConditionTrue {
-				continue
-			}
-			if reason == "" {
-				reason = c.Reason
-			}
-			if !slices.Contains(msgs, c.Message) {
-				msgs = append(msgs, c.Message)
+			if c := findCondition(p.Conditions, typ); c != nil && c.Status != metav1.ConditionTrue {
+				fail(v1alpha1.ConditionReason(c.Reason), fmt.Sprintf("ContextRouter %q: %s", name, c.Message))
 			}
 		}
 	}
 	if reason == "" {
-		return newCondition(v1alpha1.ConditionReady, true, ReasonAccepted, gen,
-			fmt.Sprintf("Accepted by %d ContextRouter(s) with all references resolved", len(parents)))
+		return newCondition(v1alpha1.ConditionReady, true, v1alpha1.ReasonAccepted, gen,
+			fmt.Sprintf("Accepted by %d ContextRouter(s) with all references resolved", listed))
 	}
 	return newCondition(v1alpha1.ConditionReady, false, reason, gen, strings.Join(msgs, "; "))
 }
 
-// routeStatus is the complete new status of a route, keeping the transition
-// times of conditions whose status did not change since old.
-func routeStatus(route *v1alpha1.ContextRoute, f routeFacts, now metav1.Time) v1alpha1.ContextRouteStatus {
-	old := &route.Status
-	parents := routeParents(route, f)
-	out := v1alpha1.ContextRouteStatus{ObservedGeneration: route.Generation}
-	for _, p := range parents {
-		var prev []metav1.Condition
-		for _, op := range old.Parents {
-			if op.ParentRef.Name == p.ParentRef.Name {
-				prev = op.Conditions
-				break
-			}
+// routeStatus is the route reconciler's part of a route's status: entries
+// for the routers named in parentRefs that do not exist, no entries for
+// routers the route does not attach to (any more), the routers' own entries
+// as they are, and Ready. It reports whether anything changed.
+func routeStatus(route *v1alpha1.ContextRoute, routers []string, now metav1.Time) bool {
+	st := &route.Status
+	before := st.DeepCopy()
+	names := routeParentNames(route, routers)
+	for _, p := range slices.Clone(st.Parents) {
+		if !slices.Contains(names, p.ParentRef.Name) {
+			removeParent(&st.Parents, p.ParentRef.Name)
 		}
-		p.Conditions = mergeConditions(prev, p.Conditions, now)
-		out.Parents = append(out.Parents, p)
 	}
-	out.Conditions = mergeConditions(old.Conditions, []metav1.Condition{routeReady(route, parents)}, now)
-	return out
+	for _, name := range names {
+		if !slices.Contains(routers, name) {
+			setParent(&st.Parents, missingParentEntry(route, name), now)
+		} else if p := findParent(st.Parents, name); p != nil && len(p.Conditions) == 1 &&
+			p.Conditions[0].Reason == string(v1alpha1.ReasonNoMatchingParent) {
+			// The router exists now; its reconciler writes its own entry.
+			removeParent(&st.Parents, name)
+		}
+	}
+	setReady(route, routers, now)
+	if statusEqual(before, st) {
+		return false
+	}
+	// Waiting for routers is not worth a write of its own: the routers
+	// write Ready with their entries, and until then the status describes
+	// an older generation (or there is none), which reads as in progress.
+	ready := findCondition(st.Conditions, v1alpha1.ConditionReady)
+	return !(ready.Reason == string(v1alpha1.ReasonPending) && parentsEqual(before.Parents, st.Parents))
+}
+
+func parentsEqual(a, b []v1alpha1.RouteParentStatus) bool {
+	return slices.EqualFunc(a, b, func(x, y v1alpha1.RouteParentStatus) bool {
+		return x.ParentRef == y.ParentRef && conditionsEqual(x.Conditions, y.Conditions)
+	})
+}
+
+// setReady recomputes a route's Ready and observedGeneration.
+func setReady(route *v1alpha1.ContextRoute, routers []string, now metav1.Time) {
+	st := &route.Status
+	st.ObservedGeneration = route.Generation
+	st.Conditions = mergeConditions(st.Conditions, []metav1.Condition{routeReady(route, routers, st.Parents)}, now)
+}
+
+func statusEqual(a, b *v1alpha1.ContextRouteStatus) bool {
+	return a.ObservedGeneration == b.ObservedGeneration && conditionsEqual(a.Conditions, b.Conditions) && parentsEqual(a.Parents, b.Parents)
+}
+
+func conditionsEqual(a, b []metav1.Condition) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.Condition) bool {
+		return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
+			x.ObservedGeneration == y.ObservedGeneration && x.LastTransitionTime.Equal(&y.LastTransitionTime)
+	})
 }
 
 // sourceLookup holds the objects a source may reference, as found in its
@@ -187,34 +278,28 @@ type sourceLookup struct {
 // them cannot authenticate anything.
 var gitAuthKeys = []string{sources.GitSecretToken, sources.GitSecretUsername, sources.GitSecretPassword, sources.GitSecretSSHKey}
 
-// sourceRefProblem is one missing object or key.
-type sourceRefProblem struct {
-	reason  string
-	message string
-}
-
 // sourceRefProblems lists, in spec order, the Secrets, Secret keys,
 // ConfigMaps and PersistentVolumeClaims the source references that lookup
 // does not hold.
-func sourceRefProblems(src *v1alpha1.ContextSource, lookup sourceLookup) []sourceRefProblem {
-	var out []sourceRefProblem
-	add := func(reason, format string, args ...any) {
-		p := sourceRefProblem{reason: reason, message: fmt.Sprintf(format, args...)}
+func sourceRefProblems(src *v1alpha1.ContextSource, lookup sourceLookup) problem.List {
+	var out problem.List
+	add := func(reason v1alpha1.ConditionReason, path, format string, args ...any) {
+		p := problem.Errorf(reason, v1alpha1.KindContextSource, src.Name, path, format, args...)
 		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
-	secret := func(field, name string, keys []string, anyOf bool) {
+	secret := func(path, name string, keys []string, anyOf bool) {
 		have, ok := lookup.secrets[name]
 		switch {
 		case !ok:
-			add(ReasonSecretNotFound, "%s: Secret %q not found", field, name)
+			add(v1alpha1.ReasonSecretNotFound, path, "Secret %q not found", name)
 		case anyOf && !slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(have, k) }):
-			add(ReasonSecretNotFound, "%s: Secret %q has none of the keys %s", field, name, quoteList(keys, "or"))
+			add(v1alpha1.ReasonSecretNotFound, path, "Secret %q has none of the keys %s", name, quoteList(keys, "or"))
 		case !anyOf:
 			for _, k := range keys {
 				if !slices.Contains(have, k) {
-					add(ReasonSecretNotFound, "%s: Secret %q has no key %q", field, name, k)
+					add(v1alpha1.ReasonSecretNotFound, path, "Secret %q has no key %q", name, k)
 				}
 			}
 		}
@@ -234,67 +319,99 @@ func sourceRefProblems(src *v1alpha1.ContextSource, lookup sourceLookup) []sourc
 	}
 	if d := s.Directory; d != nil && d.Volume != nil {
 		if cm := d.Volume.ConfigMap; cm != nil && !lookup.configMaps[cm.Name] {
-			add(ReasonConfigMapNotFound, "spec.directory.volume.configMap: ConfigMap %q not found", cm.Name)
+			add(v1alpha1.ReasonConfigMapNotFound, "spec.directory.volume.configMap", "ConfigMap %q not found", cm.Name)
 		}
 		if pvc := d.Volume.PersistentVolumeClaim; pvc != nil && !lookup.pvcs[pvc.ClaimName] {
-			add(ReasonPersistentVolumeClaimNotFound, "spec.directory.volume.persistentVolumeClaim: PersistentVolumeClaim %q not found", pvc.ClaimName)
+			add(v1alpha1.ReasonPersistentVolumeClaimNotFound, "spec.directory.volume.persistentVolumeClaim",
+				"PersistentVolumeClaim %q not found", pvc.ClaimName)
 		}
 	}
 	return out
 }
 
-// sourceSpecError is the first thing wrong with the spec itself: v1alpha1
-// validation of a defaulted copy, then the source factory (sources.New), which
-// checks what the schema cannot (URL templates, JSON bodies, field paths). The
-// factory gets an environment without secrets, variables or a base folder and
-// the source is never loaded, so nothing is read or fetched.
-func sourceSpecError(src *v1alpha1.ContextSource) error {
+// sourceSpecProblems is what is wrong with a source's spec on its own, the
+// same check every bundle makes: the engine's per-object check (Validate and
+// the source factory, which checks what the schema cannot without reading
+// anything), then whether a router pod can mount its volume.
+func sourceSpecProblems(src *v1alpha1.ContextSource) problem.List {
 	c := src.DeepCopy()
 	c.Default()
-	if errs := c.Validate(); len(errs) > 0 {
-		return errs.ToAggregate()
+	if errs := engine.CheckSource(c); len(errs) > 0 {
+		return problem.FromFieldErrors(v1alpha1.KindContextSource, c.Name, errs, v1alpha1.ReasonInvalidSpec)
 	}
-	_, err := sources.New(c, sources.Env{
-		CacheDir:    os.TempDir(),
-		Secrets:     noSecrets{},
-		Getenv:      func(string) string { return "" },
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		CountTokens: func(s string) int { return (len(s) + 3) / 4 },
-	})
-	return err
+	return bundle.MountProblems(c)
 }
 
-// noSecrets resolves no secret; the factories only store the resolver.
-type noSecrets struct{}
-
-func (noSecrets) SecretValue(name, key string) (string, error) {
-	return "", fmt.Errorf("secret %s key %s: %w", name, key, sources.ErrSecretNotFound)
-}
-
-// sourceReady is a source's Ready condition: InvalidSpec for specErr, else
-// the reason of the first reference problem with every problem in the
-// message, else Valid.
-func sourceReady(gen int64, specErr error, problems []sourceRefProblem) metav1.Condition {
-	if specErr != nil {
-		return newCondition(v1alpha1.ConditionReady, false, ReasonInvalidSpec, gen, specErr.Error())
+// sourceReady is a source's Ready condition. Its own problems come first
+// (spec, then references): their reason, every problem in the message. Then
+// the routers that leave it out, from status.excludedBy. Else Valid.
+func sourceReady(gen int64, own problem.List, excluded []v1alpha1.SourceExclusion) metav1.Condition {
+	if len(own) > 0 {
+		return newCondition(v1alpha1.ConditionReady, false, reasonOf(own), gen, own.Details())
 	}
-	if len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, p := range problems {
-			msgs[i] = p.message
+	if len(excluded) > 0 {
+		msgs := make([]string, len(excluded))
+		for i, e := range excluded {
+			msgs[i] = fmt.Sprintf("left out by ContextRouter %q: %s", e.Router, e.Message)
 		}
-		return newCondition(v1alpha1.ConditionReady, false, problems[0].reason, gen, strings.Join(msgs, "; "))
+		return newCondition(v1alpha1.ConditionReady, false, excluded[0].Reason, gen, strings.Join(msgs, "; "))
 	}
-	return newCondition(v1alpha1.ConditionReady, true, ReasonValid, gen, "Spec is valid and every referenced object exists")
+	return newCondition(v1alpha1.ConditionReady, true, v1alpha1.ReasonValid, gen,
+		"Spec is valid, every referenced object exists, and no ContextRouter leaves it out")
 }
 
-// sourceStatus is the complete new status of a source.
-func sourceStatus(src *v1alpha1.ContextSource, specErr error, problems []sourceRefProblem, now metav1.Time) v1alpha1.ContextSourceStatus {
-	return v1alpha1.ContextSourceStatus{
-		ObservedGeneration: src.Generation,
-		Conditions: mergeConditions(src.Status.Conditions,
-			[]metav1.Condition{sourceReady(src.Generation, specErr, problems)}, now),
+// sourceStatus sets a source's Ready and observedGeneration, and drops the
+// excludedBy entries of routers that do not exist. It reports whether the
+// status changed.
+func sourceStatus(src *v1alpha1.ContextSource, own problem.List, routers []string, now metav1.Time) bool {
+	st := &src.Status
+	before := st.DeepCopy()
+	st.ExcludedBy = slices.DeleteFunc(st.ExcludedBy, func(e v1alpha1.SourceExclusion) bool { return !slices.Contains(routers, e.Router) })
+	if len(st.ExcludedBy) == 0 {
+		st.ExcludedBy = nil
 	}
+	st.ObservedGeneration = src.Generation
+	st.Conditions = mergeConditions(st.Conditions, []metav1.Condition{sourceReady(src.Generation, own, st.ExcludedBy)}, now)
+	return before.ObservedGeneration != st.ObservedGeneration || !conditionsEqual(before.Conditions, st.Conditions) ||
+		!slices.Equal(before.ExcludedBy, st.ExcludedBy)
+}
+
+// sourceExclusion is router's excludedBy entry for a source it left out for a
+// problem of the source's own (nil when it did not).
+func sourceExclusion(src *v1alpha1.ContextSource, router string, v bundle.Verdict) *v1alpha1.SourceExclusion {
+	if v.Included || len(v.Problems) == 0 {
+		return nil
+	}
+	return &v1alpha1.SourceExclusion{Router: router, Reason: reasonOf(v.Problems),
+		Message: truncateMessage(v.Problems.Details()), ObservedGeneration: src.Generation}
+}
+
+// setExclusion puts router's entry (nil: none) into a source's excludedBy,
+// sorted by router and within v1alpha1.MaxStatusParents (a full list leaves
+// a new entry out: Ready is False already). It reports whether it changed.
+func setExclusion(list *[]v1alpha1.SourceExclusion, router string, entry *v1alpha1.SourceExclusion) bool {
+	i := slices.IndexFunc(*list, func(e v1alpha1.SourceExclusion) bool { return e.Router == router })
+	switch {
+	case entry == nil && i < 0:
+		return false
+	case entry == nil:
+		*list = slices.Delete(*list, i, i+1)
+		if len(*list) == 0 {
+			*list = nil
+		}
+		return true
+	case i >= 0:
+		if (*list)[i] == *entry {
+			return false
+		}
+		(*list)[i] = *entry
+		return true
+	case len(*list) >= v1alpha1.MaxStatusParents:
+		return false
+	}
+	at, _ := slices.BinarySearchFunc(*list, router, func(e v1alpha1.SourceExclusion, r string) int { return strings.Compare(e.Router, r) })
+	*list = slices.Insert(*list, at, *entry)
+	return true
 }
 
 // permissionMissingSources lists the allowSources and denySources names that
@@ -310,21 +427,39 @@ func permissionMissingSources(p *v1alpha1.AgentPermission, exists map[string]boo
 	return slices.Compact(missing)
 }
 
+// resolvedRefsCondition is ResolvedRefs for a list of missing ContextSources.
+func resolvedRefsCondition(gen int64, missing []string) metav1.Condition {
+	missing = slices.Compact(slices.Sorted(slices.Values(missing)))
+	switch len(missing) {
+	case 0:
+		return newCondition(v1alpha1.ConditionResolvedRefs, true, v1alpha1.ReasonResolvedRefs, gen, "All referenced ContextSources exist")
+	case 1:
+		return newCondition(v1alpha1.ConditionResolvedRefs, false, v1alpha1.ReasonSourceNotFound, gen,
+			fmt.Sprintf("ContextSource %q not found", missing[0]))
+	default:
+		return newCondition(v1alpha1.ConditionResolvedRefs, false, v1alpha1.ReasonSourceNotFound, gen,
+			"ContextSources "+quoteList(missing, "and")+" not found")
+	}
+}
+
 // permissionConditions are a permission's ResolvedRefs and Ready.
 //
 // Ready says whether the permission does its job, and a permission naming a
 // source that does not exist (yet) still does: the engine applies it to the
 // sources that exist, and a deny of a missing source denies nothing that
-// could be read. So Ready depends on the spec alone, and a missing source
-// shows as ResolvedRefs=False beside Ready=True; GitOps tools, which watch
-// Ready, do not block on objects applied in a different order.
+// could be read. So Ready depends on the spec alone — checked with the same
+// per-object check the bundle makes, so a permission that stops its routers'
+// bundles is never Ready — and a missing source shows as ResolvedRefs=False
+// beside Ready=True; GitOps tools, which watch Ready, do not block on
+// objects applied in a different order.
 func permissionConditions(p *v1alpha1.AgentPermission, missing []string) []metav1.Condition {
 	gen := p.Generation
 	c := p.DeepCopy()
 	c.Default()
-	ready := newCondition(v1alpha1.ConditionReady, true, ReasonValid, gen, "Spec is valid")
-	if errs := c.Validate(); len(errs) > 0 {
-		ready = newCondition(v1alpha1.ConditionReady, false, ReasonInvalidSpec, gen, errs.ToAggregate().Error())
+	ready := newCondition(v1alpha1.ConditionReady, true, v1alpha1.ReasonValid, gen, "Spec is valid")
+	if errs := engine.CheckPermission(c); len(errs) > 0 {
+		ps := problem.FromFieldErrors(v1alpha1.KindAgentPermission, c.Name, errs, v1alpha1.ReasonInvalidSpec)
+		ready = newCondition(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSpec, gen, ps.Details())
 	}
 	return []metav1.Condition{resolvedRefsCondition(gen, missing), ready}
 }
@@ -352,24 +487,30 @@ func mergeConditions(old, desired []metav1.Condition, now metav1.Time) []metav1.
 	return out
 }
 
-// maxConditionMessage is the schema limit of metav1.Condition.message.
+// maxConditionMessage is the schema limit of metav1.Condition.message (and
+// of SourceExclusion.message).
 const maxConditionMessage = 32768
 
-func newCondition(typ string, ok bool, reason string, gen int64, msg string) metav1.Condition {
-	if len(msg) > maxConditionMessage {
-		// Cut at a rune boundary and say so, rather than have the API server refuse the status.
-		const more = " …(truncated)"
-		cut := maxConditionMessage - len(more)
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + more
+// truncateMessage cuts msg to maxConditionMessage at a rune boundary and says
+// so, rather than have the API server refuse the status.
+func truncateMessage(msg string) string {
+	if len(msg) <= maxConditionMessage {
+		return msg
 	}
+	const more = " …(truncated)"
+	cut := maxConditionMessage - len(more)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + more
+}
+
+func newCondition(typ string, ok bool, reason v1alpha1.ConditionReason, gen int64, msg string) metav1.Condition {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue
 	}
-	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}
+	return metav1.Condition{Type: typ, Status: status, Reason: string(reason), Message: truncateMessage(msg), ObservedGeneration: gen}
 }
 
 func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {

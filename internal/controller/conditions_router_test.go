@@ -66,31 +66,46 @@ func TestRouterNameProblem(t *testing.T) {
 	}
 }
 
+// refusedBundle builds a bundle that a router or permission problem refuses.
+func refusedBundle(t *testing.T, router bool) *bundle.Bundle {
+	t.Helper()
+	in := bundle.Input{Router: &v1alpha1.ContextRouter{ObjectMeta: metav1.ObjectMeta{Name: "acme", Namespace: "ns"}}}
+	if router {
+		in.Router.Spec.Ranking.Strategy = v1alpha1.RankingEmbedding
+		in.Router.Spec.Ranking.Embedding = &v1alpha1.EmbeddingSpec{Endpoint: "http://emb/v1", Model: "m"}
+	} else {
+		in.Permissions = []v1alpha1.AgentPermission{{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+			Spec:       v1alpha1.AgentPermissionSpec{Agents: []string{"*"}, DenyPaths: []string{"[x"}},
+		}}
+	}
+	b, err := bundle.Build(context.Background(), in)
+	if err != nil || len(b.Refused) == 0 {
+		t.Fatalf("want a refused bundle; err %v, refused %v", err, b.Refused)
+	}
+	return b
+}
+
 func TestRouterAccepted(t *testing.T) {
-	routerInvalid := &bundle.InvalidError{Problems: []bundle.Problem{
-		{Kind: v1alpha1.KindContextRouter, Name: "acme", Field: "spec.ranking.strategy", Message: "Embedding ranking is not supported"},
-	}}
-	permInvalid := &bundle.InvalidError{Problems: []bundle.Problem{
-		{Kind: v1alpha1.KindAgentPermission, Name: "p", Field: "spec.denyPaths[0]", Message: `invalid glob "[x"`},
-	}}
+	routerInvalid, permInvalid := refusedBundle(t, true), refusedBundle(t, false)
 	tests := []struct {
 		name    string
 		facts   routerFacts
 		status  metav1.ConditionStatus
-		reason  string
+		reason  v1alpha1.ConditionReason
 		message string
 	}{
-		{"valid", routerFacts{}, metav1.ConditionTrue, ReasonAccepted, "the router spec is valid"},
-		{"bad name", routerFacts{NameProblem: "the name is bad"}, metav1.ConditionFalse, ReasonInvalidName, "the name is bad"},
-		{"invalid router spec", routerFacts{BuildErr: fmt.Errorf("wrapped: %w", routerInvalid)}, metav1.ConditionFalse, ReasonInvalidSpec,
-			"ContextRouter/acme: spec.ranking.strategy: Embedding ranking is not supported"},
-		{"permission problems do not reject the router", routerFacts{BuildErr: permInvalid}, metav1.ConditionTrue, ReasonAccepted, ""},
-		{"other build errors do not either", routerFacts{BuildErr: errors.New("boom")}, metav1.ConditionTrue, ReasonAccepted, ""},
+		{"valid", routerFacts{}, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "the router spec is valid"},
+		{"bad name", routerFacts{NameProblem: "the name is bad"}, metav1.ConditionFalse, v1alpha1.ReasonInvalidName, "the name is bad"},
+		{"invalid router spec", routerFacts{Bundle: routerInvalid}, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
+			"spec.ranking.strategy: Invalid value: \"Embedding\": Embedding ranking is not supported"},
+		{"permission problems do not reject the router", routerFacts{Bundle: permInvalid}, metav1.ConditionTrue, v1alpha1.ReasonAccepted, ""},
+		{"other build errors do not either", routerFacts{BuildErr: errors.New("boom")}, metav1.ConditionTrue, v1alpha1.ReasonAccepted, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := routerAccepted(4, tt.facts)
-			if c.Type != v1alpha1.ConditionAccepted || c.Status != tt.status || c.Reason != tt.reason || c.ObservedGeneration != 4 {
+			if c.Type != v1alpha1.ConditionAccepted || c.Status != tt.status || c.Reason != string(tt.reason) || c.ObservedGeneration != 4 {
 				t.Errorf("got %s=%s reason %s gen %d, want %s reason %s gen 4", c.Type, c.Status, c.Reason, c.ObservedGeneration, tt.status, tt.reason)
 			}
 			if !strings.Contains(c.Message, tt.message) {
@@ -106,37 +121,35 @@ func TestRouterProgrammed(t *testing.T) {
 	small := testBundle(t, 2, 100)
 	withBroken := testBundle(t, 1, 10, "bad-route")
 	large := testBundle(t, 3, 400_000)
-	permInvalid := &bundle.InvalidError{Problems: []bundle.Problem{
-		{Kind: v1alpha1.KindAgentPermission, Name: "p", Field: "spec.denyPaths[0]", Message: `invalid glob "[x"`},
-	}}
+	permInvalid := refusedBundle(t, false)
 	tests := []struct {
 		name     string
 		accepted metav1.Condition
 		facts    routerFacts
 		status   metav1.ConditionStatus
-		reason   string
+		reason   v1alpha1.ConditionReason
 		messages []string
 	}{
-		{"programmed", accepted, routerFacts{Bundle: small}, metav1.ConditionTrue, ReasonProgrammed,
+		{"programmed", accepted, routerFacts{Bundle: small}, metav1.ConditionTrue, v1alpha1.ReasonProgrammed,
 			[]string{"bundle " + small.Hash, "2 routes, 2 sources, 0 permissions"}},
-		{"left-out routes are named", accepted, routerFacts{Bundle: withBroken}, metav1.ConditionTrue, ReasonProgrammed,
+		{"left-out routes are named", accepted, routerFacts{Bundle: withBroken}, metav1.ConditionTrue, v1alpha1.ReasonProgrammed,
 			[]string{"1 routes", "1 left out", `ContextRoute "bad-route": spec.when: `}},
-		{"not accepted", rejected, routerFacts{Bundle: small}, metav1.ConditionFalse, ReasonInvalid,
+		{"not accepted", rejected, routerFacts{Bundle: small}, metav1.ConditionFalse, v1alpha1.ReasonInvalid,
 			[]string{"not accepted (InvalidName)"}},
-		{"invalid permissions", accepted, routerFacts{BuildErr: permInvalid}, metav1.ConditionFalse, ReasonInvalidPermissions,
+		{"invalid permissions", accepted, routerFacts{Bundle: permInvalid}, metav1.ConditionFalse, v1alpha1.ReasonInvalidPermissions,
 			[]string{"AgentPermission/p: spec.denyPaths[0]", "last bundle keeps serving"}},
-		{"compile failed", accepted, routerFacts{BuildErr: errors.New("no convergence")}, metav1.ConditionFalse, ReasonCompileFailed,
+		{"compile failed", accepted, routerFacts{BuildErr: errors.New("no convergence")}, metav1.ConditionFalse, v1alpha1.ReasonCompileFailed,
 			[]string{"no convergence"}},
-		{"too large", accepted, routerFacts{Bundle: large}, metav1.ConditionFalse, ReasonBundleTooLarge,
+		{"too large", accepted, routerFacts{Bundle: large}, metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge,
 			[]string{fmt.Sprintf("%d bytes", large.Size()), "1048576", "3 routes, 3 sources"}},
-		{"too large wins over apply errors", accepted, routerFacts{Bundle: large, ApplyErr: errors.New("x")}, metav1.ConditionFalse, ReasonBundleTooLarge, nil},
-		{"apply failed", accepted, routerFacts{Bundle: small, ApplyErr: errors.New(`apply Deployment ns/acme: conflict`)}, metav1.ConditionFalse, ReasonApplyFailed,
+		{"too large wins over apply errors", accepted, routerFacts{Bundle: large, ApplyErr: errors.New("x")}, metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, nil},
+		{"apply failed", accepted, routerFacts{Bundle: small, ApplyErr: errors.New(`apply Deployment ns/acme: conflict`)}, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed,
 			[]string{"apply Deployment ns/acme: conflict"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := routerProgrammed(2, tt.accepted, tt.facts)
-			if c.Type != v1alpha1.ConditionProgrammed || c.Status != tt.status || c.Reason != tt.reason || c.ObservedGeneration != 2 {
+			if c.Type != v1alpha1.ConditionProgrammed || c.Status != tt.status || c.Reason != string(tt.reason) || c.ObservedGeneration != 2 {
 				t.Errorf("got %s=%s reason %s gen %d (%q), want %s reason %s gen 2", c.Type, c.Status, c.Reason, c.ObservedGeneration, c.Message, tt.status, tt.reason)
 			}
 			for _, m := range tt.messages {
@@ -154,8 +167,8 @@ func deployment(gen, observed int64, st appsv1.DeploymentStatus) *appsv1.Deploym
 }
 
 func TestRouterReady(t *testing.T) {
-	programmed := metav1.Condition{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionTrue, Reason: ReasonProgrammed}
-	notProgrammed := metav1.Condition{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionFalse, Reason: ReasonBundleTooLarge}
+	programmed := metav1.Condition{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionTrue, Reason: string(v1alpha1.ReasonProgrammed)}
+	notProgrammed := metav1.Condition{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionFalse, Reason: string(v1alpha1.ReasonBundleTooLarge)}
 	healthy := appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
 	tests := []struct {
 		name       string
@@ -163,31 +176,31 @@ func TestRouterReady(t *testing.T) {
 		dep        *appsv1.Deployment
 		replicas   int32
 		status     metav1.ConditionStatus
-		reason     string
+		reason     v1alpha1.ConditionReason
 		message    string
 	}{
-		{"ready", programmed, deployment(3, 3, healthy), 2, metav1.ConditionTrue, ReasonReady, "2 of 2 replicas ready"},
-		{"not programmed, even with a healthy deployment", notProgrammed, deployment(3, 3, healthy), 2, metav1.ConditionFalse, ReasonNotProgrammed, "BundleTooLarge"},
-		{"no deployment", programmed, nil, 2, metav1.ConditionFalse, ReasonDeploymentPending, "does not exist"},
-		{"generation not observed", programmed, deployment(4, 3, healthy), 2, metav1.ConditionFalse, ReasonDeploymentPending, "generation 4 is not yet observed (at 3)"},
+		{"ready", programmed, deployment(3, 3, healthy), 2, metav1.ConditionTrue, v1alpha1.ReasonReady, "2 of 2 replicas ready"},
+		{"not programmed, even with a healthy deployment", notProgrammed, deployment(3, 3, healthy), 2, metav1.ConditionFalse, v1alpha1.ReasonNotProgrammed, "BundleTooLarge"},
+		{"no deployment", programmed, nil, 2, metav1.ConditionFalse, v1alpha1.ReasonDeploymentPending, "does not exist"},
+		{"generation not observed", programmed, deployment(4, 3, healthy), 2, metav1.ConditionFalse, v1alpha1.ReasonDeploymentPending, "generation 4 is not yet observed (at 3)"},
 		{"rolling out", programmed, deployment(4, 4, appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 3, AvailableReplicas: 3}), 2,
-			metav1.ConditionFalse, ReasonRollingOut, "1 of 2 replicas run the current bundle"},
+			metav1.ConditionFalse, v1alpha1.ReasonRollingOut, "1 of 2 replicas run the current bundle"},
 		{"old replicas terminating", programmed, deployment(4, 4, appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}), 2,
-			metav1.ConditionFalse, ReasonRollingOut, "1 replicas of an older bundle"},
+			metav1.ConditionFalse, v1alpha1.ReasonRollingOut, "1 replicas of an older bundle"},
 		{"not ready", programmed, deployment(4, 4, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1}), 2,
-			metav1.ConditionFalse, ReasonReplicasNotReady, "1 of 2 replicas ready"},
+			metav1.ConditionFalse, v1alpha1.ReasonReplicasNotReady, "1 of 2 replicas ready"},
 		{"ready but not yet available", programmed, deployment(4, 4, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 1}), 2,
-			metav1.ConditionFalse, ReasonReplicasNotReady, "1 of 2 replicas ready"},
+			metav1.ConditionFalse, v1alpha1.ReasonReplicasNotReady, "1 of 2 replicas ready"},
 		{"progress deadline", programmed, deployment(4, 4, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 1, Conditions: []appsv1.DeploymentCondition{{
 			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "acme-1" has timed out progressing.`,
-		}}}), 2, metav1.ConditionFalse, ReasonRolloutFailed, "has timed out progressing"},
-		{"scaled to zero", programmed, deployment(5, 5, appsv1.DeploymentStatus{}), 0, metav1.ConditionTrue, ReasonReady, "scaled to 0 replicas"},
-		{"scaled to zero, not yet observed", programmed, deployment(5, 4, appsv1.DeploymentStatus{}), 0, metav1.ConditionFalse, ReasonDeploymentPending, ""},
+		}}}), 2, metav1.ConditionFalse, v1alpha1.ReasonRolloutFailed, "has timed out progressing"},
+		{"scaled to zero", programmed, deployment(5, 5, appsv1.DeploymentStatus{}), 0, metav1.ConditionTrue, v1alpha1.ReasonReady, "scaled to 0 replicas"},
+		{"scaled to zero, not yet observed", programmed, deployment(5, 4, appsv1.DeploymentStatus{}), 0, metav1.ConditionFalse, v1alpha1.ReasonDeploymentPending, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := routerReady(7, tt.programmed, routerFacts{Deployment: tt.dep, Replicas: tt.replicas})
-			if c.Type != v1alpha1.ConditionReady || c.Status != tt.status || c.Reason != tt.reason || c.ObservedGeneration != 7 {
+			if c.Type != v1alpha1.ConditionReady || c.Status != tt.status || c.Reason != string(tt.reason) || c.ObservedGeneration != 7 {
 				t.Errorf("got %s=%s reason %s gen %d (%q), want %s reason %s gen 7", c.Type, c.Status, c.Reason, c.ObservedGeneration, c.Message, tt.status, tt.reason)
 			}
 			if !strings.Contains(c.Message, tt.message) {
@@ -203,11 +216,11 @@ func TestRouterConditions(t *testing.T) {
 	tests := []struct {
 		name  string
 		facts routerFacts
-		want  [3]string // reasons of Accepted, Programmed, Ready
+		want  [3]v1alpha1.ConditionReason // reasons of Accepted, Programmed, Ready
 	}{
-		{"all good", routerFacts{Bundle: b, Deployment: healthy, Replicas: 1}, [3]string{ReasonAccepted, ReasonProgrammed, ReasonReady}},
-		{"bad name cascades", routerFacts{NameProblem: "x", Deployment: healthy, Replicas: 1}, [3]string{ReasonInvalidName, ReasonInvalid, ReasonNotProgrammed}},
-		{"pending deployment", routerFacts{Bundle: b, Replicas: 1}, [3]string{ReasonAccepted, ReasonProgrammed, ReasonDeploymentPending}},
+		{"all good", routerFacts{Bundle: b, Deployment: healthy, Replicas: 1}, [3]v1alpha1.ConditionReason{v1alpha1.ReasonAccepted, v1alpha1.ReasonProgrammed, v1alpha1.ReasonReady}},
+		{"bad name cascades", routerFacts{NameProblem: "x", Deployment: healthy, Replicas: 1}, [3]v1alpha1.ConditionReason{v1alpha1.ReasonInvalidName, v1alpha1.ReasonInvalid, v1alpha1.ReasonNotProgrammed}},
+		{"pending deployment", routerFacts{Bundle: b, Replicas: 1}, [3]v1alpha1.ConditionReason{v1alpha1.ReasonAccepted, v1alpha1.ReasonProgrammed, v1alpha1.ReasonDeploymentPending}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,7 +229,7 @@ func TestRouterConditions(t *testing.T) {
 				t.Fatalf("%d conditions", len(conds))
 			}
 			for i, typ := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionProgrammed, v1alpha1.ConditionReady} {
-				if conds[i].Type != typ || conds[i].Reason != tt.want[i] {
+				if conds[i].Type != typ || conds[i].Reason != string(tt.want[i]) {
 					t.Errorf("condition %d = %s reason %s, want %s reason %s", i, conds[i].Type, conds[i].Reason, typ, tt.want[i])
 				}
 			}

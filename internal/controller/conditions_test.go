@@ -1,24 +1,27 @@
 package controller
 
 import (
-	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/bundle"
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // cond builds an expected condition without a transition time.
-func cond(typ string, status metav1.ConditionStatus, reason string, gen int64, msg string) metav1.Condition {
-	return metav1.Condition{Type: typ, Status: status, Reason: reason, ObservedGeneration: gen, Message: msg}
+func cond(typ string, status metav1.ConditionStatus, reason v1alpha1.ConditionReason, gen int64, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: string(reason), ObservedGeneration: gen, Message: msg}
 }
 
 const (
@@ -50,213 +53,271 @@ func parent(name string, conds ...metav1.Condition) v1alpha1.RouteParentStatus {
 	return v1alpha1.RouteParentStatus{ParentRef: v1alpha1.ParentReference{Name: name}, Conditions: conds}
 }
 
-func TestConditionRouteParents(t *testing.T) {
-	badCEL := celError(t, "text ==")
-	accepted := func(router string) metav1.Condition {
-		return cond("Accepted", condTrue, ReasonAccepted, 3, `Attached to ContextRouter "`+router+`"`)
-	}
-	resolved := cond("ResolvedRefs", condTrue, ReasonResolvedRefs, 3, "All referenced ContextSources exist")
+func verdict(included bool, ps ...problem.Problem) bundle.Verdict {
+	return bundle.Verdict{Kind: v1alpha1.KindContextRoute, Name: "hr", Included: included, Problems: ps}
+}
+
+func routeProblem(reason v1alpha1.ConditionReason, field, msg string) problem.Problem {
+	return problem.Errorf(reason, v1alpha1.KindContextRoute, "hr", field, "%s", msg)
+}
+
+func TestConditionRouteEntry(t *testing.T) {
+	accepted := cond("Accepted", condTrue, v1alpha1.ReasonAccepted, 3, `Accepted by ContextRouter "acme"`)
+	resolved := cond("ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 3, "Every referenced ContextSource exists and is usable")
+	cel := routeProblem(v1alpha1.ReasonInvalidCondition, "spec.when", "ERROR: <input>:1:8: Syntax error")
+	missing1 := routeProblem(v1alpha1.ReasonSourceNotFound, "spec.sources[0].name", `ContextSource "a" not found`)
+	missing2 := routeProblem(v1alpha1.ReasonSourceNotFound, "spec.sources[1].name", `ContextSource "b" not found`)
+	leftOut := routeProblem(v1alpha1.ReasonInvalidSource, "spec.sources[0].name",
+		`ContextSource "docs" is left out: spec.directory.path: "/etc/contextrouter/secrets" collides with /etc/contextrouter/secrets, which the router pod uses`)
 	tests := []struct {
-		name  string
-		route *v1alpha1.ContextRoute
-		facts routeFacts
-		want  []v1alpha1.RouteParentStatus
+		name string
+		v    bundle.Verdict
+		want []metav1.Condition
 	}{
-		{
-			name:  "empty parentRefs attach to every router, sorted",
-			route: testRoute(3),
-			facts: routeFacts{routers: []string{"zeta", "acme"}},
-			want: []v1alpha1.RouteParentStatus{
-				parent("acme", accepted("acme"), resolved),
-				parent("zeta", accepted("zeta"), resolved),
-			},
-		},
-		{
-			name:  "parentRefs select routers; others are not parents",
-			route: testRoute(3, "zeta"),
-			facts: routeFacts{routers: []string{"acme", "zeta"}},
-			want:  []v1alpha1.RouteParentStatus{parent("zeta", accepted("zeta"), resolved)},
-		},
-		{
-			name:  "no router in the namespace gives no parents",
-			route: testRoute(3),
-			facts: routeFacts{},
-			want:  []v1alpha1.RouteParentStatus{},
-		},
-		{
-			name:  "a parentRef naming no router is NoMatchingParent",
-			route: testRoute(3, "missing", "acme"),
-			facts: routeFacts{routers: []string{"acme"}},
-			want: []v1alpha1.RouteParentStatus{
-				parent("acme", accepted("acme"), resolved),
-				parent("missing", cond("Accepted", condFalse, ReasonNoMatchingParent, 3, `ContextRouter "missing" not found in namespace "ns"`), resolved),
-			},
-		},
-		{
-			name:  "invalid CEL is InvalidCondition with the compiler's message",
-			route: testRoute(3),
-			facts: routeFacts{routers: []string{"acme"}, conditionErr: badCEL},
-			want: []v1alpha1.RouteParentStatus{
-				parent("acme", cond("Accepted", condFalse, ReasonInvalidCondition, 3, "spec.when: "+badCEL.Error()), resolved),
-			},
-		},
-		{
-			name:  "a missing router outranks invalid CEL on its own entry",
-			route: testRoute(3, "gone"),
-			facts: routeFacts{conditionErr: badCEL},
-			want: []v1alpha1.RouteParentStatus{
-				parent("gone", cond("Accepted", condFalse, ReasonNoMatchingParent, 3, `ContextRouter "gone" not found in namespace "ns"`), resolved),
-			},
-		},
-		{
-			name:  "missing sources fail ResolvedRefs on every parent",
-			route: testRoute(3),
-			facts: routeFacts{routers: []string{"a", "b"}, missingSources: []string{"web", "docs", "web"}},
-			want: []v1alpha1.RouteParentStatus{
-				parent("a", accepted("a"), cond("ResolvedRefs", condFalse, ReasonSourceNotFound, 3, `ContextSources "docs" and "web" not found`)),
-				parent("b", accepted("b"), cond("ResolvedRefs", condFalse, ReasonSourceNotFound, 3, `ContextSources "docs" and "web" not found`)),
-			},
-		},
+		{"in the bundle", verdict(true), []metav1.Condition{accepted, resolved}},
+		{"fit, but the build was refused (the router says why)", verdict(false), []metav1.Condition{accepted, resolved}},
+		{"condition does not compile", verdict(false, cel), []metav1.Condition{
+			cond("Accepted", condFalse, v1alpha1.ReasonInvalidCondition, 3, "spec.when: ERROR: <input>:1:8: Syntax error"), resolved}},
+		{"sources missing", verdict(false, missing1, missing2), []metav1.Condition{accepted,
+			cond("ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 3,
+				`spec.sources[0].name: ContextSource "a" not found; spec.sources[1].name: ContextSource "b" not found`)}},
+		{"a source left out of the bundle is never 'all references resolved'", verdict(false, leftOut), []metav1.Condition{accepted,
+			cond("ResolvedRefs", condFalse, v1alpha1.ReasonInvalidSource, 3, leftOut.Detail())}},
+		{"both", verdict(false, cel, missing1), []metav1.Condition{
+			cond("Accepted", condFalse, v1alpha1.ReasonInvalidCondition, 3, cel.Detail()),
+			cond("ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 3, missing1.Detail())}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := routeParents(tt.route, tt.facts)
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("routeParents:\n got %+v\nwant %+v", got, tt.want)
+			got := routeEntry(testRoute(3), "acme", tt.v)
+			if got.ParentRef.Name != "acme" || !reflect.DeepEqual(got.Conditions, tt.want) {
+				t.Errorf("got %+v\nwant %+v", got.Conditions, tt.want)
 			}
 		})
 	}
 }
 
-func TestConditionResolvedRefs(t *testing.T) {
-	tests := []struct {
-		name    string
-		missing []string
-		want    metav1.Condition
-	}{
-		{"none", nil, cond("ResolvedRefs", condTrue, ReasonResolvedRefs, 7, "All referenced ContextSources exist")},
-		{"one", []string{"docs"}, cond("ResolvedRefs", condFalse, ReasonSourceNotFound, 7, `ContextSource "docs" not found`)},
-		{"duplicates collapse", []string{"docs", "docs"}, cond("ResolvedRefs", condFalse, ReasonSourceNotFound, 7, `ContextSource "docs" not found`)},
-		{"several, sorted", []string{"c", "a", "b"}, cond("ResolvedRefs", condFalse, ReasonSourceNotFound, 7, `ContextSources "a", "b" and "c" not found`)},
+// entries makes n entries r00, r01, ... that report no problem.
+func entries(n int, gen int64, t0 metav1.Time) []v1alpha1.RouteParentStatus {
+	var out []v1alpha1.RouteParentStatus
+	for i := range n {
+		e := routeEntry(testRoute(gen), fmt.Sprintf("r%02d", i), verdict(true))
+		e.Conditions = mergeConditions(nil, e.Conditions, t0)
+		out = append(out, e)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := append([]string(nil), tt.missing...)
-			if got := resolvedRefsCondition(7, tt.missing); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %+v\nwant %+v", got, tt.want)
-			}
-			if !reflect.DeepEqual(in, tt.missing) {
-				t.Errorf("the argument was modified: %v, was %v", tt.missing, in)
-			}
-		})
+	return out
+}
+
+func TestConditionSetParent(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Hour))
+	good := func(router string) v1alpha1.RouteParentStatus { return routeEntry(testRoute(1), router, verdict(true)) }
+	bad := func(router string) v1alpha1.RouteParentStatus {
+		return routeEntry(testRoute(1), router, verdict(false, routeProblem(v1alpha1.ReasonInvalidCondition, "spec.when", "x")))
 	}
+	names := func(ps []v1alpha1.RouteParentStatus) string {
+		var n []string
+		for _, p := range ps {
+			n = append(n, p.ParentRef.Name)
+		}
+		return strings.Join(n, ",")
+	}
+
+	var parents []v1alpha1.RouteParentStatus
+	for _, r := range []string{"b", "c", "a"} {
+		if !setParent(&parents, good(r), t0) {
+			t.Errorf("adding %s reported no change", r)
+		}
+	}
+	if names(parents) != "a,b,c" {
+		t.Errorf("entries %s, want sorted a,b,c", names(parents))
+	}
+	if setParent(&parents, good("b"), t1) {
+		t.Error("writing the same entry again reported a change")
+	}
+	if !setParent(&parents, bad("b"), t1) {
+		t.Error("a flipped entry reported no change")
+	}
+	b := findParent(parents, "b")
+	if acc, res := findCondition(b.Conditions, "Accepted"), findCondition(b.Conditions, "ResolvedRefs"); !acc.LastTransitionTime.Equal(&t1) || !res.LastTransitionTime.Equal(&t0) {
+		t.Errorf("only the flipped condition gets the new time: Accepted %v, ResolvedRefs %v", acc.LastTransitionTime, res.LastTransitionTime)
+	}
+	if !removeParent(&parents, "b") || removeParent(&parents, "b") || names(parents) != "a,c" {
+		t.Errorf("removeParent: %s", names(parents))
+	}
+
+	t.Run("bounded by MaxStatusParents; problems take the place of good news", func(t *testing.T) {
+		full := entries(v1alpha1.MaxStatusParents, 1, t0)
+		if setParent(&full, good("zz"), t1) || len(full) != v1alpha1.MaxStatusParents {
+			t.Fatalf("a good entry was added to a full list (%d entries)", len(full))
+		}
+		if !setParent(&full, bad("zz"), t1) || len(full) != v1alpha1.MaxStatusParents {
+			t.Fatalf("a failing entry must replace a good one; %d entries", len(full))
+		}
+		if findParent(full, "zz") == nil || findParent(full, fmt.Sprintf("r%02d", v1alpha1.MaxStatusParents-1)) != nil {
+			t.Errorf("want zz in place of the last good entry: %s", names(full))
+		}
+		allBad := make([]v1alpha1.RouteParentStatus, 0, v1alpha1.MaxStatusParents)
+		for i := range v1alpha1.MaxStatusParents {
+			allBad = append(allBad, bad(fmt.Sprintf("r%02d", i)))
+		}
+		if setParent(&allBad, bad("zz"), t1) || len(allBad) != v1alpha1.MaxStatusParents {
+			t.Errorf("a list of problems only must stay as it is")
+		}
+	})
 }
 
 func TestConditionRouteReady(t *testing.T) {
-	ok := func(typ string) metav1.Condition { return cond(typ, condTrue, "Fine", 2, "fine") }
-	bad := func(typ, reason, msg string) metav1.Condition { return cond(typ, condFalse, reason, 2, msg) }
+	ok := func(router string, gen int64) v1alpha1.RouteParentStatus {
+		return routeEntry(testRoute(gen), router, verdict(true))
+	}
+	bad := func(router string, reason v1alpha1.ConditionReason, msg string) v1alpha1.RouteParentStatus {
+		return routeEntry(testRoute(2), router, verdict(false, routeProblem(reason, "spec.x", msg)))
+	}
 	tests := []struct {
 		name    string
+		route   *v1alpha1.ContextRoute
+		routers []string
 		parents []v1alpha1.RouteParentStatus
 		want    metav1.Condition
 	}{
 		{
-			name: "no parents",
-			want: cond("Ready", condFalse, ReasonNoMatchingParent, 2, `No ContextRouter in namespace "ns" to attach to`),
+			name:  "no router to attach to",
+			route: testRoute(2),
+			want:  cond("Ready", condFalse, v1alpha1.ReasonNoMatchingParent, 2, `No ContextRouter in namespace "ns" to attach to`),
 		},
 		{
-			name:    "every parent accepted and resolved",
-			parents: []v1alpha1.RouteParentStatus{parent("a", ok("Accepted"), ok("ResolvedRefs")), parent("b", ok("Accepted"), ok("ResolvedRefs"))},
-			want:    cond("Ready", condTrue, ReasonAccepted, 2, "Accepted by 2 ContextRouter(s) with all references resolved"),
+			name:  "every router accepts it for this generation",
+			route: testRoute(2), routers: []string{"a", "b"},
+			parents: []v1alpha1.RouteParentStatus{ok("a", 2), ok("b", 2)},
+			want:    cond("Ready", condTrue, v1alpha1.ReasonAccepted, 2, "Accepted by 2 ContextRouter(s) with all references resolved"),
 		},
 		{
-			name: "reason of the first failure, messages deduplicated",
-			parents: []v1alpha1.RouteParentStatus{
-				parent("a", bad("Accepted", ReasonInvalidCondition, "cel"), bad("ResolvedRefs", ReasonSourceNotFound, "src")),
-				parent("b", bad("Accepted", ReasonInvalidCondition, "cel"), bad("ResolvedRefs", ReasonSourceNotFound, "src")),
-			},
-			want: cond("Ready", condFalse, ReasonInvalidCondition, 2, "cel; src"),
+			name:  "a router that has not written its entry yet",
+			route: testRoute(2), routers: []string{"a", "b"},
+			parents: []v1alpha1.RouteParentStatus{ok("a", 2)},
+			want:    cond("Ready", condFalse, v1alpha1.ReasonPending, 2, `ContextRouter "b" has not judged generation 2 yet`),
 		},
 		{
-			name: "ResolvedRefs alone",
-			parents: []v1alpha1.RouteParentStatus{
-				parent("a", ok("Accepted"), bad("ResolvedRefs", ReasonSourceNotFound, "src")),
-			},
-			want: cond("Ready", condFalse, ReasonSourceNotFound, 2, "src"),
+			name:  "an entry for an older generation",
+			route: testRoute(2), routers: []string{"a"},
+			parents: []v1alpha1.RouteParentStatus{ok("a", 1)},
+			want:    cond("Ready", condFalse, v1alpha1.ReasonPending, 2, `ContextRouter "a" has not judged generation 2 yet`),
 		},
 		{
-			name: "a later parent's failure still fails Ready",
-			parents: []v1alpha1.RouteParentStatus{
-				parent("a", ok("Accepted"), ok("ResolvedRefs")),
-				parent("b", bad("Accepted", ReasonNoMatchingParent, "no b"), ok("ResolvedRefs")),
-			},
-			want: cond("Ready", condFalse, ReasonNoMatchingParent, 2, "no b"),
+			name:  "a named router does not exist",
+			route: testRoute(2, "a", "ghost"), routers: []string{"a", "other"},
+			parents: []v1alpha1.RouteParentStatus{ok("a", 2)},
+			want:    cond("Ready", condFalse, v1alpha1.ReasonNoMatchingParent, 2, `ContextRouter "ghost" not found in namespace "ns"`),
+		},
+		{
+			name:  "reason of the first failing router, messages of all",
+			route: testRoute(2), routers: []string{"a", "b", "c"},
+			parents: []v1alpha1.RouteParentStatus{ok("a", 2), bad("b", v1alpha1.ReasonInvalidCondition, "cel"), bad("c", v1alpha1.ReasonSourceNotFound, "src")},
+			want: cond("Ready", condFalse, v1alpha1.ReasonInvalidCondition, 2,
+				`ContextRouter "b": spec.x: cel; ContextRouter "c": spec.x: src`),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := routeReady(testRoute(2), tt.parents); !reflect.DeepEqual(got, tt.want) {
+			if got := routeReady(tt.route, tt.routers, tt.parents); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}
+
+	t.Run("routers beyond a full status.parents are not pending", func(t *testing.T) {
+		t0 := metav1.Now()
+		full := entries(v1alpha1.MaxStatusParents, 2, t0)
+		var routers []string
+		for i := range v1alpha1.MaxStatusParents + 3 {
+			routers = append(routers, fmt.Sprintf("r%02d", i))
+		}
+		got := routeReady(testRoute(2), routers, full)
+		if got.Status != condTrue {
+			t.Errorf("got %+v, want True: the listed routers all accept it", got)
+		}
+	})
 }
 
 func TestConditionRouteStatus(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))
-	good := routeFacts{routers: []string{"acme"}}
-	missing := routeFacts{routers: []string{"acme"}, missingSources: []string{"docs"}}
 
-	t.Run("first status stamps now everywhere", func(t *testing.T) {
-		st := routeStatus(testRoute(1), good, t0)
-		if st.ObservedGeneration != 1 || len(st.Parents) != 1 || len(st.Conditions) != 1 {
-			t.Fatalf("unexpected shape: %+v", st)
+	t.Run("named routers that do not exist get an entry; Ready waits for the others", func(t *testing.T) {
+		r := testRoute(1, "acme", "ghost")
+		if !routeStatus(r, []string{"acme"}, t0) {
+			t.Fatal("no change reported")
 		}
-		for _, c := range append(st.Parents[0].Conditions, st.Conditions...) {
-			if !c.LastTransitionTime.Equal(&t0) {
-				t.Errorf("%s: LastTransitionTime %v, want %v", c.Type, c.LastTransitionTime, t0)
-			}
+		if err := wantParentNames(r, "ghost"); err != nil {
+			t.Fatal(err)
+		}
+		if c := r.Status.Parents[0].Conditions[0]; c.Reason != string(v1alpha1.ReasonNoMatchingParent) || c.Message != `ContextRouter "ghost" not found in namespace "ns"` {
+			t.Errorf("ghost entry %+v", c)
+		}
+		ready := findCondition(r.Status.Conditions, "Ready")
+		if ready.Reason != string(v1alpha1.ReasonPending) || !strings.Contains(ready.Message, `ContextRouter "ghost" not found`) || r.Status.ObservedGeneration != 1 {
+			t.Errorf("Ready %+v, observedGeneration %d", ready, r.Status.ObservedGeneration)
+		}
+		if routeStatus(r, []string{"acme"}, t1) {
+			t.Error("an unchanged reconcile reported a change")
 		}
 	})
-	t.Run("an unchanged reconcile reproduces the status exactly", func(t *testing.T) {
-		r := testRoute(1)
-		r.Status = routeStatus(r, good, t0)
-		if again := routeStatus(r, good, t1); !reflect.DeepEqual(again, r.Status) {
-			t.Errorf("status changed without a cause:\n got %+v\nwant %+v", again, r.Status)
+	t.Run("a router's own entry is kept; entries of routers it no longer attaches to go", func(t *testing.T) {
+		r := testRoute(1, "acme")
+		r.Status.Parents = []v1alpha1.RouteParentStatus{
+			routeEntry(r, "acme", verdict(true)),
+			routeEntry(r, "old", verdict(true)),
+		}
+		for i := range r.Status.Parents {
+			r.Status.Parents[i].Conditions = mergeConditions(nil, r.Status.Parents[i].Conditions, t0)
+		}
+		if !routeStatus(r, []string{"acme", "old"}, t1) {
+			t.Fatal("no change reported")
+		}
+		if err := wantParentNames(r, "acme"); err != nil {
+			t.Error(err)
+		}
+		if c := findCondition(r.Status.Conditions, "Ready"); c.Status != condTrue {
+			t.Errorf("Ready %+v", c)
 		}
 	})
-	t.Run("only flipped conditions get the new time; generation follows", func(t *testing.T) {
+	t.Run("waiting for a router is not written on its own", func(t *testing.T) {
 		r := testRoute(1)
-		r.Status = routeStatus(r, good, t0)
+		if routeStatus(r, []string{"acme"}, t0) {
+			t.Errorf("a new route whose router has not judged it yet was written: %+v", r.Status)
+		}
+		r = testRoute(1)
+		r.Status.Parents = []v1alpha1.RouteParentStatus{routeEntry(r, "acme", verdict(true))}
+		r.Status.Parents[0].Conditions = mergeConditions(nil, r.Status.Parents[0].Conditions, t0)
+		routeStatus(r, []string{"acme"}, t0)
 		r.Generation = 2
-		st := routeStatus(r, missing, t1)
-		if st.ObservedGeneration != 2 {
-			t.Errorf("observedGeneration %d, want 2", st.ObservedGeneration)
-		}
-		acc, res := findCondition(st.Parents[0].Conditions, "Accepted"), findCondition(st.Parents[0].Conditions, "ResolvedRefs")
-		ready := findCondition(st.Conditions, "Ready")
-		if !acc.LastTransitionTime.Equal(&t0) || acc.ObservedGeneration != 2 {
-			t.Errorf("Accepted did not flip: want time %v gen 2, got %+v", t0, acc)
-		}
-		if !res.LastTransitionTime.Equal(&t1) || res.Status != condFalse {
-			t.Errorf("ResolvedRefs flipped: want False at %v, got %+v", t1, res)
-		}
-		if !ready.LastTransitionTime.Equal(&t1) || ready.Reason != ReasonSourceNotFound || ready.ObservedGeneration != 2 {
-			t.Errorf("Ready: want False SourceNotFound at %v gen 2, got %+v", t1, ready)
+		if routeStatus(r, []string{"acme"}, t1) {
+			t.Error("a spec change waiting for the router was written; the router writes Ready with its entry")
 		}
 	})
-	t.Run("a parent that goes away leaves status.parents", func(t *testing.T) {
-		r := testRoute(1)
-		r.Status = routeStatus(r, routeFacts{routers: []string{"a", "b"}}, t0)
-		st := routeStatus(r, routeFacts{routers: []string{"b"}}, t1)
-		if len(st.Parents) != 1 || st.Parents[0].ParentRef.Name != "b" {
-			t.Fatalf("parents %+v, want only b", st.Parents)
+	t.Run("a router that appears replaces the NoMatchingParent entry with its own", func(t *testing.T) {
+		r := testRoute(1, "ghost")
+		routeStatus(r, nil, t0)
+		routeStatus(r, []string{"ghost"}, t1)
+		if err := wantParentNames(r); err != nil {
+			t.Error(err)
 		}
-		if c := findCondition(st.Parents[0].Conditions, "Accepted"); !c.LastTransitionTime.Equal(&t0) {
-			t.Errorf("b's Accepted kept its time %v, got %v", t0, c.LastTransitionTime)
+		if c := findCondition(r.Status.Conditions, "Ready"); c.Reason != string(v1alpha1.ReasonPending) {
+			t.Errorf("Ready %+v, want Pending until the router writes its entry", c)
 		}
 	})
+}
+
+func wantParentNames(r *v1alpha1.ContextRoute, names ...string) error {
+	var got []string
+	for _, p := range r.Status.Parents {
+		got = append(got, p.ParentRef.Name)
+	}
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		return fmt.Errorf("status.parents %q, want %q", got, names)
+	}
+	return nil
 }
 
 func httpSource(headers ...v1alpha1.HTTPHeader) *v1alpha1.ContextSource {
@@ -300,6 +361,12 @@ func inlineSource() *v1alpha1.ContextSource {
 	}
 }
 
+// refProblem is a source problem as a status shows it.
+type refProblem struct {
+	reason v1alpha1.ConditionReason
+	detail string
+}
+
 func TestConditionSourceRefProblems(t *testing.T) {
 	cmVol := &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "hr-docs"}}
 	pvcVol := &v1alpha1.DirectoryVolume{PersistentVolumeClaim: &v1alpha1.PersistentVolumeClaimReference{ClaimName: "wiki"}}
@@ -307,7 +374,7 @@ func TestConditionSourceRefProblems(t *testing.T) {
 		name   string
 		src    *v1alpha1.ContextSource
 		lookup sourceLookup
-		want   []sourceRefProblem
+		want   []refProblem
 	}{
 		{name: "inline references nothing", src: inlineSource()},
 		{
@@ -318,7 +385,7 @@ func TestConditionSourceRefProblems(t *testing.T) {
 		{
 			name: "header secret missing",
 			src:  httpSource(secretHeader("Authorization", "api", "token")),
-			want: []sourceRefProblem{{ReasonSecretNotFound, `spec.httpAPI.headers[0].valueFrom.secretKeyRef: Secret "api" not found`}},
+			want: []refProblem{{v1alpha1.ReasonSecretNotFound, `spec.httpAPI.headers[0].valueFrom.secretKeyRef: Secret "api" not found`}},
 		},
 		{
 			name: "header key missing; plain headers ignored; index names the header",
@@ -327,7 +394,7 @@ func TestConditionSourceRefProblems(t *testing.T) {
 				secretHeader("X-Key", "api", "key"),
 				secretHeader("X-Org", "api", "org")),
 			lookup: sourceLookup{secrets: map[string][]string{"api": {"org", "token"}}},
-			want:   []sourceRefProblem{{ReasonSecretNotFound, `spec.httpAPI.headers[1].valueFrom.secretKeyRef: Secret "api" has no key "key"`}},
+			want:   []refProblem{{v1alpha1.ReasonSecretNotFound, `spec.httpAPI.headers[1].valueFrom.secretKeyRef: Secret "api" has no key "key"`}},
 		},
 		{
 			name:   "git auth secret with a token",
@@ -337,13 +404,13 @@ func TestConditionSourceRefProblems(t *testing.T) {
 		{
 			name: "git auth secret missing",
 			src:  gitSource("https://git.example.com/docs.git", "git-creds"),
-			want: []sourceRefProblem{{ReasonSecretNotFound, `spec.gitRepo.auth.secretRef: Secret "git-creds" not found`}},
+			want: []refProblem{{v1alpha1.ReasonSecretNotFound, `spec.gitRepo.auth.secretRef: Secret "git-creds" not found`}},
 		},
 		{
 			name:   "git auth secret without any credential key",
 			src:    gitSource("https://git.example.com/docs.git", "git-creds"),
 			lookup: sourceLookup{secrets: map[string][]string{"git-creds": {"known_hosts", "user"}}},
-			want: []sourceRefProblem{{ReasonSecretNotFound,
+			want: []refProblem{{v1alpha1.ReasonSecretNotFound,
 				`spec.gitRepo.auth.secretRef: Secret "git-creds" has none of the keys "token", "username", "password" or "ssh-privatekey"`}},
 		},
 		{name: "git without auth", src: gitSource("https://git.example.com/docs.git", "")},
@@ -355,18 +422,18 @@ func TestConditionSourceRefProblems(t *testing.T) {
 		{
 			name: "configmap missing",
 			src:  dirSource("", cmVol),
-			want: []sourceRefProblem{{ReasonConfigMapNotFound, `spec.directory.volume.configMap: ConfigMap "hr-docs" not found`}},
+			want: []refProblem{{v1alpha1.ReasonConfigMapNotFound, `spec.directory.volume.configMap: ConfigMap "hr-docs" not found`}},
 		},
 		{
 			name:   "a configmap found under another name does not count",
 			src:    dirSource("", cmVol),
 			lookup: sourceLookup{configMaps: map[string]bool{"other": true}},
-			want:   []sourceRefProblem{{ReasonConfigMapNotFound, `spec.directory.volume.configMap: ConfigMap "hr-docs" not found`}},
+			want:   []refProblem{{v1alpha1.ReasonConfigMapNotFound, `spec.directory.volume.configMap: ConfigMap "hr-docs" not found`}},
 		},
 		{
 			name: "claim missing",
 			src:  dirSource("/data", pvcVol),
-			want: []sourceRefProblem{{ReasonPersistentVolumeClaimNotFound,
+			want: []refProblem{{v1alpha1.ReasonPersistentVolumeClaimNotFound,
 				`spec.directory.volume.persistentVolumeClaim: PersistentVolumeClaim "wiki" not found`}},
 		},
 		{
@@ -378,15 +445,18 @@ func TestConditionSourceRefProblems(t *testing.T) {
 		{
 			name: "one missing secret named twice is reported per header",
 			src:  httpSource(secretHeader("A", "api", "a"), secretHeader("B", "api", "b")),
-			want: []sourceRefProblem{
-				{ReasonSecretNotFound, `spec.httpAPI.headers[0].valueFrom.secretKeyRef: Secret "api" not found`},
-				{ReasonSecretNotFound, `spec.httpAPI.headers[1].valueFrom.secretKeyRef: Secret "api" not found`},
+			want: []refProblem{
+				{v1alpha1.ReasonSecretNotFound, `spec.httpAPI.headers[0].valueFrom.secretKeyRef: Secret "api" not found`},
+				{v1alpha1.ReasonSecretNotFound, `spec.httpAPI.headers[1].valueFrom.secretKeyRef: Secret "api" not found`},
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := sourceRefProblems(tt.src, tt.lookup)
+			var got []refProblem
+			for _, p := range sourceRefProblems(tt.src, tt.lookup) {
+				got = append(got, refProblem{p.Reason, p.Detail()})
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %q\nwant %q", got, tt.want)
 			}
@@ -394,11 +464,12 @@ func TestConditionSourceRefProblems(t *testing.T) {
 	}
 }
 
-func TestConditionSourceSpecError(t *testing.T) {
+func TestConditionSourceSpecProblems(t *testing.T) {
 	tests := []struct {
-		name    string
-		src     func() *v1alpha1.ContextSource
-		wantErr []string // substrings; none means valid
+		name       string
+		src        func() *v1alpha1.ContextSource
+		wantReason v1alpha1.ConditionReason
+		wantErr    []string // substrings; none means valid
 	}{
 		{name: "inline", src: inlineSource},
 		{name: "http with a secret header (not resolved)", src: func() *v1alpha1.ContextSource {
@@ -420,7 +491,8 @@ func TestConditionSourceSpecError(t *testing.T) {
 				s.Spec.Type = v1alpha1.SourceDirectory
 				return s
 			},
-			wantErr: []string{"spec.directory", "spec.inline"},
+			wantReason: v1alpha1.ReasonInvalidSpec,
+			wantErr:    []string{"spec.directory", "spec.inline"},
 		},
 		{
 			name: "invalid include glob (validation)",
@@ -429,7 +501,8 @@ func TestConditionSourceSpecError(t *testing.T) {
 				s.Spec.Directory.Include = []string{"docs/[a"}
 				return s
 			},
-			wantErr: []string{"spec.directory.include"},
+			wantReason: v1alpha1.ReasonInvalidSpec,
+			wantErr:    []string{"spec.directory.include"},
 		},
 		{
 			name: "GET with a body (source factory)",
@@ -438,7 +511,8 @@ func TestConditionSourceSpecError(t *testing.T) {
 				s.Spec.HTTPAPI.Body = `{"q": {{query}}}`
 				return s
 			},
-			wantErr: []string{"spec.httpAPI.body"},
+			wantReason: v1alpha1.ReasonInvalidSpec,
+			wantErr:    []string{"spec.httpAPI.body"},
 		},
 		{
 			name: "negative max file size",
@@ -448,58 +522,110 @@ func TestConditionSourceSpecError(t *testing.T) {
 				s.Spec.Directory.MaxFileSize = &q
 				return s
 			},
-			wantErr: []string{"spec.directory.maxFileSize"},
+			wantReason: v1alpha1.ReasonInvalidSpec,
+			wantErr:    []string{"spec.directory.maxFileSize"},
+		},
+		{
+			name: "a volume no router pod can mount",
+			src: func() *v1alpha1.ContextSource {
+				return dirSource("/etc/contextrouter/secrets", &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "cm"}})
+			},
+			wantReason: v1alpha1.ReasonInvalidMount,
+			wantErr:    []string{`spec.directory.path: "/etc/contextrouter/secrets" collides with /etc/contextrouter/secrets`},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := tt.src()
 			orig := src.DeepCopy()
-			err := sourceSpecError(src)
+			ps := sourceSpecProblems(src)
 			if !reflect.DeepEqual(src, orig) {
-				t.Errorf("sourceSpecError modified its argument")
+				t.Errorf("sourceSpecProblems modified its argument")
 			}
 			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
+				if len(ps) > 0 {
+					t.Fatalf("unexpected problems: %v", ps)
 				}
 				return
 			}
-			if err == nil {
-				t.Fatalf("no error; want one mentioning %q", tt.wantErr)
+			if len(ps) == 0 {
+				t.Fatalf("no problem; want one mentioning %q", tt.wantErr)
+			}
+			if ps[0].Reason != tt.wantReason {
+				t.Errorf("reason %q, want %q", ps[0].Reason, tt.wantReason)
 			}
 			for _, s := range tt.wantErr {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q does not mention %q", err, s)
+				if !strings.Contains(ps.Details(), s) {
+					t.Errorf("problems %q do not mention %q", ps.Details(), s)
 				}
 			}
 		})
 	}
 }
 
-func TestConditionSourceReady(t *testing.T) {
+// A URL's user part (a token or password, percent-encoded or not) never
+// reaches the Ready condition, whether validation or the source factory
+// finds the problem; the URL is shown with "***" in its place.
+func TestConditionSourceHidesURLCredentials(t *testing.T) {
 	tests := []struct {
-		name     string
-		specErr  error
-		problems []sourceRefProblem
-		want     metav1.Condition
+		name string
+		src  *v1alpha1.ContextSource
+		want string
 	}{
-		{name: "valid", want: cond("Ready", condTrue, ReasonValid, 4, "Spec is valid and every referenced object exists")},
-		{
-			name:     "spec error wins over missing objects",
-			specErr:  errors.New("spec.httpAPI.body: a GET request has no body"),
-			problems: []sourceRefProblem{{ReasonSecretNotFound, "x"}},
-			want:     cond("Ready", condFalse, ReasonInvalidSpec, 4, "spec.httpAPI.body: a GET request has no body"),
-		},
-		{
-			name:     "first problem's reason, every message",
-			problems: []sourceRefProblem{{ReasonSecretNotFound, "no secret"}, {ReasonConfigMapNotFound, "no map"}},
-			want:     cond("Ready", condFalse, ReasonSecretNotFound, 4, "no secret; no map"),
-		},
+		{"git scheme (validation)", gitSource("gopher://ghp_Tok3nValue@git.example.com/r.git", ""), `"gopher://***@git.example.com/r.git"`},
+		{"git no host (validation)", gitSource("https://ghp%5FTok3nValue@/r.git", ""), `"https://***@/r.git"`},
+		{"git file host (factory)", gitSource("file://ghp_Tok3nValue:pw-Tok3nValue@server/srv/r.git", ""), `"file://***@server/srv/r.git": a file URL cannot name a host`},
+		{"git unparsable (validation)", gitSource("https://ghp_Tok3nValue:x/y@host/r.git", ""), "is not a valid URL"},
+		{"http no host (validation)", func() *v1alpha1.ContextSource {
+			s := httpSource()
+			s.Spec.HTTPAPI.URL = "https://user:pw-Tok3nValue@/?q={{query}}"
+			return s
+		}(), `"https://***@/?q={{query}}": must name a host`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := sourceReady(4, tt.specErr, tt.problems); !reflect.DeepEqual(got, tt.want) {
+			sourceStatus(tt.src, sourceSpecProblems(tt.src), nil, metav1.Now())
+			ready := meta.FindStatusCondition(tt.src.Status.Conditions, v1alpha1.ConditionReady)
+			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != string(v1alpha1.ReasonInvalidSpec) {
+				t.Fatalf("Ready = %+v, want False/InvalidSpec", ready)
+			}
+			if strings.Contains(ready.Message, "Tok3nValue") || strings.Contains(ready.Message, "ghp") {
+				t.Errorf("condition message shows the credentials: %s", ready.Message)
+			}
+			if !strings.Contains(ready.Message, tt.want) {
+				t.Errorf("condition message %q does not contain %q", ready.Message, tt.want)
+			}
+		})
+	}
+}
+
+func TestConditionSourceReady(t *testing.T) {
+	spec := problem.Errorf(v1alpha1.ReasonInvalidSpec, "ContextSource", "s", "spec.httpAPI.body", "a GET request has no body")
+	secret := problem.Errorf(v1alpha1.ReasonSecretNotFound, "ContextSource", "s", "spec.x", "no secret")
+	cm := problem.Errorf(v1alpha1.ReasonConfigMapNotFound, "ContextSource", "s", "spec.y", "no map")
+	excl := []v1alpha1.SourceExclusion{
+		{Router: "a", Reason: v1alpha1.ReasonInvalidMount, Message: "spec.directory.path: clash"},
+		{Router: "b", Reason: v1alpha1.ReasonInvalidMount, Message: "spec.directory.path: clash too"},
+	}
+	tests := []struct {
+		name     string
+		own      problem.List
+		excluded []v1alpha1.SourceExclusion
+		want     metav1.Condition
+	}{
+		{name: "valid", want: cond("Ready", condTrue, v1alpha1.ReasonValid, 4,
+			"Spec is valid, every referenced object exists, and no ContextRouter leaves it out")},
+		{name: "own problems: first reason, every message", own: problem.List{secret, cm},
+			want: cond("Ready", condFalse, v1alpha1.ReasonSecretNotFound, 4, "spec.x: no secret; spec.y: no map")},
+		{name: "own problems explain exclusions", own: problem.List{spec}, excluded: excl,
+			want: cond("Ready", condFalse, v1alpha1.ReasonInvalidSpec, 4, "spec.httpAPI.body: a GET request has no body")},
+		{name: "left out by routers is never Valid", excluded: excl,
+			want: cond("Ready", condFalse, v1alpha1.ReasonInvalidMount, 4,
+				`left out by ContextRouter "a": spec.directory.path: clash; left out by ContextRouter "b": spec.directory.path: clash too`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sourceReady(4, tt.own, tt.excluded); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v\nwant %+v", got, tt.want)
 			}
 		})
@@ -511,21 +637,83 @@ func TestConditionSourceStatus(t *testing.T) {
 	t1 := metav1.NewTime(t0.Add(time.Minute))
 	src := httpSource(secretHeader("Authorization", "api", "token"))
 	missing := sourceRefProblems(src, sourceLookup{})
-	src.Status = sourceStatus(src, nil, missing, t0)
+	if !sourceStatus(src, missing, nil, t0) {
+		t.Fatal("no change reported")
+	}
 	want := v1alpha1.ContextSourceStatus{ObservedGeneration: 4, Conditions: []metav1.Condition{{
-		Type: "Ready", Status: condFalse, Reason: ReasonSecretNotFound, ObservedGeneration: 4, LastTransitionTime: t0,
+		Type: "Ready", Status: condFalse, Reason: string(v1alpha1.ReasonSecretNotFound), ObservedGeneration: 4, LastTransitionTime: t0,
 		Message: `spec.httpAPI.headers[0].valueFrom.secretKeyRef: Secret "api" not found`,
 	}}}
 	if !reflect.DeepEqual(src.Status, want) {
 		t.Fatalf("got %+v\nwant %+v", src.Status, want)
 	}
-	if again := sourceStatus(src, nil, missing, t1); !reflect.DeepEqual(again, src.Status) {
-		t.Errorf("unchanged facts changed the status: %+v", again)
+	if sourceStatus(src, missing, nil, t1) {
+		t.Errorf("unchanged facts changed the status: %+v", src.Status)
 	}
-	found := sourceRefProblems(src, sourceLookup{secrets: map[string][]string{"api": {"token"}}})
-	st := sourceStatus(src, nil, found, t1)
-	if c := st.Conditions[0]; c.Status != condTrue || c.Reason != ReasonValid || !c.LastTransitionTime.Equal(&t1) {
+	if !sourceStatus(src, nil, nil, t1) {
+		t.Fatal("the secret appeared: no change reported")
+	}
+	if c := src.Status.Conditions[0]; c.Status != condTrue || c.Reason != string(v1alpha1.ReasonValid) || !c.LastTransitionTime.Equal(&t1) {
 		t.Errorf("after the secret appeared: %+v", c)
+	}
+
+	// Entries of routers that are gone are dropped; the others make Ready False.
+	src.Status.ExcludedBy = []v1alpha1.SourceExclusion{
+		{Router: "acme", Reason: v1alpha1.ReasonInvalidMount, Message: "m"},
+		{Router: "gone", Reason: v1alpha1.ReasonInvalidMount, Message: "m"},
+	}
+	if !sourceStatus(src, nil, []string{"acme"}, t1) || len(src.Status.ExcludedBy) != 1 || src.Status.ExcludedBy[0].Router != "acme" {
+		t.Fatalf("excludedBy %+v, want only acme", src.Status.ExcludedBy)
+	}
+	if c := src.Status.Conditions[0]; c.Status != condFalse || c.Reason != string(v1alpha1.ReasonInvalidMount) {
+		t.Errorf("Ready %+v, want False InvalidMount", c)
+	}
+}
+
+func TestConditionSourceExclusion(t *testing.T) {
+	src := dirSource("/etc/contextrouter/secrets", &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "cm"}})
+	src.Generation = 5
+	mount := problem.Errorf(v1alpha1.ReasonInvalidMount, "ContextSource", "docs", "spec.directory.path", "clash")
+	v := bundle.Verdict{Kind: "ContextSource", Name: "docs", Problems: problem.List{mount}}
+	if got := sourceExclusion(src, "acme", bundle.Verdict{Kind: "ContextSource", Name: "docs", Included: true}); got != nil {
+		t.Errorf("an included source: %+v", got)
+	}
+	if got := sourceExclusion(src, "acme", bundle.Verdict{Kind: "ContextSource", Name: "docs"}); got != nil {
+		t.Errorf("a source no included route uses is not left out for a problem of its own: %+v", got)
+	}
+	want := v1alpha1.SourceExclusion{Router: "acme", Reason: v1alpha1.ReasonInvalidMount, Message: "spec.directory.path: clash", ObservedGeneration: 5}
+	got := sourceExclusion(src, "acme", v)
+	if got == nil || *got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+
+	var list []v1alpha1.SourceExclusion
+	for _, r := range []string{"b", "c", "a"} {
+		e := want
+		e.Router = r
+		if !setExclusion(&list, r, &e) {
+			t.Errorf("adding %s reported no change", r)
+		}
+	}
+	if list[0].Router != "a" || list[1].Router != "b" || list[2].Router != "c" {
+		t.Errorf("not sorted: %+v", list)
+	}
+	e := want
+	e.Router = "b"
+	if setExclusion(&list, "b", &e) {
+		t.Error("the same entry reported a change")
+	}
+	if !setExclusion(&list, "b", nil) || setExclusion(&list, "b", nil) || len(list) != 2 {
+		t.Errorf("removing: %+v", list)
+	}
+	full := make([]v1alpha1.SourceExclusion, v1alpha1.MaxStatusParents)
+	for i := range full {
+		full[i] = want
+		full[i].Router = fmt.Sprintf("r%02d", i)
+	}
+	e.Router = "zz"
+	if setExclusion(&full, "zz", &e) || len(full) != v1alpha1.MaxStatusParents {
+		t.Errorf("a full list grew to %d", len(full))
 	}
 }
 
@@ -569,24 +757,24 @@ func TestConditionPermission(t *testing.T) {
 		{
 			name: "valid and resolved",
 			want: []metav1.Condition{
-				cond("ResolvedRefs", condTrue, ReasonResolvedRefs, 5, "All referenced ContextSources exist"),
-				cond("Ready", condTrue, ReasonValid, 5, "Spec is valid"),
+				cond("ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 5, "All referenced ContextSources exist"),
+				cond("Ready", condTrue, v1alpha1.ReasonValid, 5, "Spec is valid"),
 			},
 		},
 		{
 			name:    "a missing source leaves the permission Ready",
 			missing: []string{"payroll"},
 			want: []metav1.Condition{
-				cond("ResolvedRefs", condFalse, ReasonSourceNotFound, 5, `ContextSource "payroll" not found`),
-				cond("Ready", condTrue, ReasonValid, 5, "Spec is valid"),
+				cond("ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 5, `ContextSource "payroll" not found`),
+				cond("Ready", condTrue, v1alpha1.ReasonValid, 5, "Spec is valid"),
 			},
 		},
 		{
 			name:   "an invalid spec is not Ready",
 			mutate: func(p *v1alpha1.AgentPermission) { p.Spec.DenyPaths = []string{"secret/[x"} },
 			want: []metav1.Condition{
-				cond("ResolvedRefs", condTrue, ReasonResolvedRefs, 5, "All referenced ContextSources exist"),
-				cond("Ready", condFalse, ReasonInvalidSpec, 5, ""), // message checked below
+				cond("ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 5, "All referenced ContextSources exist"),
+				cond("Ready", condFalse, v1alpha1.ReasonInvalidSpec, 5, ""), // message checked below
 			},
 		},
 	}

@@ -34,6 +34,9 @@ const (
 	IndexSourceConfigMaps = "spec.directory.volume.configMap.name"
 	// IndexSourcePVCs indexes ContextSources by directory.volume.persistentVolumeClaim.claimName.
 	IndexSourcePVCs = "spec.directory.volume.persistentVolumeClaim.claimName"
+	// IndexSourceExcludedBy indexes ContextSources by the routers in
+	// status.excludedBy: a router finds the entries it wrote there.
+	IndexSourceExcludedBy = "status.excludedBy.router"
 
 	// AllParents is the parentRefs index value of an object attached to every
 	// router in its namespace (empty parentRefs).
@@ -114,6 +117,19 @@ func SourcePVCNames(obj client.Object) []string {
 	return []string{s.Spec.Directory.Volume.PersistentVolumeClaim.ClaimName}
 }
 
+// SourceExcludedBy is the IndexSourceExcludedBy extractor.
+func SourceExcludedBy(obj client.Object) []string {
+	s, ok := obj.(*v1alpha1.ContextSource)
+	if !ok {
+		return nil
+	}
+	names := make([]string, len(s.Status.ExcludedBy))
+	for i, e := range s.Status.ExcludedBy {
+		names[i] = e.Router
+	}
+	return uniqueSorted(names)
+}
+
 // SharedIndex is one field index of an object kind.
 type SharedIndex struct {
 	Object  client.Object
@@ -131,6 +147,7 @@ func SharedIndexes() []SharedIndex {
 		{&v1alpha1.ContextSource{}, IndexSourceSecrets, SourceSecretNames},
 		{&v1alpha1.ContextSource{}, IndexSourceConfigMaps, SourceConfigMapNames},
 		{&v1alpha1.ContextSource{}, IndexSourcePVCs, SourcePVCNames},
+		{&v1alpha1.ContextSource{}, IndexSourceExcludedBy, SourceExcludedBy},
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,25 +16,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
-	"github.com/contextrouter/contextrouter/internal/engine"
 )
 
-// RouteReconciler writes ContextRoute status: one status.parents entry per
-// router the route attaches to (Accepted, ResolvedRefs) and a Ready summary.
-// The ContextRouter reconciler decides what goes into bundles; both use the
-// engine's CEL compile, so a route reported Accepted=False is exactly one the
-// bundle leaves out.
+// RouteReconciler writes the part of a ContextRoute's status that does not
+// depend on what a router makes of the route: the status.parents entries of
+// routers named in parentRefs that do not exist (Accepted=False
+// NoMatchingParent), no entries for routers the route does not attach to,
+// and Ready. Each existing router writes its own entry from its bundle's
+// verdict (RouterReconciler), so what a route reports is what its routers
+// serve.
 type RouteReconciler struct {
 	Client client.Client
+
+	// live reads a route again after a write conflict; set by
+	// SetupWithManager (Client when nil).
+	live client.Reader
 }
 
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextroutes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextroutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters,verbs=get;list;watch
-// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextsources,verbs=get;list;watch
 
-// Reconcile recomputes the status of one route.
-func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+// Reconcile recomputes the router-independent status of one route.
+func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	route := &v1alpha1.ContextRoute{}
 	if err := r.Client.Get(ctx, req.NamespacedName, route); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -43,59 +46,50 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	if !route.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	before := route.DeepCopy()
-	defer func() {
-		if reterr == nil {
-			reterr = patchStatusIfChanged(ctx, r.Client, before, route,
-				equality.Semantic.DeepEqual(before.Status, route.Status))
-		}
-	}()
-
-	facts, err := r.facts(ctx, route)
+	routers, err := routerNames(ctx, r.Client, route.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	route.Status = routeStatus(route, facts, metav1.Now().Rfc3339Copy())
-	return ctrl.Result{}, nil
+	now := metav1.Now().Rfc3339Copy()
+	return ctrl.Result{}, patchStatusLocked(ctx, r.Client, r.reader(), route, func(rt *v1alpha1.ContextRoute) bool {
+		return routeStatus(rt, routers, now)
+	})
 }
 
-// facts gathers the routers of the namespace, the CEL compile result and the
-// missing sources.
-func (r *RouteReconciler) facts(ctx context.Context, route *v1alpha1.ContextRoute) (routeFacts, error) {
-	var f routeFacts
+func (r *RouteReconciler) reader() client.Reader {
+	if r.live != nil {
+		return r.live
+	}
+	return r.Client
+}
+
+// routerNames lists the ContextRouters of a namespace.
+func routerNames(ctx context.Context, c client.Reader, namespace string) ([]string, error) {
 	var routers v1alpha1.ContextRouterList
-	if err := r.Client.List(ctx, &routers, client.InNamespace(route.Namespace)); err != nil {
-		return f, fmt.Errorf("list ContextRouters in %s: %w", route.Namespace, err)
+	if err := c.List(ctx, &routers, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list ContextRouters in %s: %w", namespace, err)
 	}
-	for _, rt := range routers.Items {
-		f.routers = append(f.routers, rt.Name)
+	names := make([]string, len(routers.Items))
+	for i, rt := range routers.Items {
+		names[i] = rt.Name
 	}
-	_, f.conditionErr = engine.CompileCondition(route.Spec.When)
-	for _, ref := range route.Spec.Sources {
-		ok, err := objectExists(ctx, r.Client, &v1alpha1.ContextSource{}, route.Namespace, ref.Name)
-		if err != nil {
-			return f, err
-		}
-		if !ok {
-			f.missingSources = append(f.missingSources, ref.Name)
-		}
-	}
-	return f, nil
+	return names, nil
 }
 
-// SetupWithManager registers the reconciler. Routes are re-reconciled when a
-// router appears or goes (parents change) and when a source they name appears
-// or goes (ResolvedRefs changes); updates of either change neither.
+// SetupWithManager registers the reconciler. Routes are re-reconciled when
+// their spec changes and when a router appears or goes (their parents
+// change).
 func (r *RouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := RegisterSharedIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
+	}
+	if r.live == nil {
+		r.live = mgr.GetAPIReader()
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("contextroute").
 		For(&v1alpha1.ContextRoute{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.ContextRouter{}, handler.EnqueueRequestsFromMapFunc(r.routesForRouter),
-			builder.WithPredicates(createOrDeleteOnly)).
-		Watches(&v1alpha1.ContextSource{}, handler.EnqueueRequestsFromMapFunc(r.routesForSource),
 			builder.WithPredicates(createOrDeleteOnly)).
 		Complete(r)
 }
@@ -107,11 +101,6 @@ func (r *RouteReconciler) routesForRouter(ctx context.Context, obj client.Object
 		reqs = append(reqs, indexedRequests(ctx, r.Client, &v1alpha1.ContextRouteList{}, obj.GetNamespace(), IndexRouteParents, key)...)
 	}
 	return reqs
-}
-
-// routesForSource maps a source to the routes that name it.
-func (r *RouteReconciler) routesForSource(ctx context.Context, obj client.Object) []reconcile.Request {
-	return indexedRequests(ctx, r.Client, &v1alpha1.ContextRouteList{}, obj.GetNamespace(), IndexRouteSources, obj.GetName())
 }
 
 // createOrDeleteOnly passes the events that change whether an object exists.

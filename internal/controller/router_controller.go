@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -40,18 +41,33 @@ import (
 // Reconcile is short: fetch, defer the status patch, run the phases in
 // order. Each phase records facts in a routerScope; the deferred patch turns
 // them into conditions with the pure functions of conditions_router.go.
+//
+// The bundle's verdict is also the status of what hangs off the router: the
+// reconciler writes the router's entry in status.parents of every attached
+// route and in status.excludedBy of every source it leaves out (writeVerdicts).
 type RouterReconciler struct {
 	Client client.Client
 	// RouterImage runs routers whose spec.deployment.image is empty.
 	RouterImage string
 	// Recorder receives events; SetupWithManager sets the manager's when nil.
 	Recorder events.EventRecorder
+
+	// live reads from the API server: a route or source again after a write
+	// conflict, and the data of document ConfigMaps, which no cache holds.
+	// Set by SetupWithManager (Client when nil).
+	live client.Reader
+	// namespaces limits the document ConfigMap cache (Options.Namespaces).
+	namespaces []string
 }
+
+// verdictWriters bounds the concurrent status writes of one reconcile.
+const verdictWriters = 8
 
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=contextrouter.dev,resources=contextroutes;contextsources;agentpermissions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextroutes/status;contextsources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
@@ -97,6 +113,9 @@ func (r *RouterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	s := &routerScope{router: router, before: router.DeepCopy()}
 	defer func() {
 		if err := r.patchStatus(ctx, s); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+		if err := r.writeVerdicts(ctx, s); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
@@ -162,24 +181,18 @@ func (r *RouterReconciler) gather(ctx context.Context, s *routerScope) (bool, er
 	return true, nil
 }
 
-// build compiles the bundle.
+// build compiles the bundle and judges every object.
 func (r *RouterReconciler) build(ctx context.Context, s *routerScope) (bool, error) {
 	b, err := bundle.Build(ctx, s.in)
-	var invalid *bundle.InvalidError
-	switch {
-	case errors.As(err, &invalid):
-		s.facts.BuildErr = err
-		s.concluded = true
-		return false, nil
-	case err != nil:
+	if err != nil {
 		return false, fmt.Errorf("build the bundle of %s/%s: %w", s.router.Namespace, s.router.Name, err)
 	}
 	bundleCompileSeconds.Observe(b.CompileTime.Seconds())
 	s.facts.Bundle = b
 	s.concluded = true
-	// A bundle that does not fit is refused here rather than by the API
-	// server, and the last good one keeps serving.
-	return !b.TooLarge(), nil
+	// A refused bundle, or one that does not fit (refused here rather than
+	// by the API server), is not written: the last good one keeps serving.
+	return len(b.Refused) == 0 && !b.TooLarge(), nil
 }
 
 // writeBundle applies the bundle ConfigMap.
@@ -239,15 +252,17 @@ func (r *RouterReconciler) writeWorkload(ctx context.Context, s *routerScope) (b
 }
 
 // inputsHash reads the Directory sources' ConfigMaps and the Secrets'
-// metadata (the cache never holds Secret data) for AnnotationInputsHash.
+// metadata (the cache never holds Secret or document ConfigMap data) for
+// AnnotationInputsHash.
 func (r *RouterReconciler) inputsHash(ctx context.Context, ns string, b *bundle.Bundle) (string, error) {
 	cms := make(map[string]*corev1.ConfigMap)
 	for _, d := range b.Directories {
 		if d.ConfigMap == "" || cms[d.ConfigMap] != nil {
 			continue
 		}
+		// Document ConfigMaps are cached as metadata only: read the data here.
 		cm := &corev1.ConfigMap{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: d.ConfigMap}, cm)
+		err := r.reader().Get(ctx, types.NamespacedName{Namespace: ns, Name: d.ConfigMap}, cm)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -437,9 +452,11 @@ func bundleHash(r *v1alpha1.ContextRouter) string {
 }
 
 // SetupWithManager registers the reconciler, its field indexes and its
-// watches: the router (spec changes and deletion), the objects it owns, and
-// the routes, sources, permissions, Secrets and ConfigMaps mapped to the
-// routers they affect through field indexes.
+// watches: the router (spec changes and deletion), the objects it owns (its
+// bundle ConfigMap among them: the manager's cache holds only the
+// ConfigMaps the operator made), and the routes, sources, permissions,
+// Secrets and document ConfigMaps (as metadata, see configmaps.go) mapped to
+// the routers they affect through field indexes.
 func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	if err := RegisterSharedIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
@@ -450,6 +467,13 @@ func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("contextrouter.dev/operator")
+	}
+	if r.live == nil {
+		r.live = mgr.GetAPIReader()
+	}
+	docs, err := documentConfigMaps(mgr, r.namespaces)
+	if err != nil {
+		return err
 	}
 	m := routerMapper{c: mgr.GetClient()}
 	specChanged := builder.WithPredicates(predicate.GenerationChangedPredicate{})
@@ -465,7 +489,7 @@ func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.AgentPermission{}, handler.EnqueueRequestsFromMapFunc(m.forPermission), specChanged).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(m.forSecret),
 			builder.OnlyMetadata, builder.WithPredicates(createOrDeleteOnly)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(m.forConfigMap)).
+		WatchesRawSource(watchDocumentConfigMaps(docs, m.forConfigMap)).
 		Complete(r)
 }
 
@@ -479,4 +503,98 @@ var specOrDeletionChanged = predicate.Funcs{
 		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 	},
+}
+
+func (r *RouterReconciler) reader() client.Reader {
+	if r.live != nil {
+		return r.live
+	}
+	return r.Client
+}
+
+// writeVerdicts writes the bundle's verdict into the status of what hangs off
+// the router: its entry in status.parents of each attached route (with the
+// route's Ready recomputed from all entries), and its entry in
+// status.excludedBy of each source it leaves out for a problem of the
+// source's own, removing its entries from sources it no longer leaves out.
+// It writes nothing when the build was cut short before a verdict.
+func (r *RouterReconciler) writeVerdicts(ctx context.Context, s *routerScope) error {
+	b := s.facts.Bundle
+	if b == nil {
+		return nil
+	}
+	ns, name := s.router.Namespace, s.router.Name
+	routers, err := routerNames(ctx, r.Client, ns)
+	if err != nil {
+		return err
+	}
+	now := metav1.Now().Rfc3339Copy()
+	var writes []func() error
+	for i := range s.in.Routes {
+		rt := s.in.Routes[i].DeepCopy()
+		v, ok := b.Verdict(v1alpha1.KindContextRoute, rt.Name)
+		if !ok || !rt.DeletionTimestamp.IsZero() {
+			continue
+		}
+		entry, gen := routeEntry(rt, name, v), rt.Generation
+		writes = append(writes, func() error {
+			return patchStatusLocked(ctx, r.Client, r.reader(), rt, func(cur *v1alpha1.ContextRoute) bool {
+				// A route changed since the build is judged again by the
+				// reconcile its change triggers.
+				if cur.Generation != gen || !cur.AttachesTo(name) {
+					return false
+				}
+				before := cur.Status.DeepCopy()
+				setParent(&cur.Status.Parents, entry, now)
+				setReady(cur, routers, now)
+				return !statusEqual(before, &cur.Status)
+			})
+		})
+	}
+	used := make(map[string]bool)
+	for i := range s.in.Sources {
+		src := s.in.Sources[i].DeepCopy()
+		used[src.Name] = true
+		v, _ := b.Verdict(v1alpha1.KindContextSource, src.Name)
+		entry, gen := sourceExclusion(src, name, v), src.Generation
+		writes = append(writes, func() error {
+			return patchStatusLocked(ctx, r.Client, r.reader(), src, func(cur *v1alpha1.ContextSource) bool {
+				return cur.Generation == gen && setExclusion(&cur.Status.ExcludedBy, name, entry)
+			})
+		})
+	}
+	var stale v1alpha1.ContextSourceList
+	if err := r.Client.List(ctx, &stale, client.InNamespace(ns), client.MatchingFields{IndexSourceExcludedBy: name}); err != nil {
+		return fmt.Errorf("list ContextSources left out by %s/%s: %w", ns, name, err)
+	}
+	for i := range stale.Items {
+		src := &stale.Items[i]
+		if used[src.Name] {
+			continue
+		}
+		writes = append(writes, func() error {
+			return patchStatusLocked(ctx, r.Client, r.reader(), src, func(cur *v1alpha1.ContextSource) bool {
+				return setExclusion(&cur.Status.ExcludedBy, name, nil)
+			})
+		})
+	}
+	return runBounded(writes, verdictWriters)
+}
+
+// runBounded runs fns, at most n at a time, and joins their errors.
+func runBounded(fns []func() error, n int) error {
+	errs := make([]error, len(fns))
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = fn()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

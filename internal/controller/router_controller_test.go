@@ -44,7 +44,7 @@ const (
 
 // startOperator runs a manager with every reconcile (webhooks off, so the
 // tests can create objects the webhook would refuse) until the test ends.
-func startOperator(t testing.TB, env *testenv.Env, log logr.Logger) {
+func startOperator(t testing.TB, env *testenv.Env, log logr.Logger) ctrl.Manager {
 	t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -72,6 +72,7 @@ func startOperator(t testing.TB, env *testenv.Env, log logr.Logger) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+	return mgr
 }
 
 // eventually polls check until it returns nil or routerTimeout passes.
@@ -123,12 +124,12 @@ func waitRouter(t testing.TB, c client.Client, ns, name string, check func(*v1al
 }
 
 // routerCond checks a router condition and that it describes the current generation.
-func routerCond(r *v1alpha1.ContextRouter, typ string, status metav1.ConditionStatus, reason string) error {
+func routerCond(r *v1alpha1.ContextRouter, typ string, status metav1.ConditionStatus, reason v1alpha1.ConditionReason) error {
 	c := meta.FindStatusCondition(r.Status.Conditions, typ)
 	switch {
 	case c == nil:
 		return fmt.Errorf("no %s condition in %+v", typ, r.Status.Conditions)
-	case c.Status != status || c.Reason != reason:
+	case c.Status != status || c.Reason != string(reason):
 		return fmt.Errorf("%s=%s reason %s (%q), want %s reason %s", typ, c.Status, c.Reason, c.Message, status, reason)
 	case c.ObservedGeneration != r.Generation || r.Status.ObservedGeneration != r.Generation:
 		return fmt.Errorf("%s observedGeneration %d, status.observedGeneration %d, generation %d", typ, c.ObservedGeneration, r.Status.ObservedGeneration, r.Generation)
@@ -138,8 +139,8 @@ func routerCond(r *v1alpha1.ContextRouter, typ string, status metav1.ConditionSt
 
 func programmed(r *v1alpha1.ContextRouter) error {
 	return errors.Join(
-		routerCond(r, v1alpha1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted),
-		routerCond(r, v1alpha1.ConditionProgrammed, metav1.ConditionTrue, ReasonProgrammed))
+		routerCond(r, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted),
+		routerCond(r, v1alpha1.ConditionProgrammed, metav1.ConditionTrue, v1alpha1.ReasonProgrammed))
 }
 
 // readBundle returns the bundle ConfigMap's content, checking its hash.
@@ -165,7 +166,7 @@ func compileBundle(t testing.TB, data string) *engine.Config {
 		t.Fatalf("the bundle does not decode: %v\n%s", err, data)
 	}
 	for _, p := range set.Check() {
-		if !p.Warning {
+		if !p.IsWarning() {
 			t.Errorf("the bundle fails a manifest check: %v", p)
 		}
 	}
@@ -296,7 +297,7 @@ func TestRouterController(t *testing.T) {
 		if b := router.Status.Bundle; b == nil || b.ConfigMapName != "acme-bundle" || !strings.HasPrefix(b.Hash, "sha256:") {
 			t.Fatalf("status.bundle = %+v", b)
 		}
-		if err := routerCond(router, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonDeploymentPending); err != nil {
+		if err := routerCond(router, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeploymentPending); err != nil {
 			t.Errorf("before the Deployment controller reports: %v", err)
 		}
 
@@ -408,7 +409,7 @@ func TestRouterController(t *testing.T) {
 			if r.Status.ReadyReplicas != 2 || r.Status.Replicas != 2 {
 				return fmt.Errorf("replicas %d ready %d", r.Status.Replicas, r.Status.ReadyReplicas)
 			}
-			return routerCond(r, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+			return routerCond(r, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 		})
 		settles(t, c, router)
 
@@ -432,7 +433,7 @@ func TestRouterController(t *testing.T) {
 		if got := dep.Annotations[AnnotationBundleHash]; got != newHash || dep.Spec.Template.Annotations[AnnotationBundleHash] != "" {
 			t.Errorf("pod template bundle hash %q, want %q", got, newHash)
 		}
-		if err := routerCond(router, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonDeploymentPending); err != nil {
+		if err := routerCond(router, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeploymentPending); err != nil {
 			t.Errorf("while the new pods roll out: %v", err)
 		}
 		eventually(t, "route status follows its generation", func() error {
@@ -480,7 +481,7 @@ func TestRouterController(t *testing.T) {
 			return nil
 		})
 		msg := meta.FindStatusCondition(router.Status.Conditions, v1alpha1.ConditionProgrammed).Message
-		for _, want := range []string{"2 left out", `ContextRoute "bad-cel": spec.when: `, `ContextRoute "waits": ContextSource "later" not found`} {
+		for _, want := range []string{"2 left out", `ContextRoute "bad-cel": spec.when: `, `ContextRoute "waits": spec.sources[1].name: ContextSource "later" not found`} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("Programmed message %q lacks %q", msg, want)
 			}
@@ -568,8 +569,8 @@ func TestRouterController(t *testing.T) {
 		mustCreate(t, c, tRoute(ns, "big", "", nil, "big-0", "big-1", "big-2"))
 		router = waitRouter(t, c, ns, "acme", func(r *v1alpha1.ContextRouter) error {
 			return errors.Join(
-				routerCond(r, v1alpha1.ConditionProgrammed, metav1.ConditionFalse, ReasonBundleTooLarge),
-				routerCond(r, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNotProgrammed))
+				routerCond(r, v1alpha1.ConditionProgrammed, metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge),
+				routerCond(r, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotProgrammed))
 		})
 		if msg := meta.FindStatusCondition(router.Status.Conditions, v1alpha1.ConditionProgrammed).Message; !strings.Contains(msg, "2 routes, 4 sources") {
 			t.Errorf("message %q", msg)
@@ -583,7 +584,7 @@ func TestRouterController(t *testing.T) {
 				return err
 			}
 			for _, e := range events.Items {
-				if e.Reason == ReasonBundleTooLarge && e.Type == corev1.EventTypeWarning &&
+				if e.Reason == string(v1alpha1.ReasonBundleTooLarge) && e.Type == corev1.EventTypeWarning &&
 					e.Regarding.Kind == "ContextRouter" && e.Regarding.Name == "acme" && strings.Contains(e.Note, "bytes") {
 					return nil
 				}
@@ -603,14 +604,14 @@ func TestRouterController(t *testing.T) {
 		)
 		r := waitRouter(t, c, ns, "embed", func(r *v1alpha1.ContextRouter) error {
 			return errors.Join(
-				routerCond(r, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonInvalidSpec),
-				routerCond(r, v1alpha1.ConditionProgrammed, metav1.ConditionFalse, ReasonInvalid))
+				routerCond(r, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec),
+				routerCond(r, v1alpha1.ConditionProgrammed, metav1.ConditionFalse, v1alpha1.ReasonInvalid))
 		})
 		if msg := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionAccepted).Message; !strings.Contains(msg, "spec.ranking.strategy") {
 			t.Errorf("Accepted message %q", msg)
 		}
 		waitRouter(t, c, ns, "9lives", func(r *v1alpha1.ContextRouter) error {
-			return routerCond(r, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonInvalidName)
+			return routerCond(r, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonInvalidName)
 		})
 		for _, name := range []string{"embed-bundle", "9lives-bundle"} {
 			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {

@@ -203,6 +203,7 @@ func desiredDeployment(router *v1alpha1.ContextRouter, b *bundle.Bundle, image, 
 		Name:  "router",
 		Image: image,
 		Args:  bundle.ServeArgs(),
+		Env:   bundle.ContainerEnv(),
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: HTTPPort, Protocol: corev1.ProtocolTCP}},
 		// A pod whose snapshot cannot be built never becomes ready, so a
 		// rollout with a bad bundle stops before it replaces good pods.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -116,6 +117,12 @@ func TestDesiredDeployment(t *testing.T) {
 	}
 	if c.Resources.Limits.Memory().String() != "256Mi" || c.Resources.Requests.Cpu().String() != "100m" {
 		t.Errorf("resources %+v", c.Resources)
+	}
+	// serve derives its soft memory limit from the container's.
+	wantEnv := []corev1.EnvVar{{Name: "CONTEXTROUTER_CONTAINER_MEMORY_LIMIT", ValueFrom: &corev1.EnvVarSource{
+		ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}}
+	if !equality.Semantic.DeepEqual(c.Env, wantEnv) {
+		t.Errorf("env %+v, want %+v", c.Env, wantEnv)
 	}
 	mounts := make(map[string]corev1.VolumeMount)
 	for _, m := range c.VolumeMounts {
@@ -231,8 +238,8 @@ func TestCacheOptions(t *testing.T) {
 	if all.DefaultNamespaces != nil {
 		t.Errorf("no namespaces should cache every namespace, got %v", all.DefaultNamespaces)
 	}
-	if len(all.ByObject) != 3 {
-		t.Errorf("ByObject has %d entries, want Deployment, Service, ServiceAccount", len(all.ByObject))
+	if len(all.ByObject) != 4 {
+		t.Errorf("ByObject has %d entries, want Deployment, Service, ServiceAccount, ConfigMap", len(all.ByObject))
 	}
 	for obj, by := range all.ByObject {
 		if by.Label == nil || by.Label.String() != LabelManagedBy+"="+ManagedByValue {

@@ -196,7 +196,7 @@ func medianCompile(t *testing.T, data string, runs int) (decode, compile time.Du
 			t.Fatal(err)
 		}
 		for _, p := range set.Check() {
-			if !p.Warning {
+			if !p.IsWarning() {
 				t.Fatal(p)
 			}
 		}

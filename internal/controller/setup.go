@@ -19,6 +19,9 @@ import (
 type Options struct {
 	// RouterImage runs routers whose spec.deployment.image is empty.
 	RouterImage string
+	// Namespaces limits the document ConfigMap cache as CacheOptions limits
+	// the manager's (none: every namespace).
+	Namespaces []string
 }
 
 // Setup registers every reconciler of the operator with mgr. The manager's
@@ -31,9 +34,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		name  string
 		setup func(ctrl.Manager) error
 	}{
-		{"ContextRouter", (&RouterReconciler{Client: mgr.GetClient(), RouterImage: opts.RouterImage}).SetupWithManager},
+		{"ContextRouter", (&RouterReconciler{Client: mgr.GetClient(), RouterImage: opts.RouterImage, namespaces: opts.Namespaces}).SetupWithManager},
 		{"ContextRoute", (&RouteReconciler{Client: mgr.GetClient()}).SetupWithManager},
-		{"ContextSource", (&SourceReconciler{Client: mgr.GetClient()}).SetupWithManager},
+		{"ContextSource", (&SourceReconciler{Client: mgr.GetClient(), namespaces: opts.Namespaces}).SetupWithManager},
 		{"AgentPermission", (&PermissionReconciler{Client: mgr.GetClient()}).SetupWithManager},
 	}
 	for _, r := range reconcilers {
@@ -46,9 +49,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 // CacheOptions are the manager cache options the reconcilers expect.
 // namespaces limits the cache (and so the operator) to those namespaces;
-// none means every namespace. Deployments, Services and ServiceAccounts are
-// only cached when the operator made them (LabelManagedBy), so a large
-// cluster's workloads do not fill the operator's memory.
+// none means every namespace. Deployments, Services, ServiceAccounts and
+// ConfigMaps are only cached when the operator made them (LabelManagedBy),
+// so a large cluster's workloads and configuration do not fill the
+// operator's memory; the users' document ConfigMaps are watched as bare
+// names through a cache of their own (see configmaps.go).
 func CacheOptions(namespaces []string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 	opts := cache.Options{
@@ -56,6 +61,7 @@ func CacheOptions(namespaces []string) cache.Options {
 			&appsv1.Deployment{}:     {Label: managed},
 			&corev1.Service{}:        {Label: managed},
 			&corev1.ServiceAccount{}: {Label: managed},
+			&corev1.ConfigMap{}:      {Label: managed},
 		},
 	}
 	if len(namespaces) > 0 {

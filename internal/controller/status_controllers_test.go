@@ -1,9 +1,9 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/testenv"
 )
 
@@ -29,12 +27,13 @@ import (
 // loaded machine.
 const statusTimeout = 30 * time.Second
 
-// TestStatusControllers runs the route, source and permission status
-// reconcilers in-process against a real API server (webhooks off, so objects
-// the webhook would refuse still get in) and checks the status they write.
+// TestStatusControllers runs the operator in-process against a real API
+// server (webhooks off, so objects the webhook would refuse still get in) and
+// checks the status of routes, sources and permissions: what the router's
+// bundle verdict and the status reconcilers write.
 func TestStatusControllers(t *testing.T) {
 	env := testenv.Start(t)
-	startStatusManager(t, env)
+	startOperator(t, env, testr.New(t))
 	c := env.Client
 	ctx := t.Context()
 
@@ -50,12 +49,13 @@ func TestStatusControllers(t *testing.T) {
 				return err
 			}
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "Accepted", condFalse, ReasonInvalidCondition, 1),
-				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, ReasonResolvedRefs, 1),
-				wantCond(r.Status.Conditions, "Ready", condFalse, ReasonInvalidCondition, 1))
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condFalse, v1alpha1.ReasonInvalidCondition, 1),
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 1),
+				wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonInvalidCondition, 1))
 		})
-		if msg := findCondition(got.Status.Parents[0].Conditions, "Accepted").Message; msg != "spec.when: "+celErr.Error() {
-			t.Errorf("Accepted message %q, want the CEL error %q", msg, "spec.when: "+celErr.Error())
+		wantMsg := `spec.when: Invalid value: "text ==": ` + problem.OneLine(celErr.Error())
+		if msg := findCondition(got.Status.Parents[0].Conditions, "Accepted").Message; msg != wantMsg {
+			t.Errorf("Accepted message %q, want the CEL error %q", msg, wantMsg)
 		}
 		if got.Status.ObservedGeneration != 1 {
 			t.Errorf("status.observedGeneration %d, want 1", got.Status.ObservedGeneration)
@@ -67,9 +67,9 @@ func TestStatusControllers(t *testing.T) {
 				return fmt.Errorf("status.observedGeneration %d, want 2", r.Status.ObservedGeneration)
 			}
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, ReasonAccepted, 2),
-				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, ReasonResolvedRefs, 2),
-				wantCond(r.Status.Conditions, "Ready", condTrue, ReasonAccepted, 2))
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, v1alpha1.ReasonAccepted, 2),
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 2),
+				wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 2))
 		})
 		assertStatusSettles(t, c, got)
 	})
@@ -84,19 +84,19 @@ func TestStatusControllers(t *testing.T) {
 				return err
 			}
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, ReasonAccepted, 1),
-				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condFalse, ReasonSourceNotFound, 1),
-				wantCond(r.Status.Conditions, "Ready", condFalse, ReasonSourceNotFound, 1))
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, v1alpha1.ReasonAccepted, 1),
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 1),
+				wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonSourceNotFound, 1))
 		})
-		if msg := findCondition(got.Status.Parents[0].Conditions, "ResolvedRefs").Message; msg != `ContextSource "later" not found` {
+		if msg := findCondition(got.Status.Parents[0].Conditions, "ResolvedRefs").Message; msg != `spec.sources[1].name: ContextSource "later" not found` {
 			t.Errorf("ResolvedRefs message %q", msg)
 		}
 
 		create(t, c, newInline(ns, "later"))
 		waitRoute(t, c, route, func(r *v1alpha1.ContextRoute) error {
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, ReasonResolvedRefs, 1),
-				wantCond(r.Status.Conditions, "Ready", condTrue, ReasonAccepted, 1))
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 1),
+				wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 1))
 		})
 	})
 
@@ -112,7 +112,7 @@ func TestStatusControllers(t *testing.T) {
 			if err := wantParents(r); err != nil {
 				return err
 			}
-			return wantCond(r.Status.Conditions, "Ready", condFalse, ReasonNoMatchingParent, 1)
+			return wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonNoMatchingParent, 1)
 		})
 
 		alpha, beta := newRouter(ns, "alpha"), newRouter(ns, "beta")
@@ -121,16 +121,16 @@ func TestStatusControllers(t *testing.T) {
 			if err := wantParents(r, "alpha", "beta"); err != nil {
 				return err
 			}
-			return wantCond(r.Status.Conditions, "Ready", condTrue, ReasonAccepted, 1)
+			return wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 1)
 		})
 		got := waitRoute(t, c, named, func(r *v1alpha1.ContextRoute) error {
 			if err := wantParents(r, "beta", "ghost"); err != nil {
 				return err
 			}
 			return errors.Join(
-				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, ReasonAccepted, 1),
-				wantCond(r.Status.Parents[1].Conditions, "Accepted", condFalse, ReasonNoMatchingParent, 1),
-				wantCond(r.Status.Conditions, "Ready", condFalse, ReasonNoMatchingParent, 1))
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, v1alpha1.ReasonAccepted, 1),
+				wantCond(r.Status.Parents[1].Conditions, "Accepted", condFalse, v1alpha1.ReasonNoMatchingParent, 1),
+				wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonNoMatchingParent, 1))
 		})
 		if msg := findCondition(got.Status.Conditions, "Ready").Message; !strings.Contains(msg, `ContextRouter "ghost" not found`) {
 			t.Errorf("Ready message %q does not name the missing router", msg)
@@ -153,7 +153,7 @@ func TestStatusControllers(t *testing.T) {
 		}
 		create(t, c, src)
 		got := waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condFalse, ReasonSecretNotFound, 1)
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonSecretNotFound, 1)
 		})
 		if msg := got.Status.Conditions[0].Message; msg != `spec.httpAPI.headers[0].valueFrom.secretKeyRef: Secret "search-api" not found` {
 			t.Errorf("message %q", msg)
@@ -163,7 +163,7 @@ func TestStatusControllers(t *testing.T) {
 			Data: map[string][]byte{"other": []byte("x")}}
 		create(t, c, secret)
 		waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
-			if err := wantCond(s.Status.Conditions, "Ready", condFalse, ReasonSecretNotFound, 1); err != nil {
+			if err := wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonSecretNotFound, 1); err != nil {
 				return err
 			}
 			if msg := s.Status.Conditions[0].Message; !strings.Contains(msg, `has no key "token"`) {
@@ -178,7 +178,7 @@ func TestStatusControllers(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condTrue, ReasonValid, 1)
+			return wantCond(s.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1)
 		})
 		if got.Status.ObservedGeneration != 1 {
 			t.Errorf("status.observedGeneration %d, want 1", got.Status.ObservedGeneration)
@@ -194,10 +194,10 @@ func TestStatusControllers(t *testing.T) {
 		pvcSrc.Namespace, pvcSrc.Name = ns, "wiki"
 		create(t, c, cmSrc, pvcSrc)
 		waitSource(t, c, cmSrc, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condFalse, ReasonConfigMapNotFound, 1)
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonConfigMapNotFound, 1)
 		})
 		waitSource(t, c, pvcSrc, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condFalse, ReasonPersistentVolumeClaimNotFound, 1)
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonPersistentVolumeClaimNotFound, 1)
 		})
 
 		create(t, c,
@@ -209,7 +209,7 @@ func TestStatusControllers(t *testing.T) {
 				}})
 		for _, s := range []*v1alpha1.ContextSource{cmSrc, pvcSrc} {
 			waitSource(t, c, s, func(s *v1alpha1.ContextSource) error {
-				return wantCond(s.Status.Conditions, "Ready", condTrue, ReasonValid, 1)
+				return wantCond(s.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1)
 			})
 		}
 	})
@@ -224,7 +224,7 @@ func TestStatusControllers(t *testing.T) {
 		}
 		create(t, c, src)
 		got := waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
-			return wantCond(s.Status.Conditions, "Ready", condFalse, ReasonInvalidSpec, 1)
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonInvalidSpec, 1)
 		})
 		if msg := got.Status.Conditions[0].Message; !strings.Contains(msg, "spec.httpAPI.body") {
 			t.Errorf("message %q does not name spec.httpAPI.body", msg)
@@ -234,8 +234,138 @@ func TestStatusControllers(t *testing.T) {
 			if s.Status.ObservedGeneration != 2 {
 				return fmt.Errorf("status.observedGeneration %d, want 2", s.Status.ObservedGeneration)
 			}
-			return wantCond(s.Status.Conditions, "Ready", condTrue, ReasonValid, 2)
+			return wantCond(s.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 2)
 		})
+	})
+
+	t.Run("a Directory source no router pod can mount is not Ready, and its route is not accepted with all references resolved", func(t *testing.T) {
+		ns := env.Namespace(t)
+		src := dirSource("/etc/contextrouter/secrets", &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "hr-files"}})
+		src.Namespace, src.Name = ns, "hr-docs"
+		create(t, c,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hr-files", Namespace: ns}, Data: map[string]string{"pto.md": "# PTO"}},
+			newRouter(ns, "acme"), src, newInline(ns, "prompt"),
+			newRoute(ns, "hr", "", "hr-docs"), newRoute(ns, "always", "", "prompt"))
+
+		// The router serves what it can and names what it leaves out.
+		router := waitRouter(t, c, ns, "acme", func(r *v1alpha1.ContextRouter) error {
+			if err := programmed(r); err != nil {
+				return err
+			}
+			if r.Status.AttachedRoutes != 1 || r.Status.Sources != 1 {
+				return fmt.Errorf("attachedRoutes %d sources %d, want 1 and 1", r.Status.AttachedRoutes, r.Status.Sources)
+			}
+			return nil
+		})
+		msg := findCondition(router.Status.Conditions, v1alpha1.ConditionProgrammed).Message
+		for _, left := range []string{`ContextRoute "hr": `, `ContextSource "hr-docs": `} {
+			if !strings.Contains(msg, left) {
+				t.Errorf("Programmed message %q does not list %s as left out", msg, left)
+			}
+		}
+		data, _ := readBundle(t, c, ns, "acme")
+		cfg := compileBundle(t, data)
+		if got := routeNames(cfg); !slices.Equal(got, []string{"always"}) {
+			t.Errorf("bundle routes %v, want [always]", got)
+		}
+
+		// What the route and the source report agrees with the bundle.
+		got := waitRoute(t, c, newRoute(ns, "hr", ""), func(r *v1alpha1.ContextRoute) error {
+			if err := wantParents(r, "acme"); err != nil {
+				return err
+			}
+			return errors.Join(
+				wantCond(r.Status.Parents[0].Conditions, "Accepted", condTrue, v1alpha1.ReasonAccepted, 1),
+				wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condFalse, v1alpha1.ReasonInvalidSource, 1),
+				wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonInvalidSource, 1))
+		})
+		ready := findCondition(got.Status.Conditions, "Ready").Message
+		if strings.Contains(ready, "all references resolved") || !strings.Contains(ready, `ContextSource "hr-docs" is left out: spec.directory.path: "/etc/contextrouter/secrets" collides with`) {
+			t.Errorf("route Ready message %q", ready)
+		}
+		waitRoute(t, c, newRoute(ns, "always", ""), func(r *v1alpha1.ContextRoute) error {
+			return wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 1)
+		})
+		gotSrc := waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
+			if len(s.Status.ExcludedBy) != 1 || s.Status.ExcludedBy[0].Router != "acme" || s.Status.ExcludedBy[0].Reason != v1alpha1.ReasonInvalidMount {
+				return fmt.Errorf("excludedBy %+v, want acme InvalidMount", s.Status.ExcludedBy)
+			}
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonInvalidMount, 1)
+		})
+		if m := findCondition(gotSrc.Status.Conditions, "Ready").Message; strings.Contains(m, "valid") {
+			t.Errorf("source Ready message %q", m)
+		}
+
+		// Fixed, everything follows.
+		update(t, c, gotSrc, func(s *v1alpha1.ContextSource) { s.Spec.Directory.Path = "/srv/hr" })
+		waitSource(t, c, src, func(s *v1alpha1.ContextSource) error {
+			if len(s.Status.ExcludedBy) != 0 {
+				return fmt.Errorf("excludedBy %+v, want none", s.Status.ExcludedBy)
+			}
+			return wantCond(s.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 2)
+		})
+		waitRoute(t, c, newRoute(ns, "hr", ""), func(r *v1alpha1.ContextRoute) error {
+			return wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 1)
+		})
+	})
+
+	t.Run("each router writes its own verdict: a source one router leaves out", func(t *testing.T) {
+		ns := env.Namespace(t)
+		s1 := dirSource("/srv/docs", &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "one"}})
+		s1.Namespace, s1.Name = ns, "s1"
+		s2 := dirSource("/srv/docs", &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "two"}})
+		s2.Namespace, s2.Name = ns, "s2"
+		only := newRoute(ns, "only-alpha", "", "s1")
+		only.Spec.ParentRefs = []v1alpha1.ParentReference{{Name: "alpha"}}
+		var shared []*v1alpha1.ContextRoute
+		for i := range 6 {
+			shared = append(shared, newRoute(ns, fmt.Sprintf("shared-%d", i), "", "s2"))
+		}
+		create(t, c,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: ns}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "two", Namespace: ns}},
+			newRouter(ns, "alpha"), newRouter(ns, "beta"), s1, s2, only)
+		for _, r := range shared {
+			create(t, c, r)
+		}
+		// In alpha, s2 would mount another volume where s1 is: alpha leaves
+		// s2 and its routes out; beta serves them. Both entries stay.
+		for _, r := range shared {
+			waitRoute(t, c, r, func(r *v1alpha1.ContextRoute) error {
+				if err := wantParents(r, "alpha", "beta"); err != nil {
+					return err
+				}
+				return errors.Join(
+					wantCond(r.Status.Parents[0].Conditions, "ResolvedRefs", condFalse, v1alpha1.ReasonInvalidSource, 1),
+					wantCond(r.Status.Parents[1].Conditions, "Accepted", condTrue, v1alpha1.ReasonAccepted, 1),
+					wantCond(r.Status.Parents[1].Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 1),
+					wantCond(r.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonInvalidSource, 1))
+			})
+		}
+		waitSource(t, c, s2, func(s *v1alpha1.ContextSource) error {
+			if len(s.Status.ExcludedBy) != 1 || s.Status.ExcludedBy[0].Router != "alpha" ||
+				!strings.Contains(s.Status.ExcludedBy[0].Message, `ContextSource "s1" of the same router mounts another volume at "/srv/docs"`) {
+				return fmt.Errorf("excludedBy %+v, want alpha only", s.Status.ExcludedBy)
+			}
+			return wantCond(s.Status.Conditions, "Ready", condFalse, v1alpha1.ReasonInvalidMount, 1)
+		})
+
+		// Without the route that brings s1 into alpha, alpha takes s2 back
+		// and removes its entry from the source.
+		if err := c.Delete(ctx, only); err != nil {
+			t.Fatal(err)
+		}
+		waitSource(t, c, s2, func(s *v1alpha1.ContextSource) error {
+			if len(s.Status.ExcludedBy) != 0 {
+				return fmt.Errorf("excludedBy %+v, want none", s.Status.ExcludedBy)
+			}
+			return wantCond(s.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1)
+		})
+		for _, r := range shared {
+			waitRoute(t, c, r, func(r *v1alpha1.ContextRoute) error {
+				return wantCond(r.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonAccepted, 1)
+			})
+		}
 	})
 
 	t.Run("permission naming a missing source stays Ready", func(t *testing.T) {
@@ -250,8 +380,8 @@ func TestStatusControllers(t *testing.T) {
 		create(t, c, perm)
 		got := waitPermission(t, c, perm, func(p *v1alpha1.AgentPermission) error {
 			return errors.Join(
-				wantCond(p.Status.Conditions, "ResolvedRefs", condFalse, ReasonSourceNotFound, 1),
-				wantCond(p.Status.Conditions, "Ready", condTrue, ReasonValid, 1))
+				wantCond(p.Status.Conditions, "ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 1),
+				wantCond(p.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1))
 		})
 		if msg := findCondition(got.Status.Conditions, "ResolvedRefs").Message; msg != `ContextSources "later" and "payroll" not found` {
 			t.Errorf("ResolvedRefs message %q", msg)
@@ -259,47 +389,10 @@ func TestStatusControllers(t *testing.T) {
 		create(t, c, newInline(ns, "later"), newInline(ns, "payroll"))
 		got = waitPermission(t, c, perm, func(p *v1alpha1.AgentPermission) error {
 			return errors.Join(
-				wantCond(p.Status.Conditions, "ResolvedRefs", condTrue, ReasonResolvedRefs, 1),
-				wantCond(p.Status.Conditions, "Ready", condTrue, ReasonValid, 1))
+				wantCond(p.Status.Conditions, "ResolvedRefs", condTrue, v1alpha1.ReasonResolvedRefs, 1),
+				wantCond(p.Status.Conditions, "Ready", condTrue, v1alpha1.ReasonValid, 1))
 		})
 		assertStatusSettles(t, c, got)
-	})
-}
-
-// startStatusManager runs a manager with only the three status reconcilers
-// until the test ends.
-func startStatusManager(t *testing.T, env *testenv.Env) {
-	t.Helper()
-	skip := true
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Logger:                 testr.New(t),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Other tests of this package may run the same controllers in
-		// their own manager; names are only unique per manager here.
-		Controller: config.Controller{SkipNameValidation: &skip},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
-		&RouteReconciler{Client: mgr.GetClient()},
-		&SourceReconciler{Client: mgr.GetClient()},
-		&PermissionReconciler{Client: mgr.GetClient()},
-	} {
-		if err := r.SetupWithManager(mgr); err != nil {
-			t.Fatalf("%T.SetupWithManager: %v", r, err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
 	})
 }
 
@@ -401,12 +494,12 @@ func wantParents(r *v1alpha1.ContextRoute, names ...string) error {
 
 // wantCond checks one condition, including its observedGeneration and that
 // it has a transition time.
-func wantCond(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string, gen int64) error {
+func wantCond(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason v1alpha1.ConditionReason, gen int64) error {
 	c := findCondition(conds, typ)
 	switch {
 	case c == nil:
 		return fmt.Errorf("no %s condition in %+v", typ, conds)
-	case c.Status != status || c.Reason != reason:
+	case c.Status != status || c.Reason != string(reason):
 		return fmt.Errorf("%s=%s reason %s (%q), want %s reason %s", typ, c.Status, c.Reason, c.Message, status, reason)
 	case c.ObservedGeneration != gen:
 		return fmt.Errorf("%s observedGeneration %d, want %d", typ, c.ObservedGeneration, gen)

@@ -47,10 +47,15 @@ func BenchmarkRouteMatch(b *testing.B) {
 	req := &Request{Text: "How do I roll back a canary deploy after an incident review?", Agent: "eng-assistant",
 		Tags: []string{"eng-platform"}, Metadata: map[string]string{"department": "engineering"}}
 	resp := &Response{}
+	// As the server runs it: under the query timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	b.ReportAllocs()
 	for b.Loop() {
 		resp.MatchedRoutes, resp.RouteErrors = resp.MatchedRoutes[:0], resp.RouteErrors[:0]
-		s.matchRoutes(req, resp)
+		if _, err := s.matchRoutes(ctx, req, resp); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if len(resp.MatchedRoutes) != 4 || len(resp.RouteErrors) != 0 {
 		b.Fatalf("matched %v errors %v", resp.MatchedRoutes, resp.RouteErrors)

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/checker"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
@@ -16,19 +18,24 @@ import (
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
-// Input bounds of a query. They make the cost of a condition computable at
-// compile time (and are enforced by Query), so an expensive condition is
-// refused when it is applied instead of slowing every query.
-const (
-	MaxTextBytes     = 64 << 10
-	MaxTags          = 64
-	MaxMetadataPairs = 64
-	maxShortString   = 1024
-)
-
 // CostLimit bounds the estimated worst-case cost of one condition (CEL cost
 // units; one unit is roughly one simple operation).
 const CostLimit = 1_000_000
+
+// Overload IDs of the word functions; the cost model prices them.
+const (
+	containsAnyWordID  = "containsAnyWord_string_list_string"
+	containsAllWordsID = "containsAllWords_string_list_string"
+)
+
+// interruptEvery is how many comprehension steps pass between two looks at the
+// query's context: cheap enough to be invisible, frequent enough that a loop
+// stops within microseconds of the deadline.
+const interruptEvery = 16
+
+// minInterruptibleCost is the estimated cost below which a condition is not
+// worth interrupting: cel-go's unit is about 50 ns, so well under a millisecond.
+const minInterruptibleCost = 10_000
 
 // celEnv is the environment every route condition compiles in. It is built
 // once: cel.Env is safe for concurrent use.
@@ -43,13 +50,15 @@ var celEnv = func() *cel.Env {
 		ext.Lists(),
 		cel.OptionalTypes(),
 		cel.Function("containsAnyWord",
-			cel.Overload("containsAnyWord_string_list_string",
+			cel.Overload(containsAnyWordID,
 				[]*cel.Type{cel.StringType, cel.ListType(cel.StringType)}, cel.BoolType,
 				cel.BinaryBinding(func(text, words ref.Val) ref.Val { return containsWords(text, words, false) }))),
 		cel.Function("containsAllWords",
-			cel.Overload("containsAllWords_string_list_string",
+			cel.Overload(containsAllWordsID,
 				[]*cel.Type{cel.StringType, cel.ListType(cel.StringType)}, cel.BoolType,
 				cel.BinaryBinding(func(text, words ref.Val) ref.Val { return containsWords(text, words, true) }))),
+		// After the ext libraries: these replace estimators of theirs (celcost.go).
+		cel.CostEstimatorOptions(costOptions()...),
 	)
 	if err != nil {
 		panic(fmt.Sprintf("engine: building the CEL environment: %v", err))
@@ -57,7 +66,19 @@ var celEnv = func() *cel.Env {
 	return env
 }()
 
-// compiled caches programs by expression text. The operator recompiles a
+// condition is a compiled route condition.
+type condition struct {
+	prg cel.Program
+	// loops is set when the expression has a comprehension (exists, all, map,
+	// filter, ...) and may cost more than minInterruptibleCost: cel-go checks
+	// for interrupts only in comprehension steps, and a context-aware
+	// evaluation costs two allocations, so only such conditions get one.
+	loops bool
+	// words is set when the expression calls containsAnyWord/containsAllWords.
+	words bool
+}
+
+// compiled caches conditions by expression text. The operator recompiles a
 // namespace's routes on every reconcile and most conditions are unchanged;
 // a cel.Program is immutable and safe to share.
 var compiled = struct {
@@ -66,8 +87,8 @@ var compiled = struct {
 }{m: map[string]compileResult{}}
 
 type compileResult struct {
-	prg cel.Program
-	err error
+	cond *condition
+	err  error
 }
 
 const maxCompiledCache = 16384
@@ -75,6 +96,14 @@ const maxCompiledCache = 16384
 // CompileCondition compiles a route condition. The error text is the CEL
 // compiler's, which points at the offending column. An empty condition is nil.
 func CompileCondition(expr string) (cel.Program, error) {
+	c, err := compileCached(expr)
+	if c == nil {
+		return nil, err
+	}
+	return c.prg, err
+}
+
+func compileCached(expr string) (*condition, error) {
 	if expr == "" {
 		return nil, nil
 	}
@@ -82,19 +111,19 @@ func CompileCondition(expr string) (cel.Program, error) {
 	r, ok := compiled.m[expr]
 	compiled.Unlock()
 	if ok {
-		return r.prg, r.err
+		return r.cond, r.err
 	}
-	prg, err := compileCondition(expr)
+	c, err := compileCondition(expr)
 	compiled.Lock()
 	if len(compiled.m) >= maxCompiledCache {
 		clear(compiled.m) // crude but bounded; real configurations stay far below
 	}
-	compiled.m[expr] = compileResult{prg, err}
+	compiled.m[expr] = compileResult{c, err}
 	compiled.Unlock()
-	return prg, err
+	return c, err
 }
 
-func compileCondition(expr string) (cel.Program, error) {
+func compileCondition(expr string) (*condition, error) {
 	ast, iss := celEnv.Compile(expr)
 	if iss.Err() != nil {
 		return nil, iss.Err()
@@ -102,48 +131,52 @@ func compileCondition(expr string) (cel.Program, error) {
 	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("must evaluate to bool, not %s", ast.OutputType())
 	}
-	cost, err := celEnv.EstimateCost(ast, costEstimator{})
+	c := &condition{}
+	var refused error
+	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		switch e.Kind() {
+		case celast.ComprehensionKind:
+			c.loops = true
+		case celast.CallKind:
+			switch e.AsCall().FunctionName() {
+			case "containsAnyWord", "containsAllWords":
+				c.words = true
+			case "format":
+				if refused == nil {
+					refused = fmt.Errorf("format is not available in conditions: its work cannot be bounded by the cost check; build strings with + instead")
+				}
+			}
+		}
+	}))
+	if refused != nil {
+		return nil, refused
+	}
+	cost, err := checkCost(ast)
 	if err != nil {
-		return nil, fmt.Errorf("estimating cost: %w", err)
+		return nil, err
 	}
-	if cost.Max > CostLimit {
-		return nil, fmt.Errorf("too expensive: estimated worst-case cost %d exceeds the limit of %d (queries are bounded to %d bytes of text, %d tags and %d metadata pairs)",
-			cost.Max, CostLimit, MaxTextBytes, MaxTags, MaxMetadataPairs)
-	}
+	// A cheap loop ends soon enough; the check between routes covers it.
+	c.loops = c.loops && cost > minInterruptibleCost
 	// OptOptimize precomputes constant list literals instead of rebuilding them per evaluation.
-	return celEnv.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	prg, err := celEnv.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(interruptEvery))
+	if err != nil {
+		return nil, err
+	}
+	c.prg = prg
+	return c, nil
 }
 
-// costEstimator gives the compile-time cost check the sizes of the inputs.
-type costEstimator struct{}
-
-func (costEstimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
-	p := n.Path()
-	if len(p) == 0 {
-		return nil
+// eval runs a condition; a non-bool result is an error. Under a context that
+// can end, a condition with loops is evaluated so that it stops when the
+// context ends (the error then wraps the context's error).
+func (c *condition) eval(ctx context.Context, act interpreter.Activation) (bool, error) {
+	var out ref.Val
+	var err error
+	if c.loops && ctx.Done() != nil {
+		out, _, err = c.prg.ContextEval(ctx, act)
+	} else {
+		out, _, err = c.prg.Eval(act)
 	}
-	switch {
-	case p[0] == "text":
-		return &checker.SizeEstimate{Min: 0, Max: MaxTextBytes}
-	case p[0] == "tags" && len(p) == 1:
-		return &checker.SizeEstimate{Min: 0, Max: MaxTags}
-	case p[0] == "metadata" && len(p) == 1:
-		return &checker.SizeEstimate{Min: 0, Max: MaxMetadataPairs}
-	}
-	return &checker.SizeEstimate{Min: 0, Max: maxShortString}
-}
-
-func (costEstimator) EstimateCallCost(fn, _ string, _ *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
-	if fn != "containsAnyWord" && fn != "containsAllWords" {
-		return nil
-	}
-	// Tokenising the text dominates; it is cached across the routes of a query.
-	return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1 + MaxTextBytes/10}}
-}
-
-// evalCondition runs a compiled condition; a non-bool result is an error.
-func evalCondition(prg cel.Program, act interpreter.Activation) (bool, error) {
-	out, _, err := prg.Eval(act)
 	if err != nil {
 		return false, err
 	}
@@ -158,6 +191,8 @@ func evalCondition(prg cel.Program, act interpreter.Activation) (bool, error) {
 // are boxed once, so resolving a name does not allocate.
 type activation struct {
 	text, agent, tags, metadata, vars any
+	// question shares the words of text between the query's calls.
+	question queryText
 }
 
 func newActivation(req *Request, vars ref.Val) *activation {
@@ -196,60 +231,43 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-// stemmedText caches the word stems of the last text seen, because every
-// route of a query asks about the same text.
-type stemmedText struct {
-	text  string
+// words is a tokenised text: the stems of its words in order and, for a long
+// text, their set, so that looking a word up does not scan the text.
+type words struct {
 	stems []string
+	set   map[string]struct{}
 }
 
-var lastText atomic.Pointer[stemmedText]
+// linearScanMax is the longest text whose words are scanned instead of put in
+// a set: a question of a few dozen words is faster to scan than to hash.
+const linearScanMax = 64
 
-func textStems(s string) []string {
-	if c := lastText.Load(); c != nil && c.text == s {
-		return c.stems
+func newWords(s string) *words {
+	w := &words{stems: tokenize.WordStems(s)}
+	if len(w.stems) > linearScanMax {
+		w.set = make(map[string]struct{}, len(w.stems)/2)
+		for _, st := range w.stems {
+			w.set[st] = struct{}{}
+		}
 	}
-	st := &stemmedText{text: s, stems: tokenize.WordStems(s)}
-	lastText.Store(st)
-	return st.stems
+	return w
 }
 
-// containsWords matches whole words after the scorer's tokenisation (so
-// "vacations" matches "vacation"); an entry of several words matches that
-// sequence of words.
-func containsWords(textVal, wordsVal ref.Val, all bool) ref.Val {
-	text, ok := textVal.(types.String)
-	if !ok {
-		return types.MaybeNoSuchOverloadErr(textVal)
+func (w *words) has(stem string) bool {
+	if w.set != nil {
+		_, ok := w.set[stem]
+		return ok
 	}
-	list, ok := wordsVal.(traits.Lister)
-	if !ok {
-		return types.MaybeNoSuchOverloadErr(wordsVal)
-	}
-	stems := textStems(string(text))
-	n, ok := list.Size().(types.Int)
-	if !ok {
-		return types.NewErr("containsAnyWord: list has no size")
-	}
-	// Index instead of Iterator: no iterator allocation per call.
-	for i := types.Int(0); i < n; i++ {
-		w, ok := list.Get(i).(types.String)
-		if !ok {
-			return types.NewErr("containsAnyWord: list elements must be strings")
-		}
-		found := containsEntry(stems, string(w))
-		if found && !all {
-			return types.True
-		}
-		if !found && all {
-			return types.False
+	for _, s := range w.stems {
+		if s == stem {
+			return true
 		}
 	}
-	return types.Bool(all && n > 0)
+	return false
 }
 
 // containsEntry matches one list entry; a single plain word skips tokenising.
-func containsEntry(stems []string, entry string) bool {
+func (w *words) containsEntry(entry string) bool {
 	plain := entry != ""
 	for i := 0; i < len(entry); i++ {
 		if c := entry[i]; c < 'a' || c > 'z' {
@@ -258,31 +276,208 @@ func containsEntry(stems []string, entry string) bool {
 		}
 	}
 	if plain {
-		st := tokenize.Stem(entry)
-		for _, s := range stems {
-			if s == st {
-				return true
+		return w.has(tokenize.Stem(entry))
+	}
+	seq := tokenize.WordStems(entry)
+	switch len(seq) {
+	case 0:
+		return false
+	case 1:
+		return w.has(seq[0])
+	}
+	if w.set != nil {
+		for _, s := range seq {
+			if _, ok := w.set[s]; !ok {
+				return false
 			}
 		}
-		return false
 	}
-	return containsSeq(stems, tokenize.WordStems(entry))
+	return containsSeq(w.stems, seq)
 }
 
+// containsSeq reports whether seq occurs in stems, with Knuth–Morris–Pratt:
+// linear in len(stems)+len(seq) however repetitive the text is.
 func containsSeq(stems, seq []string) bool {
 	if len(seq) == 0 {
 		return false
 	}
-outer:
-	for i := 0; i+len(seq) <= len(stems); i++ {
-		for j, s := range seq {
-			if stems[i+j] != s {
-				continue outer
-			}
+	var buf [16]int32
+	fail := buf[:0]
+	if len(seq) > len(buf) {
+		fail = make([]int32, 0, len(seq))
+	}
+	// fail[i] is the length of the longest proper prefix of seq[:i+1] that is also its suffix.
+	fail = append(fail, 0)
+	for i, k := 1, int32(0); i < len(seq); i++ {
+		for k > 0 && seq[i] != seq[k] {
+			k = fail[k-1]
 		}
-		return true
+		if seq[i] == seq[k] {
+			k++
+		}
+		fail = append(fail, k)
+	}
+	k := int32(0)
+	for _, s := range stems {
+		for k > 0 && s != seq[k] {
+			k = fail[k-1]
+		}
+		if s == seq[k] {
+			k++
+		}
+		if int(k) == len(seq) {
+			return true
+		}
 	}
 	return false
+}
+
+// queryTexts holds the long questions of the queries being matched, keyed by
+// the address of their bytes, so that the words of such a text are computed
+// once for all the query's routes and calls, whatever other queries run
+// meanwhile. The cost check relies on it: it charges tokenising `text` to
+// each call only up to sharedWordsMinBytes.
+//
+// A question up to that size is not registered (a lock and a map update per
+// query cost more than tokenising it again in the rare case lastWords has
+// moved on to another query's text).
+var queryTexts = struct {
+	sync.RWMutex
+	m map[*byte]*queryText
+}{m: map[*byte]*queryText{}}
+
+// queryText is the question of one query; it lives in the query's activation.
+type queryText struct {
+	text string
+	once sync.Once
+	w    *words
+}
+
+// sharedWordsMinBytes is the size above which a question's words are
+// registered in queryTexts.
+const sharedWordsMinBytes = 256
+
+// lastWords keeps the words of the last text tokenised: a repeated question
+// is not tokenised again, and a look-up for the current question usually
+// ends here without taking the registry's lock.
+var lastWords atomic.Pointer[textWords]
+
+type textWords struct {
+	text string
+	w    *words
+}
+
+func (q *queryText) words() *words {
+	q.once.Do(func() {
+		if l := lastWords.Load(); l != nil && l.text == q.text {
+			q.w = l.w
+			return
+		}
+		q.w = newWords(q.text)
+		lastWords.Store(&textWords{q.text, q.w})
+	})
+	return q.w
+}
+
+// register makes the words of a long question shared until unregister.
+func (q *queryText) register(text string) {
+	if len(text) <= sharedWordsMinBytes {
+		return
+	}
+	q.text = text
+	queryTexts.Lock()
+	queryTexts.m[unsafe.StringData(text)] = q
+	queryTexts.Unlock()
+}
+
+func (q *queryText) unregister() {
+	if q.text == "" {
+		return
+	}
+	key := unsafe.StringData(q.text)
+	queryTexts.Lock()
+	if queryTexts.m[key] == q {
+		delete(queryTexts.m, key)
+	}
+	queryTexts.Unlock()
+}
+
+// sameString reports whether a and b are the same string (address and
+// length), which is cheaper than comparing their bytes.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+// registeredText returns the entry of a query's text, if s is one.
+func registeredText(s string) *queryText {
+	if s == "" {
+		return nil
+	}
+	queryTexts.RLock()
+	q := queryTexts.m[unsafe.StringData(s)]
+	queryTexts.RUnlock()
+	if q != nil && len(q.text) == len(s) {
+		return q
+	}
+	return nil
+}
+
+func wordsOf(s string) *words {
+	if l := lastWords.Load(); l != nil && sameString(l.text, s) {
+		return l.w
+	}
+	if len(s) > sharedWordsMinBytes {
+		if q := registeredText(s); q != nil {
+			return q.words()
+		}
+	}
+	w := newWords(s)
+	lastWords.Store(&textWords{s, w})
+	return w
+}
+
+// containsWords matches whole words after the scorer's tokenisation (so
+// "vacations" matches "vacation"); an entry of several words matches that
+// sequence of words.
+func containsWords(textVal, wordsVal ref.Val, all bool) ref.Val {
+	fn := "containsAnyWord"
+	if all {
+		fn = "containsAllWords"
+	}
+	text, ok := textVal.(types.String)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(textVal)
+	}
+	list, ok := wordsVal.(traits.Lister)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(wordsVal)
+	}
+	n, ok := list.Size().(types.Int)
+	if !ok {
+		return types.NewErr("%s: list has no size", fn)
+	}
+	var w *words
+	// Index instead of Iterator: no iterator allocation per call.
+	for i := types.Int(0); i < n; i++ {
+		e, ok := list.Get(i).(types.String)
+		if !ok {
+			return types.NewErr("%s: list elements must be strings", fn)
+		}
+		if len(e) > MaxWordEntryBytes {
+			return types.NewErr("%s: list entry %d is %d bytes; entries are limited to %d bytes", fn, i, len(e), MaxWordEntryBytes)
+		}
+		if w == nil {
+			w = wordsOf(string(text))
+		}
+		found := w.containsEntry(string(e))
+		if found && !all {
+			return types.True
+		}
+		if !found && all {
+			return types.False
+		}
+	}
+	return types.Bool(all && n > 0)
 }
 
 // resetCompiledCache empties the program cache (benchmarks of cold compiles).

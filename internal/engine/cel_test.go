@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -47,21 +48,28 @@ func TestCELEnvironment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.when, func(t *testing.T) {
-			prg, err := CompileCondition(tt.when)
-			if err != nil {
-				t.Fatalf("compile: %v", err)
-			}
-			got, err := evalCondition(prg, newActivation(req, vars))
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error = %v, want %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("= %v, %v; want %v", got, err, tt.want)
-			}
+			checkCondition(t, tt.when, newActivation(req, vars), tt.want, tt.err)
 		})
+	}
+}
+
+// checkCondition evaluates a condition and checks its result, or its error
+// when wantErr is set.
+func checkCondition(t *testing.T, when string, act *activation, want bool, wantErr string) {
+	t.Helper()
+	c, err := compileCached(when)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	got, err := c.eval(context.Background(), act)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error = %v, want %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil || got != want {
+		t.Fatalf("= %v, %v; want %v", got, err, want)
 	}
 }
 

@@ -4,7 +4,10 @@
 // client; the CLI, the server and the operator all call it.
 package engine
 
-import "github.com/contextrouter/contextrouter/api/v1alpha1"
+import (
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
+)
 
 // Config is everything one router needs, already defaulted: the router, and the
 // routes, sources and permissions attached to it, in a deterministic order.
@@ -20,14 +23,11 @@ type Config struct {
 	// BaseDirs maps a source name to the folder its relative directory.path
 	// resolves against (standalone: the manifest file's folder).
 	BaseDirs map[string]string
-	// Origins maps "Kind/name" to where the object came from (a file path), for messages.
-	Origins map[string]string
+	// Origins maps "Kind/name" to where the object came from, for messages.
+	Origins map[string]problem.Location
 }
 
-// Origin returns where an object came from, or "" when unknown.
-func (c *Config) Origin(kind, name string) string {
-	if c.Origins == nil {
-		return ""
-	}
+// Origin returns where an object came from (the zero Location when unknown).
+func (c *Config) Origin(kind, name string) problem.Location {
 	return c.Origins[kind+"/"+name]
 }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 func meta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: "default"} }
@@ -89,6 +90,9 @@ func checkInvariants(t testing.TB, s *Snapshot, req Request, resp *Response) {
 			t.Errorf("chunk %s/%s token_count %d, estimator says %d", c.Source, c.Path, c.TokenCount, got)
 		}
 		sum += c.TokenCount
+		if c.Metadata.Redacted && c.Content != RedactedContent(c.Source, s.sources[c.Source].sensitivity) {
+			t.Errorf("redacted chunk %s/%s is not the whole placeholder: %q", c.Source, c.Path, c.Content)
+		}
 		if c.RelevanceScore < 0 || c.RelevanceScore > 1 {
 			t.Errorf("relevance_score %v out of 0..1", c.RelevanceScore)
 		}
@@ -247,12 +251,12 @@ func TestCompileErrorsNameTheRoute(t *testing.T) {
 			routeTo("missing-source", ``, "nope"),
 		},
 		Sources: kb[:1],
-		Origins: map[string]string{"ContextRoute/typo": "routes.yaml:3"},
+		Origins: map[string]problem.Location{"ContextRoute/typo": {File: "routes.yaml", Line: 3}},
 	}
 	_, err := Compile(context.Background(), cfg, Options{})
-	var ce *CompileError
+	var ce problem.List
 	if !errors.As(err, &ce) {
-		t.Fatalf("Compile error = %v, want *CompileError", err)
+		t.Fatalf("Compile error = %v, want a problem.List", err)
 	}
 	msg := ce.Error()
 	for _, want := range []string{
@@ -264,8 +268,20 @@ func TestCompileErrorsNameTheRoute(t *testing.T) {
 			t.Errorf("error does not contain %q:\n%s", want, msg)
 		}
 	}
-	if len(ce.Problems) != 3 {
-		t.Errorf("got %d problems, want 3:\n%s", len(ce.Problems), msg)
+	if len(ce) != 3 {
+		t.Errorf("got %d problems, want 3:\n%s", len(ce), msg)
+	}
+	// One line per problem: CEL's excerpt with the caret is left out.
+	if lines := strings.Count(msg, "\n") + 1; lines != 3 {
+		t.Errorf("got %d lines, want 3:\n%s", lines, msg)
+	}
+	wantReasons := map[string]v1alpha1.ConditionReason{
+		"typo": v1alpha1.ReasonInvalidCondition, "not-bool": v1alpha1.ReasonInvalidCondition, "missing-source": v1alpha1.ReasonSourceNotFound,
+	}
+	for _, p := range ce {
+		if p.Reason != wantReasons[p.Name] {
+			t.Errorf("%s: reason %q, want %q", p.Name, p.Reason, wantReasons[p.Name])
+		}
 	}
 }
 
@@ -646,5 +662,60 @@ func TestRecencyRanking(t *testing.T) {
 	want := []string{"new.md@2026-01-03T00:00:00Z", "mid.md@2026-01-02T00:00:00Z", "old.md@2026-01-01T00:00:00Z"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("recency order = %v, want %v", got, want)
+	}
+}
+
+// TestRedactedPlaceholderNeverCut: under every truncation mode a redacted chunk's placeholder is
+// either included whole or dropped for budget, and a smaller chunk after it still gets the room.
+func TestRedactedPlaceholderNeverCut(t *testing.T) {
+	secret := inlineSource("secret", "Salaries", "Salary bands for every engineering level, in detail.")
+	secret.Spec.Sensitivity = v1alpha1.SensitivityConfidential
+	secret.Spec.Priority = 10
+	public := inlineSource("public", "Contact", "Ask HR.")
+	placeholder := RedactedContent("secret", v1alpha1.SensitivityConfidential) // 51 runes = 13 tokens
+	modes := []v1alpha1.TruncationMode{v1alpha1.TruncationDrop, v1alpha1.TruncationTruncateEnd, v1alpha1.TruncationTruncateMiddle}
+	for _, mode := range modes {
+		for _, tc := range []struct {
+			maxTokens   int32
+			wantSecret  bool
+			wantDropped int
+		}{
+			{maxTokens: 10, wantSecret: false, wantDropped: 1}, // room to cut into, but a placeholder is never cut
+			{maxTokens: 12, wantSecret: false, wantDropped: 1},
+			{maxTokens: 20, wantSecret: true, wantDropped: 0}, // 13 + 2 tokens fit whole
+		} {
+			t.Run(fmt.Sprintf("%s/%d", mode, tc.maxTokens), func(t *testing.T) {
+				s := compile(t, &Config{
+					Router: router(func(s *v1alpha1.ContextRouterSpec) {
+						s.Budget.MaxTokens, s.Budget.Truncation = tc.maxTokens, mode
+						s.Ranking.Strategy = v1alpha1.RankingManual
+					}),
+					Routes:  []v1alpha1.ContextRoute{routeTo("all", "", "secret", "public")},
+					Sources: []v1alpha1.ContextSource{secret, public},
+					Permissions: []v1alpha1.AgentPermission{perm("redact", v1alpha1.AgentPermissionSpec{
+						Agents: []string{"*"}, Default: v1alpha1.AccessAllow, SensitivityAction: v1alpha1.SensitivityActionRedact})},
+				})
+				resp := query(t, s, Request{Text: "salary"})
+				var gotSecret, gotPublic bool
+				for _, c := range resp.Chunks {
+					switch c.Source {
+					case "secret":
+						gotSecret = true
+						if c.Content != placeholder || !c.Metadata.Redacted {
+							t.Errorf("redacted chunk content = %q, want the whole placeholder %q", c.Content, placeholder)
+						}
+					case "public":
+						gotPublic = c.Content == "Ask HR."
+					}
+				}
+				if gotSecret != tc.wantSecret || resp.Stats.Dropped.Budget != tc.wantDropped {
+					t.Errorf("secret included = %v, dropped.budget = %d; want %v, %d (chunks %q)",
+						gotSecret, resp.Stats.Dropped.Budget, tc.wantSecret, tc.wantDropped, resp.Text)
+				}
+				if !gotPublic {
+					t.Errorf("the small public chunk after the placeholder must still fit whole: %q", resp.Text)
+				}
+			})
+		}
 	}
 }

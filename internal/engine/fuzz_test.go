@@ -18,8 +18,8 @@ import (
 
 // fuzzQueryDeadline is the context deadline of a fuzzed query; fuzzHangGuard
 // is how long the target waits for Query to return before calling it a hang.
-// The guard is far above any legitimate evaluation (conditions are bounded
-// by CostLimit), so only a real hang trips it, also on a loaded machine.
+// Query stops at its deadline (a condition's loops are interruptible), so
+// the guard is only reached when it does not: a real hang.
 const (
 	fuzzQueryDeadline = 2 * time.Second
 	fuzzHangGuard     = 30 * time.Second
@@ -55,9 +55,10 @@ func fixtureConditions(t testing.TB) []string {
 // router whose route "fuzz" carries it. Inputs stay within the request
 // bounds Query enforces; grow repeats them up to those bounds, where an
 // expensive condition costs the most. Whatever the input: nothing panics,
-// Query returns before a deadline-bound guard, only request errors are
-// errors, the route's outcome is what evaluating the condition gives, and
-// the response keeps the budget and accounts for every candidate.
+// Query returns before a deadline-bound guard with an answer, a request
+// error or a stop at the deadline, the route's outcome is what evaluating
+// the condition gives, and the response keeps the budget and accounts for
+// every candidate.
 func FuzzCondition(f *testing.F) {
 	for i, cond := range fixtureConditions(f) {
 		f.Add(cond, "How many vacation days do I get, and can I carry them over?", "hr-assistant", "hr\nonboarding", "department=engineering", uint8(i), uint8(i), int(0))
@@ -71,7 +72,7 @@ func FuzzCondition(f *testing.F) {
 	f.Add(`containsAllWords(text, [agent, "x y"]) || text.matches("^a+$")`, "aaaa", "x", "", "", uint8(200), uint8(1), int(10))
 
 	f.Fuzz(func(t *testing.T, cond, text, agent, tagText, mdText string, grow, mode uint8, maxTokens int) {
-		prg, err := CompileCondition(cond)
+		c, err := compileCached(cond)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatalf("condition %q: empty compile error", cond)
@@ -127,11 +128,18 @@ func FuzzCondition(f *testing.F) {
 				fuzzHangGuard, fuzzQueryDeadline, cond, len(req.Text), len(req.Tags), len(req.Metadata))
 		}
 
-		if res.err != nil {
-			if !errors.Is(res.err, ErrBadRequest) {
-				t.Fatalf("Query error is not a request error: %v", res.err)
+		var stopped *StoppedError
+		switch {
+		case res.err == nil:
+		case errors.As(res.err, &stopped):
+			if !errors.Is(res.err, context.DeadlineExceeded) || stopped.Route != "fuzz" {
+				t.Fatalf("Query stopped, but not by its deadline in the fuzzed condition: %v", res.err)
 			}
 			return
+		case errors.Is(res.err, ErrBadRequest):
+			return
+		default:
+			t.Fatalf("Query error is neither a request error nor a stop: %v", res.err)
 		}
 		if strings.TrimSpace(req.Text) == "" || req.MaxTokens < 0 {
 			t.Fatalf("Query answered an invalid request (text %q, max_tokens %d)", req.Text, req.MaxTokens)
@@ -155,8 +163,8 @@ func FuzzCondition(f *testing.F) {
 			return // map order may change the value of conditions that iterate metadata
 		}
 		want, werr := true, error(nil)
-		if prg != nil {
-			want, werr = evalCondition(prg, newActivation(&req, snap.vars))
+		if c != nil {
+			want, werr = c.eval(context.Background(), newActivation(&req, snap.vars))
 		}
 		switch {
 		case werr != nil && !errored:
@@ -172,22 +180,23 @@ func FuzzCondition(f *testing.F) {
 // fuzzRequest builds a request within Query's bounds from fuzzed parts:
 // tags one per line, metadata "key=value" per line. grow > 0 repeats the
 // text up to grow/255 of MaxTextBytes and the tags and metadata up to their
-// limits, which is where conditions cost the most.
+// counts; grow > 127 also makes every tag and metadata value as long as
+// allowed. That is where conditions cost the most.
 func fuzzRequest(text, agent, tagText, mdText string, grow uint8, maxTokens int) Request {
-	req := Request{Text: text, Agent: agent, MaxTokens: maxTokens}
-	if grow > 0 && text != "" {
-		target := MaxTextBytes * int(grow) / 255
-		if n := target / len(text); n > 1 {
-			req.Text = strings.Repeat(text, n)
-		}
+	req := Request{Text: fill(text, MaxTextBytes*int(grow)/255, MaxTextBytes), Agent: agent[:min(len(agent), MaxAgentBytes)], MaxTokens: maxTokens}
+	tagLen, valueLen := 0, 0
+	if grow > 127 {
+		tagLen, valueLen = MaxTagBytes, MaxMetadataValueBytes
 	}
-	req.Text = req.Text[:min(len(req.Text), MaxTextBytes)]
 	if tagText != "" {
 		req.Tags = strings.Split(tagText, "\n")
+		for i, tag := range req.Tags {
+			req.Tags[i] = fill(tag, tagLen, MaxTagBytes)
+		}
 	}
 	if n := len(req.Tags); grow > 0 && n > 0 {
 		for i := n; i < MaxTags; i++ {
-			req.Tags = append(req.Tags, req.Tags[i%n]+strconv.Itoa(i))
+			req.Tags = append(req.Tags, fill(req.Tags[i%n]+strconv.Itoa(i), 0, MaxTagBytes))
 		}
 	}
 	req.Tags = req.Tags[:min(len(req.Tags), MaxTags)]
@@ -199,7 +208,7 @@ func fuzzRequest(text, agent, tagText, mdText string, grow uint8, maxTokens int)
 		if req.Metadata == nil {
 			req.Metadata = map[string]string{}
 		}
-		req.Metadata[k] = v
+		req.Metadata[k[:min(len(k), MaxMetadataKeyBytes)]] = fill(v, valueLen, MaxMetadataValueBytes)
 	}
 	if grow > 0 && len(req.Metadata) > 0 {
 		keys := make([]string, 0, len(req.Metadata))
@@ -209,7 +218,7 @@ func fuzzRequest(text, agent, tagText, mdText string, grow uint8, maxTokens int)
 		slices.Sort(keys)
 		for i := 0; len(req.Metadata) < MaxMetadataPairs && i < 4*MaxMetadataPairs; i++ {
 			k := keys[i%len(keys)]
-			req.Metadata[k+strconv.Itoa(i)] = req.Metadata[k]
+			req.Metadata[k[:min(len(k), MaxMetadataKeyBytes-4)]+strconv.Itoa(i)] = req.Metadata[k]
 		}
 	}
 	for k := range req.Metadata {
@@ -219,4 +228,12 @@ func fuzzRequest(text, agent, tagText, mdText string, grow uint8, maxTokens int)
 		delete(req.Metadata, k)
 	}
 	return req
+}
+
+// fill repeats s up to about want bytes and cuts it to at most limit bytes.
+func fill(s string, want, limit int) string {
+	if s != "" && want > len(s) {
+		s = strings.Repeat(s, want/len(s))
+	}
+	return s[:min(len(s), limit)]
 }

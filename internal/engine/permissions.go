@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -24,11 +25,17 @@ type Access struct {
 	SensitivityAction v1alpha1.SensitivityAction
 	// DenyPaths are doublestar globs over chunk paths, sorted and distinct.
 	DenyPaths []string
+	// DenyPathsIgnoreCase are the globs of permissions with pathMatching
+	// CaseInsensitive, lower-cased, sorted and distinct; they are matched
+	// against the lower-cased path (what doublestar's own case-insensitive
+	// mode does, rune by rune).
+	DenyPathsIgnoreCase []string
 }
 
 // ResolveAccess merges the permissions that apply to agent. The rule (API.md):
 // allow and deny lists are unioned; deny beats allow; any Deny default makes
-// the default Deny; maxSensitivity is the minimum; Drop beats Redact. An agent
+// the default Deny; maxSensitivity is the minimum; Drop beats Redact; denyPaths
+// are unioned, each glob keeping its own permission's pathMatching. An agent
 // no permission matches is treated as if one permission applied with
 // default = defaultAccess and every other field at its default (so it may read
 // up to Internal, and drops the rest).
@@ -52,7 +59,13 @@ func ResolveAccess(perms []v1alpha1.AgentPermission, agent string, defaultAccess
 		for _, s := range p.DenySources {
 			a.Deny[s] = true
 		}
-		a.DenyPaths = append(a.DenyPaths, p.DenyPaths...)
+		if p.PathMatching == v1alpha1.PathMatchingCaseInsensitive {
+			for _, g := range p.DenyPaths {
+				a.DenyPathsIgnoreCase = append(a.DenyPathsIgnoreCase, strings.ToLower(g))
+			}
+		} else {
+			a.DenyPaths = append(a.DenyPaths, p.DenyPaths...)
+		}
 		if orDefault(p.Default, v1alpha1.AccessDeny) == v1alpha1.AccessDeny {
 			a.Default = v1alpha1.AccessDeny
 		}
@@ -71,6 +84,8 @@ func ResolveAccess(perms []v1alpha1.AgentPermission, agent string, defaultAccess
 	slices.Sort(a.Permissions)
 	slices.Sort(a.DenyPaths)
 	a.DenyPaths = slices.Compact(a.DenyPaths)
+	slices.Sort(a.DenyPathsIgnoreCase)
+	a.DenyPathsIgnoreCase = slices.Compact(a.DenyPathsIgnoreCase)
 	return a
 }
 
@@ -110,6 +125,14 @@ func (a *Access) PathDenied(path string) bool {
 	for _, p := range a.DenyPaths {
 		if ok, _ := doublestar.Match(p, path); ok {
 			return true
+		}
+	}
+	if len(a.DenyPathsIgnoreCase) > 0 {
+		path = strings.ToLower(path)
+		for _, p := range a.DenyPathsIgnoreCase {
+			if ok, _ := doublestar.Match(p, path); ok {
+				return true
+			}
 		}
 	}
 	return false

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,5 +133,65 @@ func TestAccessPathDeniedAndCleared(t *testing.T) {
 		if got := a.Cleared(s); got != want {
 			t.Errorf("Cleared(%q) = %v, want %v", s, got, want)
 		}
+	}
+}
+
+// A Directory source authored on macOS or Windows may spell a folder Salaries/ where the
+// permission says salaries/**: only pathMatching CaseInsensitive catches it, and each permission's
+// globs keep their own mode when several apply.
+func TestDenyPathsCaseInsensitive(t *testing.T) {
+	root := t.TempDir()
+	for p, c := range map[string]string{
+		"Salaries/X.md":  "# Salary bands\n\nSalary band X for engineers.",
+		"Reports/Q3.md":  "# Salary report\n\nSalary review in Q3.",
+		"handbook.md":    "# Handbook\n\nSalary is paid monthly.",
+		"reports/old.md": "# Old salary report\n\nSalary review last year.",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docs := v1alpha1.ContextSource{ObjectMeta: meta("docs"), Spec: v1alpha1.ContextSourceSpec{
+		Type: v1alpha1.SourceDirectory, Directory: &v1alpha1.DirectorySource{Path: root},
+		Chunking: v1alpha1.ChunkingSpec{Strategy: v1alpha1.ChunkingWholeFile, MaxChunkTokens: 512},
+	}}
+	salaries := func(m v1alpha1.PathMatching) v1alpha1.AgentPermission {
+		return perm("salaries", v1alpha1.AgentPermissionSpec{Agents: []string{"*"}, Default: v1alpha1.AccessAllow,
+			DenyPaths: []string{"salaries/**"}, PathMatching: m})
+	}
+	reports := perm("reports", v1alpha1.AgentPermissionSpec{Agents: []string{"*"}, Default: v1alpha1.AccessAllow,
+		DenyPaths: []string{"reports/**"}}) // CaseSensitive by default: Reports/Q3.md stays
+	tests := []struct {
+		name  string
+		perms []v1alpha1.AgentPermission
+		want  []string
+	}{
+		{"unset is case-sensitive", []v1alpha1.AgentPermission{salaries("")}, []string{"Reports/Q3.md", "Salaries/X.md", "handbook.md", "reports/old.md"}},
+		{"CaseSensitive", []v1alpha1.AgentPermission{salaries(v1alpha1.PathMatchingCaseSensitive)}, []string{"Reports/Q3.md", "Salaries/X.md", "handbook.md", "reports/old.md"}},
+		{"CaseInsensitive", []v1alpha1.AgentPermission{salaries(v1alpha1.PathMatchingCaseInsensitive)}, []string{"Reports/Q3.md", "handbook.md", "reports/old.md"}},
+		{"each permission keeps its mode", []v1alpha1.AgentPermission{salaries(v1alpha1.PathMatchingCaseInsensitive), reports}, []string{"Reports/Q3.md", "handbook.md"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := compile(t, &Config{
+				Router: router(nil), Routes: []v1alpha1.ContextRoute{routeTo("all", "", "docs")},
+				Sources: []v1alpha1.ContextSource{docs}, Permissions: tt.perms,
+			})
+			resp := query(t, s, Request{Text: "salary"})
+			var got []string
+			for _, c := range resp.Chunks {
+				got = append(got, c.Path)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("paths = %q, want %q", got, tt.want)
+			}
+			if want := 4 - len(tt.want); resp.Stats.Dropped.PathDenied != want {
+				t.Errorf("path_denied = %d, want %d", resp.Stats.Dropped.PathDenied, want)
+			}
+		})
 	}
 }

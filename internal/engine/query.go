@@ -14,6 +14,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -115,18 +116,13 @@ type candidate struct {
 	redacted bool
 }
 
-// Query runs the pipeline. Only request errors are returned (wrapping
-// ErrBadRequest); failing routes and sources are reported in the response.
+// Query runs the pipeline. Request errors (wrapping ErrBadRequest) and a
+// context that ends while route conditions are evaluated (*StoppedError) are
+// returned; failing routes and sources are reported in the response.
 func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	start := time.Now()
-	if strings.TrimSpace(req.Text) == "" {
-		return nil, fmt.Errorf("%w: text must not be empty", ErrBadRequest)
-	}
-	if len(req.Text) > MaxTextBytes || len(req.Tags) > MaxTags || len(req.Metadata) > MaxMetadataPairs {
-		return nil, fmt.Errorf("%w: text is limited to %d bytes, tags to %d and metadata to %d pairs", ErrBadRequest, MaxTextBytes, MaxTags, MaxMetadataPairs)
-	}
-	if req.MaxTokens < 0 || req.MaxChunks < 0 {
-		return nil, fmt.Errorf("%w: max_tokens and max_chunks must not be negative", ErrBadRequest)
+	if err := validateRequest(&req); err != nil {
+		return nil, err
 	}
 	resp := &Response{
 		Chunks: []Chunk{}, MatchedRoutes: []string{}, DeniedSources: []string{},
@@ -134,7 +130,10 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 
 	// 1. Routes: every matching route contributes its sources, in route order.
-	srcNames := s.matchRoutes(&req, resp)
+	srcNames, err := s.matchRoutes(ctx, &req, resp)
+	if err != nil {
+		return nil, err
+	}
 
 	// 2. Permissions.
 	access := s.accessFor(req.Agent)
@@ -149,6 +148,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		switch {
 		case st.loadErr != nil:
 			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: n, Error: st.loadErr.Error()})
+			allowed[st.group] = st.stale // its last good chunks still answer
 		case st.query != nil:
 			fetch = append(fetch, st)
 		default:
@@ -211,7 +211,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	wg.Wait()
 	for i, st := range fetch {
 		if err := results[i].err; err != nil {
-			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: st.name, Error: err.Error()})
+			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: st.name, Error: redact.String(err.Error())})
 			continue
 		}
 		for _, c := range results[i].chunks {
@@ -284,16 +284,53 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	return resp, nil
 }
 
+// StoppedError is returned by Query when its context ends (deadline or
+// cancellation) while route conditions are evaluated: the answer would depend
+// on conditions that were not evaluated, so there is none.
+type StoppedError struct {
+	// Route is the route whose condition was stopped or was next.
+	Route string
+	// Err is the context's error (context.DeadlineExceeded or context.Canceled).
+	Err error
+}
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("stopped while evaluating the condition of route %q: %v", e.Route, e.Err)
+}
+
+func (e *StoppedError) Unwrap() error { return e.Err }
+
+// TimeoutMessage is how the server and the CLI report a query stopped by its timeout.
+func (e *StoppedError) TimeoutMessage(timeout time.Duration) string {
+	return fmt.Sprintf("query exceeded the %s timeout while evaluating the condition of route %q", timeout, e.Route)
+}
+
 // matchRoutes evaluates every route condition, records matches and errors in
-// resp, and returns the sources of the matching routes, deduplicated, in route order.
-func (s *Snapshot) matchRoutes(req *Request, resp *Response) []string {
+// resp, and returns the sources of the matching routes, deduplicated, in route
+// order. It stops with a *StoppedError when ctx ends: between routes, and
+// inside a condition's comprehensions.
+func (s *Snapshot) matchRoutes(ctx context.Context, req *Request, resp *Response) ([]string, error) {
 	act := newActivation(req, s.vars)
+	if s.wordsOnText {
+		act.question.register(req.Text)
+		defer act.question.unregister()
+	}
+	done := ctx.Done()
 	var srcNames []string
 	for i := range s.routes {
 		rt := &s.routes[i]
-		if rt.prg != nil {
-			ok, err := evalCondition(rt.prg, act)
+		if rt.cond != nil {
+			select {
+			case <-done:
+				return nil, &StoppedError{Route: rt.name, Err: ctx.Err()}
+			default:
+			}
+			ok, err := rt.cond.eval(ctx, act)
 			if err != nil {
+				if ctx.Err() != nil {
+					// Interrupted (or failed as the deadline passed): not a "no match".
+					return nil, &StoppedError{Route: rt.name, Err: ctx.Err()}
+				}
 				resp.RouteErrors = append(resp.RouteErrors, RouteError{Route: rt.name, Error: err.Error()})
 				continue
 			}
@@ -308,7 +345,7 @@ func (s *Snapshot) matchRoutes(req *Request, resp *Response) []string {
 			}
 		}
 	}
-	return srcNames
+	return srcNames, nil
 }
 
 func (s *Snapshot) staticCandidate(doc uint32, score float64) candidate {
@@ -349,9 +386,9 @@ func (s *Snapshot) accessFor(agent string) *Access {
 const minUsefulTokens = 8
 
 // fill pops candidates in rank order: a near-duplicate of an included chunk is
-// dropped, a chunk that fits is included, one that does not is dropped (Drop)
-// or cut to the remaining budget (TruncateEnd/TruncateMiddle), after which the
-// budget is full. Whatever is left when the budget or max_chunks is exhausted
+// dropped, a chunk that fits is included, one that does not is dropped (Drop,
+// or a redacted chunk under any mode) or cut to the remaining budget
+// (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
 func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int) {
 	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: s.lessFunc()}
@@ -394,7 +431,9 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 		}
 		if c.tokens > remaining {
 			resp.WasTruncated = true
-			if s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens {
+			// A redaction placeholder is whole or absent: a cut one would misreport its source
+			// or sensitivity, so it is dropped like under Drop and filling continues.
+			if s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens || c.redacted {
 				resp.Stats.Dropped.Budget++
 				continue
 			}

@@ -108,7 +108,7 @@ func answer(t *testing.T, r *Response) string {
 func TestResultCacheServesRepeatedQueries(t *testing.T) {
 	api := newSearchAPI(t)
 	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	rc, err := cache.New(cache.Options{TTL: time.Minute, MaxEntries: 100, Now: clk.Now})
+	rc, err := cache.New(cache.Options{TTL: time.Minute, MaxEntries: 100, MaxBytes: 1 << 20, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestResultCacheServesRepeatedQueries(t *testing.T) {
 func TestResultCacheOnDiskAcrossProcesses(t *testing.T) {
 	api := newSearchAPI(t)
 	dir := t.TempDir()
-	rc1, err := cache.New(cache.Options{TTL: time.Hour, MaxEntries: 10, Dir: dir})
+	rc1, err := cache.New(cache.Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestResultCacheOnDiskAcrossProcesses(t *testing.T) {
 	rc1.Flush()
 
 	// A restarted router reads the answer from disk.
-	rc2, err := cache.New(cache.Options{TTL: time.Hour, MaxEntries: 10, Dir: dir})
+	rc2, err := cache.New(cache.Options{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,25 +5,26 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
-	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/problem"
+	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -55,42 +56,6 @@ type Options struct {
 	Cache ResultCache
 }
 
-// Problem is one reason a configuration cannot be compiled.
-type Problem struct {
-	// Origin is where the object came from ("file:line"), if known.
-	Origin string
-	Kind   string
-	Name   string
-	Field  string
-	Msg    string
-}
-
-func (p Problem) Error() string {
-	var b strings.Builder
-	if p.Origin != "" {
-		b.WriteString(p.Origin + ": ")
-	}
-	if p.Kind != "" {
-		b.WriteString(p.Kind + "/" + p.Name + ": ")
-	}
-	if p.Field != "" {
-		b.WriteString(p.Field + ": ")
-	}
-	b.WriteString(p.Msg)
-	return b.String()
-}
-
-// CompileError lists every problem found, one per line.
-type CompileError struct{ Problems []Problem }
-
-func (e *CompileError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.Error()
-	}
-	return strings.Join(lines, "\n")
-}
-
 // SourceStatus describes one source of a snapshot.
 type SourceStatus struct {
 	Name   string              `json:"name"`
@@ -103,7 +68,7 @@ type SourceStatus struct {
 
 type route struct {
 	name    string
-	prg     cel.Program
+	cond    *condition // nil matches every query
 	sources []string
 }
 
@@ -118,9 +83,11 @@ type sourceState struct {
 	timeout     time.Duration
 	cacheKey    string // SourceFingerprint of a query source ("" = not cached)
 	loadErr     error
-	always      []uint32 // inline chunks: candidates for every query that reaches the source
-	chunks      int
-	commit      string
+	// stale: loadErr is a *sources.StaleError and the source serves the chunks it last read.
+	stale  bool
+	always []uint32 // inline chunks: candidates for every query that reaches the source
+	chunks int
+	commit string
 }
 
 type docInfo struct {
@@ -140,6 +107,8 @@ type Snapshot struct {
 	dedup         float64
 	est           budget.Estimator
 	vars          ref.Val
+	// wordsOnText is set when a condition calls containsAnyWord/containsAllWords.
+	wordsOnText bool
 
 	routes  []route
 	perms   []v1alpha1.AgentPermission
@@ -198,14 +167,16 @@ func (s *Snapshot) Source(name string) sources.Source {
 }
 
 // Compile builds a snapshot. Configuration problems (CEL, references, invalid
-// source specs) fail the compile with a *CompileError listing all of them; a
+// source specs) fail the compile with a problem.List holding all of them; a
 // source that cannot be read (missing folder, unreachable repository) does
 // not: it is reported in Sources() and in every response that reaches it.
 func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) {
-	var problems []Problem
-	add := func(kind, name, field, msg string) {
-		problems = append(problems, Problem{Origin: cfg.Origin(kind, name), Kind: kind, Name: name, Field: field, Msg: msg})
+	var problems problem.List
+	addReason := func(reason v1alpha1.ConditionReason, kind, name, field, msg string) {
+		problems = append(problems, problem.Problem{Location: cfg.Origin(kind, name), Kind: kind, Name: name,
+			Field: field, Message: problem.OneLine(msg), Reason: reason})
 	}
+	add := func(kind, name, field, msg string) { addReason(v1alpha1.ReasonInvalidSpec, kind, name, field, msg) }
 
 	r := cfg.Router
 	rs := &r.Spec
@@ -261,10 +232,17 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		s.dedup = 0.85
 	}
 	vars := map[string]any{}
+	if n := len(rs.Variables); n > MaxVarsSize {
+		add(routerKind, r.Name, "spec.variables", fmt.Sprintf("%d variables; at most %d are allowed (the condition cost check assumes it)", n, MaxVarsSize))
+	}
 	for _, k := range sortedKeys(rs.Variables) {
 		var v any
 		if err := json.Unmarshal(rs.Variables[k].Raw, &v); err != nil {
 			add(routerKind, r.Name, "spec.variables."+k, "invalid JSON: "+err.Error())
+			continue
+		}
+		if path, msg := varsTooLarge("spec.variables."+k, v); msg != "" {
+			add(routerKind, r.Name, path, msg)
 			continue
 		}
 		vars[k] = v
@@ -277,7 +255,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		known[cfg.Sources[i].Name] = &cfg.Sources[i]
 	}
 	// Conditions compile in parallel: with a thousand routes, CEL dominates the compile.
-	prgs := make([]cel.Program, len(cfg.Routes))
+	conds := make([]*condition, len(cfg.Routes))
 	errs := make([]error, len(cfg.Routes))
 	var wg sync.WaitGroup
 	next := atomic.Int64{}
@@ -286,19 +264,22 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(cfg.Routes); i = int(next.Add(1) - 1) {
-				prgs[i], errs[i] = CompileCondition(cfg.Routes[i].Spec.When)
+				conds[i], errs[i] = compileCached(cfg.Routes[i].Spec.When)
 			}
 		}()
 	}
 	wg.Wait()
 	for i, rt := range cfg.Routes {
 		if errs[i] != nil {
-			add(v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
+			addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
 		}
-		cr := route{name: rt.Name, prg: prgs[i]}
+		cr := route{name: rt.Name, cond: conds[i]}
+		if conds[i] != nil && conds[i].words {
+			s.wordsOnText = true
+		}
 		for i, ref := range rt.Spec.Sources {
 			if known[ref.Name] == nil {
-				add(v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
+				addReason(v1alpha1.ReasonSourceNotFound, v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
 				continue
 			}
 			cr.sources = append(cr.sources, ref.Name)
@@ -344,8 +325,10 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 		src, err := open(spec, env)
 		if err != nil {
-			add(v1alpha1.KindContextSource, name, "", err.Error())
-			st.loadErr = err
+			// Source errors reach status, logs and every caller: no URL user part.
+			st.loadErr = redact.Error(err)
+			path, msg := SplitFieldError(st.loadErr.Error())
+			add(v1alpha1.KindContextSource, name, path, msg)
 		}
 		st.src = src
 		if q, ok := src.(sources.QuerySource); ok {
@@ -362,7 +345,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		s.byGroup = append(s.byGroup, st)
 	}
 	if len(problems) > 0 {
-		return nil, &CompileError{Problems: problems}
+		return nil, problems
 	}
 
 	var loaded [][]sources.Chunk
@@ -397,6 +380,11 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", c.Source, c.Path, c.Title, c.Index, c.Commit)
 			h.Write([]byte(c.Content))
 		}
+		if st.loadErr != nil {
+			// A source failing, or serving stale content, is a state callers see: a snapshot
+			// that differs only there must still replace the serving one.
+			fmt.Fprintf(h, "%s\x00error\x00%s\x00", st.name, st.loadErr)
+		}
 		st.chunks = len(loaded[st.group])
 		if st.chunks > 0 {
 			st.commit = loaded[st.group][0].Commit
@@ -427,8 +415,11 @@ func (s *Snapshot) loadStatic(ctx context.Context, limit int) [][]sources.Chunk 
 			defer func() { <-sem }()
 			chunks, err := static.Load(ctx)
 			if err != nil {
-				st.loadErr = err
-				return
+				st.loadErr = redact.Error(err)
+				var stale *sources.StaleError
+				if st.stale = errors.As(err, &stale); !st.stale {
+					return
+				}
 			}
 			for i := range chunks {
 				chunks[i].Source = st.name

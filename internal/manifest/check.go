@@ -7,20 +7,27 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
-// Check validates every object (defaults applied first) and the references
-// between them:
+// Check validates every object (defaults applied first) with the engine's
+// per-object checks — the API rules, CEL conditions, source specs, router
+// settings: the same checks the webhook runs — and the references between
+// them:
 //   - a route's sources must exist (error);
 //   - route and permission parentRefs should name a router here (warning),
 //     except "default" when no router is declared, which names the implied one;
 //   - permission allowSources/denySources should exist (warning);
-//   - Kind/name must be unique (error).
+//   - Kind/name must be unique (error);
+//   - a file should hold objects, and a route should attach to every router (warning).
+//
+// A reference to an object that is in the files but did not decode (see
+// Broken) is not reported: its own problems say what is wrong.
 //
 // Problems point at the line of the offending field when the manifest shows
-// it, else at the object, and come sorted by file and line. CEL conditions are
-// not compiled here; the engine does that.
-func (s *Set) Check() []Problem {
+// it, else at the object, and come sorted by file and line.
+func (s *Set) Check() problem.List {
 	c := &checker{set: s, seen: make(map[string]int)}
 	routers := make(map[string]bool)
 	for i := range s.Routers {
@@ -40,7 +47,8 @@ func (s *Set) Check() []Problem {
 	// parentRef warns about a router reference that attaches to nothing.
 	parentRef := func(o object, refs []v1alpha1.ParentReference, what string) {
 		for i, ref := range refs {
-			if ref.Name == "" || routers[ref.Name] || (len(routers) == 0 && ref.Name == v1alpha1.DefaultRouterName) {
+			if ref.Name == "" || routers[ref.Name] || s.Broken(v1alpha1.KindContextRouter, ref.Name) ||
+				(len(routers) == 0 && ref.Name == v1alpha1.DefaultRouterName) {
 				continue
 			}
 			msg := fmt.Sprintf("%s not found", describe(v1alpha1.KindContextRouter, ref.Name))
@@ -49,34 +57,34 @@ func (s *Set) Check() []Problem {
 			} else {
 				msg += " (declared: " + quoteList(routerNames) + ")"
 			}
-			c.add(o, fmt.Sprintf("spec.parentRefs[%d].name", i), msg+"; "+what, true)
+			c.add(o, fmt.Sprintf("spec.parentRefs[%d].name", i), msg+"; "+what, problem.Warning, v1alpha1.ReasonNoMatchingParent)
 		}
 	}
 	// sourceRef reports a reference to a source that does not exist.
-	sourceRef := func(o object, path, name string, warning bool) {
-		if name == "" || sources[name] {
+	sourceRef := func(o object, path, name string, sev problem.Severity) {
+		if name == "" || sources[name] || s.Broken(v1alpha1.KindContextSource, name) {
 			return
 		}
 		msg := fmt.Sprintf("%s not found", describe(v1alpha1.KindContextSource, name))
 		if sug := closest(name, sourceNames); sug != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", sug)
 		}
-		c.add(o, path, msg, warning)
+		c.add(o, path, msg, sev, v1alpha1.ReasonSourceNotFound)
 	}
 
 	for i := range s.Routers {
 		r := s.Routers[i].DeepCopy()
 		r.Default()
 		o := c.object(v1alpha1.KindContextRouter, r.Name)
-		c.addAll(o, r.Validate())
+		c.addAll(o, engine.CheckRouter(r), func(string) v1alpha1.ConditionReason { return v1alpha1.ReasonInvalidSpec })
 	}
 	for i := range s.Routes {
 		r := s.Routes[i].DeepCopy()
 		r.Default()
 		o := c.object(v1alpha1.KindContextRoute, r.Name)
-		c.addAll(o, r.Validate())
+		c.addAll(o, engine.CheckRoute(r), engine.RouteReason)
 		for j, src := range r.Spec.Sources {
-			sourceRef(o, fmt.Sprintf("spec.sources[%d].name", j), src.Name, false)
+			sourceRef(o, fmt.Sprintf("spec.sources[%d].name", j), src.Name, problem.Error)
 		}
 		parentRef(o, r.Spec.ParentRefs, "the route does not attach to it")
 	}
@@ -84,48 +92,30 @@ func (s *Set) Check() []Problem {
 		src := s.Sources[i].DeepCopy()
 		src.Default()
 		o := c.object(v1alpha1.KindContextSource, src.Name)
-		c.addAll(o, src.Validate())
+		c.addAll(o, engine.CheckSource(src), func(string) v1alpha1.ConditionReason { return v1alpha1.ReasonInvalidSpec })
 	}
 	for i := range s.Permissions {
 		p := s.Permissions[i].DeepCopy()
 		p.Default()
 		o := c.object(v1alpha1.KindAgentPermission, p.Name)
-		c.addAll(o, p.Validate())
+		c.addAll(o, engine.CheckPermission(p), func(string) v1alpha1.ConditionReason { return v1alpha1.ReasonInvalidSpec })
 		parentRef(o, p.Spec.ParentRefs, "the permission does not apply to it")
 		for j, n := range p.Spec.AllowSources {
-			sourceRef(o, fmt.Sprintf("spec.allowSources[%d]", j), n, true)
+			sourceRef(o, fmt.Sprintf("spec.allowSources[%d]", j), n, problem.Warning)
 		}
 		for j, n := range p.Spec.DenySources {
-			sourceRef(o, fmt.Sprintf("spec.denySources[%d]", j), n, true)
+			sourceRef(o, fmt.Sprintf("spec.denySources[%d]", j), n, problem.Warning)
 		}
 	}
-
-	fileIndex := make(map[string]int, len(s.files))
-	for i, f := range s.files {
-		if _, ok := fileIndex[f]; !ok {
-			fileIndex[f] = i
-		}
-	}
-	rank := func(f string) int {
-		if i, ok := fileIndex[f]; ok {
-			return i
-		}
-		return len(s.files) // objects not read from a file last
-	}
-	sort.SliceStable(c.problems, func(i, j int) bool {
-		a, b := c.problems[i].Origin, c.problems[j].Origin
-		if fa, fb := rank(a.File), rank(b.File); fa != fb {
-			return fa < fb
-		}
-		return a.Line < b.Line
-	})
+	c.checkEmpty()
+	c.problems.Sort(s.fileRank)
 	return c.problems
 }
 
 type checker struct {
 	set      *Set
 	seen     map[string]int
-	problems []Problem
+	problems problem.List
 }
 
 // object is one object being checked and where it was read.
@@ -147,22 +137,43 @@ func (c *checker) object(kind, name string) object {
 		if first, ok := c.set.placementOf(kind, name, 0); ok && first.origin.File != "" {
 			msg += ": first at " + first.origin.String()
 		}
-		c.add(o, "metadata.name", msg, false)
+		c.add(o, "metadata.name", msg, problem.Error, v1alpha1.ReasonInvalidSpec)
 	}
 	return o
 }
 
-func (c *checker) add(o object, path, msg string, warning bool) {
+func (c *checker) add(o object, path, msg string, sev problem.Severity, reason v1alpha1.ConditionReason) {
 	origin := o.pl.origin
 	if line := lineOf(o.pl.node, path, false); line > 0 {
 		origin.Line = line
 	}
-	c.problems = append(c.problems, Problem{Origin: origin, Kind: o.kind, Name: o.name,
-		Field: path, Message: msg, Warning: warning})
+	c.problems = append(c.problems, Problem{Location: loc(origin), Kind: o.kind, Name: o.name,
+		Field: path, Message: msg, Severity: sev, Reason: reason})
 }
 
-func (c *checker) addAll(o object, errs field.ErrorList) {
+func (c *checker) addAll(o object, errs field.ErrorList, reason func(path string) v1alpha1.ConditionReason) {
 	for _, e := range errs {
-		c.add(o, e.Field, e.ErrorBody(), false)
+		c.add(o, e.Field, problem.OneLine(e.ErrorBody()), problem.Error, reason(e.Field))
+	}
+}
+
+// Locate points problems found elsewhere (by the engine, which knows only
+// the objects and where each starts) at the line of their field in the
+// files, when the set holds the object.
+func (s *Set) Locate(ps problem.List) {
+	for i := range ps {
+		p := &ps[i]
+		if p.Kind == "" {
+			continue
+		}
+		pl, ok := s.placementOf(p.Kind, p.Name, 0)
+		if !ok {
+			continue
+		}
+		origin := pl.origin
+		if line := lineOf(pl.node, p.Field, false); line > 0 {
+			origin.Line = line
+		}
+		p.Location = loc(origin)
 	}
 }

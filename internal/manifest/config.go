@@ -7,6 +7,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // Config selects a router and returns what the engine needs for it: the
@@ -30,7 +31,7 @@ func (s *Set) Config(router string) (*engine.Config, error) {
 	cfg := &engine.Config{
 		Router:   *r,
 		BaseDirs: make(map[string]string),
-		Origins:  make(map[string]string),
+		Origins:  make(map[string]problem.Location),
 	}
 	s.addOrigin(cfg, v1alpha1.KindContextRouter, r.Name)
 
@@ -123,6 +124,6 @@ func namesOf[T any](objs []T, name func(*T) string) []string {
 
 func (s *Set) addOrigin(cfg *engine.Config, kind, name string) {
 	if o, ok := s.Origin(kind, name); ok {
-		cfg.Origins[kind+"/"+name] = o.String()
+		cfg.Origins[kind+"/"+name] = loc(o)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // parser accumulates objects and problems over one or more files.
@@ -33,43 +34,25 @@ type parser struct {
 
 func newParser() *parser { return &parser{set: &Set{}} }
 
-func (p *parser) problem(pr Problem) { p.problems = append(p.problems, pr) }
+func (p *parser) problem(pr Problem) {
+	if pr.File != "" && !slices.Contains(p.set.files, pr.File) {
+		// A file that could not be read still has its place in the order.
+		p.set.files = append(p.set.files, pr.File)
+	}
+	p.problems = append(p.problems, pr)
+}
 
 // finish gives objects without a namespace the set's namespace and returns
-// the set, or every problem found.
+// the set with every problem found (sorted by file, then line).
 func (p *parser) finish() (*Set, error) {
-	if len(p.problems) > 0 {
-		// Keep files in the order they were read, lines in order within each.
-		run := make([]int, len(p.problems))
-		for i := 1; i < len(p.problems); i++ {
-			run[i] = run[i-1]
-			if p.problems[i].Origin.File != p.problems[i-1].Origin.File {
-				run[i]++
-			}
-		}
-		idx := make([]int, len(p.problems))
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.SliceStable(idx, func(a, b int) bool {
-			pa, pb := idx[a], idx[b]
-			if run[pa] != run[pb] {
-				return run[pa] < run[pb]
-			}
-			return p.problems[pa].Origin.Line < p.problems[pb].Origin.Line
-		})
-		sorted := make([]Problem, len(idx))
-		for i, j := range idx {
-			sorted[i] = p.problems[j]
-		}
-		return nil, &LoadError{Problems: sorted}
-	}
 	for _, ns := range p.set.namespaces() {
 		if *ns == "" {
 			*ns = p.set.Namespace
 		}
 	}
-	return p.set, nil
+	problems := problem.List(p.problems)
+	problems.Sort(p.set.fileRank)
+	return p.set, problems.Err()
 }
 
 // document is one YAML document or JSON value of a file.
@@ -173,8 +156,9 @@ func (p *parser) parseJSONStream(name string, data []byte) {
 			return
 		}
 		if err != nil {
+			p.set.fill(name)
 			line, col := lineCol(data, jsonErrorOffset(err, dec))
-			p.problem(Problem{Origin: Origin{File: name, Line: line, Doc: index},
+			p.problem(Problem{Location: problem.Location{File: name, Line: line},
 				Message: fmt.Sprintf("invalid JSON at column %d: %s", col, strings.TrimPrefix(err.Error(), "json: "))})
 			return
 		}
@@ -239,7 +223,7 @@ func (d *document) yamlProblem(msg, kind, name string) Problem {
 		// "line 3: x" -> "x": the location goes in front.
 		msg = strings.TrimPrefix(strings.TrimSpace(msg[m[1]:]), ": ")
 	}
-	return Problem{Origin: d.origin(line), Kind: kind, Name: name, Message: "invalid YAML: " + msg}
+	return Problem{Location: loc(d.origin(line)), Kind: kind, Name: name, Message: "invalid YAML: " + msg}
 }
 
 // readHeader reads apiVersion, kind, metadata.name and metadata.namespace,
@@ -315,6 +299,7 @@ func (p *parser) document(d *document) {
 	if !d.isJSON {
 		var err error
 		if j, err = yaml.YAMLToJSON(d.text); err != nil {
+			p.set.fill(d.file)
 			for _, pr := range d.yamlProblems(err, "", "") {
 				p.problem(pr)
 			}
@@ -324,6 +309,7 @@ func (p *parser) document(d *document) {
 			return // "~" or "null" only
 		}
 	}
+	p.set.fill(d.file)
 	root := parseNode(d.text, d.lineOffset)
 	if root == nil && !d.isJSON {
 		// Positions are unavailable; still refuse duplicate keys.
@@ -370,13 +356,14 @@ var listItemKinds = map[string]string{
 func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, itemKind string) {
 	o := d.origin(line)
 	if t := bytes.TrimSpace(j); len(t) == 0 || t[0] != '{' {
-		p.problem(Problem{Origin: o, Message: fmt.Sprintf(
+		p.problem(Problem{Location: loc(o), Message: fmt.Sprintf(
 			"a manifest must be an object with apiVersion and kind, not %s", jsonValueKind(t))})
 		return
 	}
 	h, field, msg := readHeader(j)
 	if msg != "" {
-		p.problem(Problem{Origin: d.origin(lineOf(node, field, false)), Kind: h.Kind, Name: h.Metadata.Name, Field: field, Message: msg})
+		p.problem(Problem{Location: loc(d.origin(lineOf(node, field, false))), Kind: h.Kind, Name: h.Metadata.Name, Field: field, Message: msg})
+		p.set.markBroken(h.Kind, h.Metadata.Name)
 		return
 	}
 	if itemKind != "" && h.APIVersion == "" && h.Kind == "" {
@@ -384,7 +371,7 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 	}
 	kind, name := h.Kind, h.Metadata.Name
 	pr := func(field, msg string) Problem {
-		return Problem{Origin: d.origin(lineOf(node, field, false)), Kind: kind, Name: name, Field: field, Message: msg}
+		return Problem{Location: loc(d.origin(lineOf(node, field, false))), Kind: kind, Name: name, Field: field, Message: msg}
 	}
 
 	// Lists: kubectl's "v1 List" and the typed lists of this API.
@@ -396,12 +383,13 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 
 	if msg, field := checkTypeMeta(h.APIVersion, h.Kind); msg != "" {
 		p.problem(pr(field, msg))
+		p.set.markBroken(kind, name)
 		return
 	}
 
 	if !d.isJSON && node != nil {
 		for _, dup := range duplicateKeys(node, "") {
-			p.problem(Problem{Origin: d.origin(dup.line), Kind: kind, Name: name, Field: dup.path, Message: "duplicate field"})
+			p.problem(Problem{Location: loc(d.origin(dup.line)), Kind: kind, Name: name, Field: dup.path, Message: "duplicate field"})
 		}
 	}
 
@@ -421,6 +409,7 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 		obj = &v1alpha1.AgentPermission{}
 	}
 	if !p.decode(d, j, node, obj, pr) {
+		p.set.markBroken(kind, name)
 		return
 	}
 	// Items of typed lists may leave apiVersion and kind out.
@@ -513,11 +502,11 @@ func (p *parser) list(d *document, j []byte, node *yamlv3.Node, o Origin, kind, 
 	}
 	strict, err := sigsjson.UnmarshalStrict(j, &l)
 	if err != nil {
-		p.problem(Problem{Origin: o, Kind: kind, Field: "items", Message: "must be a list of objects"})
+		p.problem(Problem{Location: loc(o), Kind: kind, Field: "items", Message: "must be a list of objects"})
 		return
 	}
 	for _, e := range strict {
-		p.problem(Problem{Origin: o, Kind: kind, Field: strictPath(e), Message: strictKind(e)})
+		p.problem(Problem{Location: loc(o), Kind: kind, Field: strictPath(e), Message: strictKind(e)})
 	}
 	items := lookup(node, "items")
 	for i, item := range l.Items {
@@ -560,10 +549,10 @@ func (p *parser) decode(d *document, j []byte, node *yamlv3.Node, obj any, pr fu
 				what += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 		}
-		problem := pr(path, what)
+		pb := pr(path, what)
 		// A duplicate's own line is its second occurrence.
-		problem.Origin = d.origin(lineOf(node, path, what == "duplicate field"))
-		p.problem(problem)
+		pb.Location = loc(d.origin(lineOf(node, path, what == "duplicate field")))
+		p.problem(pb)
 	}
 	return len(strict) == 0
 }
@@ -595,6 +584,8 @@ func jsonValueKind(t []byte) string {
 		return "a string"
 	case bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")):
 		return "a boolean"
+	case bytes.Equal(t, []byte("null")):
+		return "null"
 	default:
 		return "a number"
 	}

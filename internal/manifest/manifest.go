@@ -10,12 +10,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // Set is everything read from manifest files, in file order.
@@ -32,6 +34,11 @@ type Set struct {
 	origins map[string][]placement
 	// files in the order they were read, to sort problems.
 	files []string
+	// broken holds "Kind/name" of objects that were found but did not decode.
+	broken map[string]bool
+	// filled holds the files with at least one document that is not blank,
+	// comments or null, whether or not it decoded.
+	filled map[string]bool
 }
 
 // placement is where one object was read from, with its YAML node to point
@@ -60,6 +67,38 @@ func (o Origin) String() string {
 	return o.File
 }
 
+// fill records that file holds a document.
+func (s *Set) fill(file string) {
+	if s.filled == nil {
+		s.filled = make(map[string]bool)
+	}
+	s.filled[file] = true
+}
+
+// markBroken records that Kind/name was found but could not be decoded.
+func (s *Set) markBroken(kind, name string) {
+	if kind == "" || name == "" {
+		return
+	}
+	if s.broken == nil {
+		s.broken = make(map[string]bool)
+	}
+	s.broken[kind+"/"+name] = true
+}
+
+// Broken reports whether an object Kind/name was found in the files but could
+// not be decoded, so the set does not hold it. Its problems were reported by
+// Load; Check does not report references to it as "not found" on top.
+func (s *Set) Broken(kind, name string) bool { return s.broken[kind+"/"+name] }
+
+// fileRank orders files as they were read; a file not read ranks last.
+func (s *Set) fileRank(file string) int {
+	if i := slices.Index(s.files, file); i >= 0 {
+		return i
+	}
+	return len(s.files)
+}
+
 // Origin returns where the object Kind/name was first read from.
 func (s *Set) Origin(kind, name string) (Origin, bool) {
 	pl, ok := s.placementOf(kind, name, 0)
@@ -75,59 +114,19 @@ func (s *Set) placementOf(kind, name string, i int) (placement, bool) {
 }
 
 // Problem is one problem with the manifests.
-type Problem struct {
-	Origin Origin
-	// Kind and Name of the object ("" when unknown).
-	Kind, Name string
-	// Field is the path of the offending field, like spec.budget.reserveTokens ("" for the whole object).
-	Field string
-	// Message says what is wrong.
-	Message string
-	// Warning marks problems that do not stop the manifests from being used.
-	Warning bool
-}
+type Problem = problem.Problem
 
-// Error returns "<file>:<line>: <Kind>/<name>: <field>: <message>", leaving out
-// the parts that are unknown.
-func (p Problem) Error() string {
-	var b strings.Builder
-	if p.Origin.File != "" {
-		b.WriteString(p.Origin.String())
-		b.WriteString(": ")
-	}
-	if p.Kind != "" {
-		b.WriteString(p.Kind)
-		if p.Name != "" {
-			b.WriteString("/" + p.Name)
-		}
-		b.WriteString(": ")
-	}
-	if p.Field != "" {
-		b.WriteString(p.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(p.Message)
-	return b.String()
-}
-
-// LoadError holds every problem found while reading manifests.
-type LoadError struct {
-	Problems []Problem
-}
-
-// Error returns one line per problem.
-func (e *LoadError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.Error()
-	}
-	return strings.Join(lines, "\n")
-}
+// loc is where a problem at o is.
+func loc(o Origin) problem.Location { return problem.Location{File: o.File, Line: o.Line} }
 
 // Load reads manifest files and directories. A directory is walked
 // recursively for *.yaml, *.yml and *.json files in lexical order, skipping
 // hidden entries (".git", the "..data" of a mounted ConfigMap); a file named
-// explicitly is always read. Every problem is collected into one *LoadError.
+// explicitly is always read.
+//
+// Every problem is collected into one problem.List, returned as the error.
+// The set is returned either way and holds the objects that decoded, so
+// that `validate` can check them too (Set.Broken names those that did not).
 func Load(paths ...string) (*Set, error) {
 	p := newParser()
 	if len(paths) == 0 {
@@ -146,7 +145,7 @@ func Load(paths ...string) (*Set, error) {
 			seen[key] = true
 			data, err := os.ReadFile(f)
 			if err != nil {
-				p.problem(Problem{Origin: Origin{File: f}, Message: pathErrorText(err)})
+				p.problem(Problem{Location: problem.Location{File: f}, Message: pathErrorText(err)})
 				continue
 			}
 			p.parseFile(f, data)
@@ -156,7 +155,8 @@ func Load(paths ...string) (*Set, error) {
 }
 
 // Parse reads the manifests of one file's bytes; name is used in messages and
-// to resolve relative directory paths.
+// to resolve relative directory paths. Like Load, it returns the objects
+// that decoded along with any problems.
 func Parse(name string, data []byte) (*Set, error) {
 	p := newParser()
 	p.parseFile(name, data)
@@ -176,7 +176,7 @@ func isHidden(name string) bool { return strings.HasPrefix(name, ".") }
 func (p *parser) expand(path string) []string {
 	fi, err := os.Stat(path)
 	if err != nil {
-		p.problem(Problem{Origin: Origin{File: path}, Message: pathErrorText(err)})
+		p.problem(Problem{Location: problem.Location{File: path}, Message: pathErrorText(err)})
 		return nil
 	}
 	if !fi.IsDir() {
@@ -191,7 +191,7 @@ func (p *parser) expand(path string) []string {
 	var files []string
 	err = filepath.WalkDir(root, func(f string, d fs.DirEntry, err error) error {
 		if err != nil {
-			p.problem(Problem{Origin: Origin{File: f}, Message: pathErrorText(err)})
+			p.problem(Problem{Location: problem.Location{File: f}, Message: pathErrorText(err)})
 			if d != nil && d.IsDir() && f != root {
 				return fs.SkipDir
 			}
@@ -222,10 +222,10 @@ func (p *parser) expand(path string) []string {
 		return nil
 	})
 	if err != nil {
-		p.problem(Problem{Origin: Origin{File: path}, Message: pathErrorText(err)})
+		p.problem(Problem{Location: problem.Location{File: path}, Message: pathErrorText(err)})
 	}
 	if len(files) == 0 && err == nil {
-		p.problem(Problem{Origin: Origin{File: path}, Message: "directory holds no *.yaml, *.yml or *.json files"})
+		p.problem(Problem{Location: problem.Location{File: path}, Message: "directory holds no *.yaml, *.yml or *.json files"})
 	}
 	return files
 }

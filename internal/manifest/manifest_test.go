@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // writeFiles writes name -> content under dir, creating folders.
@@ -34,14 +36,14 @@ func mustLoad(t *testing.T, paths ...string) *Set {
 	return s
 }
 
-func loadError(t *testing.T, err error) *LoadError {
+func loadError(t *testing.T, err error) problem.List {
 	t.Helper()
 	if err == nil {
 		t.Fatal("want an error, got none")
 	}
-	var le *LoadError
+	var le problem.List
 	if !errors.As(err, &le) {
-		t.Fatalf("error is %T, want *LoadError: %v", err, err)
+		t.Fatalf("error is %T, want a problem.List: %v", err, err)
 	}
 	return le
 }
@@ -196,6 +198,47 @@ items:
 	}
 }
 
+// A file is empty when it holds no document at all; one whose objects fail
+// to decode is not, and is not warned about as empty on top of its errors.
+func TestEmptyFiles(t *testing.T) {
+	const src = "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: s}\n"
+	tests := []struct {
+		name, file, data string
+		empty            bool
+	}{
+		{"nothing", "a.yaml", "", true},
+		{"comments and markers", "a.yaml", "# moved\n---\n# gone\n...\n", true},
+		{"null documents", "a.yaml", "---\n~\n---\nnull\n", true},
+		{"blank JSON", "a.json", " \n\t", true},
+		{"an object", "a.yaml", src + "spec: {type: Inline, inline: {content: x}}\n", false},
+		{"invalid YAML", "a.yaml", "    0:\n    0", false},
+		{"invalid JSON", "a.json", "{\"kind\": ", false},
+		{"a kind of another API", "a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: docs}\n", false},
+		{"an object that does not decode", "a.yaml", src + "spec: {type: Inline, inlin: {content: x}}\n", false},
+		{"not an object", "a.yaml", "- a\n", false},
+		{"JSON null", "a.json", "null", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, tt.file)
+			writeFiles(t, dir, map[string]string{tt.file: tt.data})
+			s, _ := Load(path)
+			var want []string
+			if tt.empty {
+				want = []string{path}
+			}
+			if got := s.EmptyFiles(); !reflect.DeepEqual(got, want) {
+				t.Errorf("EmptyFiles() = %v, want %v", got, want)
+			}
+			warned := slices.ContainsFunc(s.Check(), func(p Problem) bool { return p.Message == EmptyFileMessage })
+			if warned != tt.empty {
+				t.Errorf("Check warns the file is empty: %v, want %v", warned, tt.empty)
+			}
+		})
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	const src = "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\n"
 	tests := []struct {
@@ -315,6 +358,11 @@ spec:
 			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
 		},
 		{
+			name:  "JSON null",
+			files: map[string]string{"n.json": "null"},
+			want:  [][]string{{"n.json:1: a manifest must be an object with apiVersion and kind, not null"}},
+		},
+		{
 			name:  "JSON syntax error",
 			files: map[string]string{"s.json": "{\"apiVersion\": \"contextrouter.dev/v1alpha1\",\n \"kind\": }"},
 			want:  [][]string{{"s.json:2: invalid JSON at column 10"}},
@@ -378,8 +426,8 @@ spec:
 			_, err := Load(dir)
 			le := loadError(t, err)
 			lines := strings.Split(err.Error(), "\n")
-			if len(lines) != len(tt.want) || len(le.Problems) != len(tt.want) {
-				t.Fatalf("got %d problems, want %d:\n%v", len(le.Problems), len(tt.want), err)
+			if len(lines) != len(tt.want) || len(le) != len(tt.want) {
+				t.Fatalf("got %d problems, want %d:\n%v", len(le), len(tt.want), err)
 			}
 			for i, subs := range tt.want {
 				for _, sub := range subs {
@@ -628,13 +676,13 @@ func TestConfig(t *testing.T) {
 					t.Errorf("BaseDir %q is not absolute", d)
 				}
 			}
-			if got, want := cfg.Origin("ContextRoute", tt.wantRoutes[1]), filepath.Join(dir, "routes.yaml"); !strings.HasPrefix(got, want+":") {
+			if got, want := cfg.Origin("ContextRoute", tt.wantRoutes[1]).String(), filepath.Join(dir, "routes.yaml"); !strings.HasPrefix(got, want+":") {
 				t.Errorf("route origin = %q, want %s:<line>", got, want)
 			}
-			if got := cfg.Origin("ContextSource", "docs"); got != filepath.Join(dir, "sources", "docs.yaml")+":1" {
+			if got := cfg.Origin("ContextSource", "docs").String(); got != filepath.Join(dir, "sources", "docs.yaml")+":1" {
 				t.Errorf("source origin = %q", got)
 			}
-			if got := cfg.Origin("ContextRouter", tt.router); !strings.HasPrefix(got, filepath.Join(dir, "routers.yaml")+":") {
+			if got := cfg.Origin("ContextRouter", tt.router).String(); !strings.HasPrefix(got, filepath.Join(dir, "routers.yaml")+":") {
 				t.Errorf("router origin = %q", got)
 			}
 		})
@@ -782,14 +830,14 @@ spec: {type: Inline, inline: {content: x}}
 	}
 	got := s.Check()
 	if len(got) != len(want) {
-		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), (&LoadError{got}).Error())
+		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), got.Error())
 	}
 	for i, w := range want {
 		if !strings.HasPrefix(got[i].Error(), w.text) {
 			t.Errorf("problem %d = %q\nwant prefix    %q", i, got[i].Error(), w.text)
 		}
-		if got[i].Warning != w.warning {
-			t.Errorf("problem %d warning = %v, want %v", i, got[i].Warning, w.warning)
+		if got[i].IsWarning() != w.warning {
+			t.Errorf("problem %d warning = %v, want %v", i, got[i].IsWarning(), w.warning)
 		}
 	}
 
@@ -825,48 +873,29 @@ spec: {type: Inline, inline: {content: x}}
 	}
 	got := s.Check()
 	want := []string{
+		"c.yaml:1: ContextRouter/acme: " + NoRoutesMessage,
 		"c.yaml:7: ContextRouter/acme: spec.budget.reserveTokens: Invalid value: 100: must be less than maxTokens (100)",
 		`c.yaml:13: ContextRoute/r: spec.parentRefs[0].name: ContextRouter "default" not found (declared: "acme"); the route does not attach to it`,
 	}
 	if len(got) != len(want) {
-		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), (&LoadError{got}).Error())
+		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), got.Error())
 	}
 	for i := range want {
 		if got[i].Error() != want[i] {
 			t.Errorf("problem %d = %q\nwant          %q", i, got[i].Error(), want[i])
 		}
 	}
-	if got[0].Warning || !got[1].Warning {
-		t.Errorf("warnings = %v, %v; want false, true", got[0].Warning, got[1].Warning)
+	if !got[0].IsWarning() || got[1].IsWarning() || !got[2].IsWarning() {
+		t.Errorf("warnings = %v, %v, %v; want true, false, true", got[0].IsWarning(), got[1].IsWarning(), got[2].IsWarning())
 	}
 
 	// A valid set has no problems; a hand-built set is defaulted before validation.
 	hand := &Set{Sources: []v1alpha1.ContextSource{{}}}
 	hand.Sources[0].Name = "h"
 	hand.Sources[0].Spec = v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceInline, Inline: &v1alpha1.InlineSource{Content: "x"}}
+	hand.Routes = []v1alpha1.ContextRoute{{Spec: v1alpha1.ContextRouteSpec{Sources: []v1alpha1.LocalObjectReference{{Name: "h"}}}}}
+	hand.Routes[0].Name = "r"
 	if probs := hand.Check(); len(probs) != 0 {
 		t.Errorf("hand-built set: %v", probs)
-	}
-}
-
-func TestProblemError(t *testing.T) {
-	tests := []struct {
-		p    Problem
-		want string
-	}{
-		{Problem{Origin: Origin{File: "f.yaml", Line: 3}, Kind: "ContextSource", Name: "docs", Field: "spec.type", Message: "bad"},
-			"f.yaml:3: ContextSource/docs: spec.type: bad"},
-		{Problem{Origin: Origin{File: "f.yaml"}, Message: "no such file or directory"}, "f.yaml: no such file or directory"},
-		{Problem{Kind: "ContextRoute", Message: "m"}, "ContextRoute: m"},
-		{Problem{Message: "m"}, "m"},
-	}
-	for _, tt := range tests {
-		if got := tt.p.Error(); got != tt.want {
-			t.Errorf("Error() = %q, want %q", got, tt.want)
-		}
-	}
-	le := &LoadError{Problems: []Problem{tests[0].p, tests[1].p}}
-	if got := le.Error(); got != tests[0].want+"\n"+tests[1].want {
-		t.Errorf("LoadError = %q", got)
 	}
 }

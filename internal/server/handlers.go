@@ -24,7 +24,7 @@ import (
 // routes builds the HTTP handler. Paths are matched exactly; every error is
 // a JSON object {"error": "..."}.
 func (s *Server) routes() http.Handler {
-	metricsHandler := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
+	s.plainMetrics = promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: errorLogger{s}, Registry: s.metrics.reg,
 	})
 	type route struct {
@@ -37,7 +37,7 @@ func (s *Server) routes() http.Handler {
 		"/v1/status": {http.MethodGet, "status", s.handleStatus},
 		"/healthz":   {http.MethodGet, "healthz", s.handleHealthz},
 		"/readyz":    {http.MethodGet, "readyz", s.handleReadyz},
-		"/metrics":   {http.MethodGet, "metrics", metricsHandler.ServeHTTP},
+		"/metrics":   {http.MethodGet, "metrics", s.handleMetrics},
 	}
 	// One counter per handler and status code, resolved on first use.
 	var counters sync.Map
@@ -154,10 +154,7 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	}
 	established, herr := s.identify(r.Context(), r, st)
 	if herr != nil {
-		if herr.code == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="contextrouter"`)
-		}
-		writeError(w, herr.code, herr.msg)
+		writeAuthError(w, herr)
 		return
 	}
 
@@ -176,12 +173,23 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	resp, err := st.snap.Query(ctx, req)
 	if err != nil {
-		if errors.Is(err, engine.ErrBadRequest) {
+		var stopped *engine.StoppedError
+		switch {
+		case errors.Is(err, engine.ErrBadRequest):
 			writeError(w, http.StatusBadRequest, err.Error())
-			return
+		case errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded):
+			// Like gRPC's DEADLINE_EXCEEDED over HTTP; 503 stays "not ready".
+			s.metrics.queryTimeouts.Inc()
+			s.log.Warn("query timed out", "timeout", s.opts.QueryTimeout.String(), "route", stopped.Route, "elapsed", time.Since(start).String())
+			writeError(w, http.StatusGatewayTimeout, stopped.TimeoutMessage(s.opts.QueryTimeout))
+		case errors.As(err, &stopped):
+			// The client went away; nobody reads the answer.
+			s.log.Debug("query canceled", "route", stopped.Route, "error", err.Error())
+			writeError(w, http.StatusServiceUnavailable, "query canceled: "+err.Error())
+		default:
+			s.log.Error("query failed", "error", err.Error())
+			writeError(w, http.StatusInternalServerError, "internal error")
 		}
-		s.log.Error("query failed", "error", err.Error())
-		writeError(w, http.StatusInternalServerError, "internal error")
 		return
 	}
 	st.counters.observe(resp)
@@ -240,9 +248,14 @@ func (s *Server) notReadyMessage() string {
 		return "shutting down"
 	}
 	s.statusMu.Lock()
-	defer s.statusMu.Unlock()
-	if s.lastErr != "" {
-		return "no configuration is serving: " + s.lastErr
+	lastErr := s.lastErr
+	s.statusMu.Unlock()
+	switch {
+	case lastErr != "" && s.guard().tokens:
+		// The error describes the configuration; callers here are unauthenticated.
+		return "no configuration is serving: the last load failed (the router's log says why)"
+	case lastErr != "":
+		return "no configuration is serving: " + lastErr
 	}
 	return "no configuration is serving yet: the first snapshot is being built"
 }
@@ -346,8 +359,32 @@ func timePtr(t time.Time) *time.Time {
 	return &u
 }
 
-func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request) {
+// handleStatus answers GET /v1/status. In token mode it asks what a query
+// asks: a ServiceAccount token of the router's namespace.
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	if g := s.guard(); g.tokens {
+		if _, herr := s.tokenAgent(r.Context(), r, g.namespace); herr != nil {
+			writeAuthError(w, herr)
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, s.Status(), true)
+}
+
+// handleMetrics answers GET /metrics. In token mode the caller's token
+// must be one the API server accepts, for a user allowed to get the
+// nonResourceURL /metrics (the metrics-reader ClusterRole).
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if !s.guard().tokens {
+		s.plainMetrics.ServeHTTP(w, r)
+		return
+	}
+	h := s.auth.scrapeHandler()
+	if h == nil {
+		writeError(w, http.StatusServiceUnavailable, "token verification is not available: the Kubernetes API could not be reached")
+		return
+	}
+	h.ServeHTTP(w, r)
 }
 
 // errorLogger sends promhttp's errors to the server log.

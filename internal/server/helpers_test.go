@@ -112,6 +112,13 @@ func (ts *testServer) get(path string) (int, []byte) {
 
 func (ts *testServer) do(method, path string, body io.Reader, header http.Header) (int, []byte) {
 	ts.t.Helper()
+	resp, b := ts.request(method, path, body, header)
+	return resp.StatusCode, b
+}
+
+// request is do with the whole response (its body already read).
+func (ts *testServer) request(method, path string, body io.Reader, header http.Header) (*http.Response, []byte) {
+	ts.t.Helper()
 	req, err := http.NewRequest(method, ts.url+path, body)
 	if err != nil {
 		ts.t.Fatal(err)
@@ -128,7 +135,7 @@ func (ts *testServer) do(method, path string, body io.Reader, header http.Header
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	return resp.StatusCode, b
+	return resp, b
 }
 
 // query posts a request and decodes a 200 answer.
@@ -332,4 +339,31 @@ func compileFiles(t testing.TB, paths ...string) *engine.Snapshot {
 		t.Fatal(err)
 	}
 	return snap
+}
+
+// directoryServer serves a Directory source reading root/docs (deploys.md, edition d1) through the
+// manifest root/config/router.yaml, which names it ../docs; it returns the server once edition d1
+// answers, with the folder and the manifest.
+func directoryServer(t *testing.T, root string) (ts *testServer, docs, manifest string) {
+	t.Helper()
+	docs = filepath.Join(root, "docs")
+	writeAtomic(t, filepath.Join(docs, "deploys.md"), "# Deploys\n\nRoll back a deploy with the previous release, edition d1.\n")
+	manifest = filepath.Join(root, "config", "router.yaml")
+	writeAtomic(t, manifest, `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: docs}
+spec:
+  type: Directory
+  directory: {path: ../docs}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: all}
+spec:
+  sources: [{name: docs}]
+`)
+	ts = startServer(t, Options{Paths: []string{manifest}, PollInterval: -1})
+	ts.waitReady()
+	ts.waitEdition("d1")
+	return ts, docs, manifest
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -14,31 +13,33 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/testenv"
 )
 
-func TestServiceAccountName(t *testing.T) {
+func TestServiceAccountRef(t *testing.T) {
 	for _, tc := range []struct {
-		user, want string
-		ok         bool
+		user, ns, name string
+		ok             bool
 	}{
-		{"system:serviceaccount:agents:hr-assistant", "hr-assistant", true},
-		{"system:serviceaccount:a:b", "b", true},
-		{"system:serviceaccount::hr-assistant", "", false},
-		{"system:serviceaccount:agents:", "", false},
-		{"system:serviceaccount:agents", "", false},
-		{"system:serviceaccount:agents:a:b", "", false},
-		{"system:node:worker-1", "", false},
-		{"alice@example.com", "", false},
+		{"system:serviceaccount:agents:hr-assistant", "agents", "hr-assistant", true},
+		{"system:serviceaccount:a:b", "a", "b", true},
+		{"system:serviceaccount::hr-assistant", "", "", false},
+		{"system:serviceaccount:agents:", "", "", false},
+		{"system:serviceaccount:agents", "", "", false},
+		{"system:serviceaccount:agents:a:b", "", "", false},
+		{"system:node:worker-1", "", "", false},
+		{"alice@example.com", "", "", false},
 	} {
-		got, ok := serviceAccountName(tc.user)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("serviceAccountName(%q) = %q, %v; want %q, %v", tc.user, got, ok, tc.want, tc.ok)
+		ns, name, ok := serviceAccountRef(tc.user)
+		if ns != tc.ns || name != tc.name || ok != tc.ok {
+			t.Errorf("serviceAccountRef(%q) = %q, %q, %v; want %q, %q, %v", tc.user, ns, name, ok, tc.ns, tc.name, tc.ok)
 		}
 	}
 }
@@ -59,7 +60,7 @@ func TestReviewAnswer(t *testing.T) {
 		{"a person", authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice"}, Audiences: []string{Audience}}, "", 403, `user "alice" is not a ServiceAccount`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ans := reviewAnswer(&authenticationv1.TokenReview{Status: tc.status})
+			ans := reviewAnswer(tc.status)
 			if ans.agent != tc.agent {
 				t.Errorf("agent %q, want %q", ans.agent, tc.agent)
 			}
@@ -107,19 +108,27 @@ spec:
   allowSources: [notes]
 `
 
-// countingReviewer counts the TokenReviews that reach the API server.
-type countingReviewer struct {
-	next  TokenReviewer
-	calls atomic.Int64
+// reviewCounter counts the TokenReviews that reach the API server.
+type reviewCounter struct{ tokenReviews atomic.Int64 }
+
+func (c *reviewCounter) RoundTrip(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if strings.HasSuffix(r.URL.Path, "/tokenreviews") {
+			c.tokenReviews.Add(1)
+		}
+		return next.RoundTrip(r)
+	})
 }
 
-func (c *countingReviewer) Create(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
-	c.calls.Add(1)
-	return c.next.Create(ctx, tr, opts)
-}
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // auth.mode ServiceAccountToken against a real API server: tokens from the
-// TokenRequest API for audience contextrouter.dev identify the agent.
+// TokenRequest API for audience contextrouter.dev identify the agent, and
+// /v1/status and /metrics are guarded too. The router calls the API server
+// as a ServiceAccount bound to system:auth-delegator only, as the operator
+// sets it up.
 func TestTokenReviewWithAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -149,6 +158,17 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 	hr := token("hr-assistant", Audience)
 	intruder := token("intruder", Audience)
 	otherAudience := token("hr-assistant", "https://kubernetes.default.svc")
+	// The API server's own audience: what Prometheus presents.
+	scraper := func() string { return token("prometheus") }
+	// The router's own credentials: system:auth-delegator, nothing else.
+	routerToken := token("router")
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "router-auth-delegator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "router", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// The same ServiceAccount name in another namespace is another agent.
 	ns = "elsewhere"
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -159,11 +179,22 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 	dir := t.TempDir()
 	// The router lives in the agents' namespace.
 	writeAtomic(t, filepath.Join(dir, "router.yaml"), strings.Replace(tokenRouter, "metadata: {name: secure}", "metadata: {name: secure, namespace: agents}", 1)+"---\n"+inlineManifests("v1", "notes"))
-	reviewer := &countingReviewer{next: cs.AuthenticationV1().TokenReviews()}
-	ts := startServer(t, Options{Paths: []string{dir}, TokenReviewer: func() (TokenReviewer, error) { return reviewer, nil }})
+	counter := &reviewCounter{}
+	kube := func() (*rest.Config, error) {
+		cfg := &rest.Config{Host: env.Config.Host, BearerToken: routerToken, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
+		cfg.Wrap(counter.RoundTrip)
+		return cfg, nil
+	}
+	ts := startServer(t, Options{Paths: []string{dir}, Kube: kube})
 	ts.waitReady()
-	if st := ts.status(); st.Auth != "token" || st.Router != "secure" {
-		t.Fatalf("status auth %q router %q", st.Auth, st.Router)
+	ask := func(method, path, auth, body string) (*http.Response, string) {
+		t.Helper()
+		h := http.Header{}
+		if auth != "" {
+			h.Set("Authorization", auth)
+		}
+		resp, b := ts.request(method, path, strings.NewReader(body), h)
+		return resp, string(b)
 	}
 
 	body := `{"text": "deploy checklist"}`
@@ -185,39 +216,26 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := http.Header{}
-			if tc.auth != "" {
-				h.Set("Authorization", tc.auth)
-			}
-			req, _ := http.NewRequest(http.MethodPost, ts.url+"/v1/query", strings.NewReader(tc.body))
-			req.Header = h
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.want) {
+			resp, b := ask(http.MethodPost, "/v1/query", tc.auth, tc.body)
+			if resp.StatusCode != tc.code || !strings.Contains(b, tc.want) {
 				t.Fatalf("%d %s, want %d with %s", resp.StatusCode, b, tc.code, tc.want)
 			}
-			if tc.code == 401 && resp.Header.Get("WWW-Authenticate") == "" {
-				t.Error("401 without WWW-Authenticate")
+			// Naming another agent is a fault of the body, not of the credentials.
+			if tc.name != "hr-assistant naming another agent" {
+				checkChallenge(t, resp)
 			}
 		})
 	}
 
 	// Answers are cached: asking again reviews nothing new.
-	calls := reviewer.calls.Load()
+	calls := counter.tokenReviews.Load()
 	for range 5 {
 		code, _ := ts.do(http.MethodPost, "/v1/query", strings.NewReader(body), http.Header{"Authorization": {"Bearer " + hr}})
 		if code != 200 {
 			t.Fatalf("status %d", code)
 		}
 	}
-	if got := reviewer.calls.Load(); got != calls {
+	if got := counter.tokenReviews.Load(); got != calls {
 		t.Errorf("%d more TokenReviews for a cached token", got-calls)
 	}
 	// hr, intruder, impostor, garbage and the wrong-audience token: one review each.
@@ -229,28 +247,122 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 			t.Errorf("token_reviews_total{result=%q} = %v, want %v", result, got, want)
 		}
 	}
+
+	// /v1/status asks what a query asks: a ServiceAccount token of the
+	// router's namespace for audience contextrouter.dev.
+	for _, tc := range []struct {
+		name, auth string
+		code       int
+		want       string
+	}{
+		{"no token", "", 401, "requires an `Authorization: Bearer <token>` header"},
+		{"garbage token", "Bearer not-a-token", 401, "token rejected"},
+		{"token for another audience", "Bearer " + otherAudience, 401, "token rejected"},
+		{"same name in another namespace", "Bearer " + impostor, 403, "is not in the router's namespace"},
+		{"an agent", "Bearer " + hr, 200, `"auth": "token"`},
+		{"any ServiceAccount of the namespace", "Bearer " + intruder, 200, `"router": "secure"`},
+	} {
+		t.Run("status/"+tc.name, func(t *testing.T) {
+			resp, b := ask(http.MethodGet, "/v1/status", tc.auth, "")
+			if resp.StatusCode != tc.code || !strings.Contains(b, tc.want) {
+				t.Fatalf("%d %s, want %d with %s", resp.StatusCode, b, tc.code, tc.want)
+			}
+			checkChallenge(t, resp)
+		})
+	}
+
+	// /metrics needs a token the API server accepts for itself, of a user
+	// allowed to get the nonResourceURL /metrics (SubjectAccessReview).
+	prometheus := scraper()
+	for _, tc := range []struct {
+		name, auth string
+		code       int
+	}{
+		{"no token", "", 401},
+		{"garbage token", "Bearer not-a-token", 401},
+		{"an agent's token is for contextrouter.dev, not the API server", "Bearer " + hr, 401},
+		{"a ServiceAccount without the metrics-reader role", "Bearer " + prometheus, 403},
+	} {
+		t.Run("metrics/"+tc.name, func(t *testing.T) {
+			resp, b := ask(http.MethodGet, "/metrics", tc.auth, "")
+			if resp.StatusCode != tc.code || strings.Contains(b, "contextrouter_") {
+				t.Fatalf("%d %s, want %d and no metrics", resp.StatusCode, b, tc.code)
+			}
+			checkChallenge(t, resp)
+		})
+	}
+	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, reader, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh token: the filter remembers a denial for 30 seconds.
+	prometheus = scraper()
+	eventually(t, 30*time.Second, "an authorized scrape", func() bool {
+		resp, b := ask(http.MethodGet, "/metrics", "Bearer "+prometheus, "")
+		return resp.StatusCode == 200 && strings.Contains(b, "contextrouter_token_reviews_total")
+	})
+
+	// The kubelet's probes stay open.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if resp, b := ask(http.MethodGet, path, "", ""); resp.StatusCode != 200 {
+			t.Errorf("%s without a token: %d %s", path, resp.StatusCode, b)
+		}
+	}
+}
+
+// checkChallenge asserts that a refusal carries the bearer challenge.
+func checkChallenge(t *testing.T, resp *http.Response) {
+	t.Helper()
+	want := map[int]string{
+		http.StatusUnauthorized: `Bearer realm="contextrouter"`,
+		http.StatusForbidden:    `Bearer realm="contextrouter", error="insufficient_scope"`,
+	}[resp.StatusCode]
+	if got := resp.Header.Get("WWW-Authenticate"); got != want {
+		t.Errorf("%d with WWW-Authenticate %q, want %q", resp.StatusCode, got, want)
+	}
 }
 
 // Token auth without a way to reach the API server fails the load: the
-// router never serves unauthenticated.
+// router never serves unauthenticated, and its status and metrics are not
+// open meanwhile; the reason is in the log.
 func TestTokenModeNeedsReviewer(t *testing.T) {
 	dir := t.TempDir()
 	writeAtomic(t, filepath.Join(dir, "router.yaml"), tokenRouter+"---\n"+inlineManifests("v1", "notes"))
 	for _, tc := range []struct {
-		name    string
-		factory func() (TokenReviewer, error)
-		want    string
+		name string
+		kube func() (*rest.Config, error)
+		want string
 	}{
 		{"none configured", nil, "none is configured"},
-		{"unreachable", func() (TokenReviewer, error) { return nil, errors.New("no in-cluster config") }, "no in-cluster config"},
+		{"unreachable", func() (*rest.Config, error) { return nil, errors.New("no in-cluster config") }, "no in-cluster config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := startServer(t, Options{Paths: []string{dir}, TokenReviewer: tc.factory})
-			eventually(t, 10*time.Second, "the failed load", func() bool { return ts.status().LastReloadError != "" })
-			st := ts.status()
-			if st.Ready || !strings.Contains(st.LastReloadError, `ContextRouter "secure": spec.auth.mode ServiceAccountToken`) ||
-				!strings.Contains(st.LastReloadError, tc.want) {
-				t.Fatalf("status %+v", st)
+			ts := startServer(t, Options{Paths: []string{dir}, Kube: tc.kube})
+			want := `ContextRouter \"secure\": spec.auth.mode ServiceAccountToken`
+			eventually(t, 10*time.Second, "the failed load in the log", func() bool {
+				return strings.Contains(ts.logs.String(), want) && strings.Contains(ts.logs.String(), tc.want)
+			})
+			for _, tc := range []struct {
+				path, auth string
+				code       int
+			}{
+				{"/v1/status", "", http.StatusUnauthorized},
+				{"/v1/status", "Bearer some-token", http.StatusServiceUnavailable},
+				{"/metrics", "", http.StatusServiceUnavailable},
+				{"/readyz", "", http.StatusServiceUnavailable},
+			} {
+				code, b := ts.do(http.MethodGet, tc.path, nil, http.Header{"Authorization": {tc.auth}})
+				if code != tc.code || strings.Contains(string(b), "secure") || strings.Contains(string(b), "contextrouter_") {
+					t.Errorf("%s with %q: %d %s; want %d without the configuration's details", tc.path, tc.auth, code, b, tc.code)
+				}
 			}
 		})
 	}

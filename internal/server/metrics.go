@@ -19,6 +19,7 @@ type metrics struct {
 	reg *prometheus.Registry
 
 	queryDuration   prometheus.Histogram
+	queryTimeouts   prometheus.Counter
 	requests        *prometheus.CounterVec
 	routeMatches    *prometheus.CounterVec
 	routeErrors     *prometheus.CounterVec
@@ -44,6 +45,10 @@ func newMetrics(s *Server) *metrics {
 		Namespace: metricsNamespace, Name: "query_duration_seconds",
 		Help:    "Time to answer POST /v1/query, from reading the request to writing the response.",
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	})
+	m.queryTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "query_timeouts_total",
+		Help: "Queries stopped by --query-timeout while evaluating route conditions (answered 504).",
 	})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Name: "http_requests_total",
@@ -88,7 +93,7 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.queryDuration, m.requests, m.routeMatches, m.routeErrors, m.fetchDuration, m.sourceFailures,
+		m.queryDuration, m.queryTimeouts, m.requests, m.routeMatches, m.routeErrors, m.fetchDuration, m.sourceFailures,
 		m.reloads, m.lastReload, m.gitSyncFailures, m.tokenReviews,
 		&snapshotCollector{s: s},
 	)

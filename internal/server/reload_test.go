@@ -240,26 +240,8 @@ func TestManifestHash(t *testing.T) {
 // A change to the files of a Directory source rebuilds the snapshot, even
 // while the manifests themselves are broken.
 func TestDirectorySourceChangeRebuilds(t *testing.T) {
-	root := t.TempDir()
-	doc := filepath.Join(root, "docs", "deploys.md")
-	writeAtomic(t, doc, "# Deploys\n\nRoll back a deploy with the previous release, edition d1.\n")
-	manifest := filepath.Join(root, "config", "router.yaml")
-	writeAtomic(t, manifest, `apiVersion: contextrouter.dev/v1alpha1
-kind: ContextSource
-metadata: {name: docs}
-spec:
-  type: Directory
-  directory: {path: ../docs}
----
-apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRoute
-metadata: {name: all}
-spec:
-  sources: [{name: docs}]
-`)
-	ts := startServer(t, Options{Paths: []string{manifest}, PollInterval: -1})
-	ts.waitReady()
-	ts.waitEdition("d1")
+	ts, docs, manifest := directoryServer(t, t.TempDir())
+	doc := filepath.Join(docs, "deploys.md")
 	writeAtomic(t, doc, "# Deploys\n\nRoll back a deploy with the previous release, edition d2.\n")
 	ts.waitEdition("d2")
 

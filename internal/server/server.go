@@ -18,15 +18,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
-	"runtime/debug"
-	runtimemetrics "runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
@@ -64,14 +62,15 @@ type Options struct {
 	// agent is answered as Agent, one naming another agent gets 403. A pinned
 	// server does not verify tokens: it serves one pod on its loopback address.
 	Agent string
-	// TokenReviewer returns the client that verifies bearer tokens when the
-	// router sets auth.mode ServiceAccountToken. It is called when a
-	// configuration first needs it; until it succeeds, such a configuration
-	// fails to load.
-	TokenReviewer func() (TokenReviewer, error)
+	// Kube returns the connection to the Kubernetes API that auth.mode
+	// ServiceAccountToken needs: TokenReview for callers' tokens,
+	// SubjectAccessReview for /metrics. It is called when a configuration
+	// first needs it; until it succeeds, such a configuration fails to load.
+	Kube func() (*rest.Config, error)
 	// MaxBodyBytes limits a query body (0 = DefaultMaxBodyBytes).
 	MaxBodyBytes int64
-	// QueryTimeout bounds one query, fetches included (0 = DefaultQueryTimeout).
+	// QueryTimeout bounds one query, fetches and route conditions included
+	// (0 = DefaultQueryTimeout); a query stopped by it is answered 504.
 	QueryTimeout time.Duration
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once shutdown begins (0 = DefaultShutdownTimeout).
@@ -86,14 +85,11 @@ type Options struct {
 	// PollInterval is how often the manifest files are hashed to catch
 	// changes the file watcher missed (0 = DefaultPollInterval, negative = never).
 	PollInterval time.Duration
+	// AllowEmpty loads configurations that no ContextRoute attaches to, as
+	// the router's spec.allowEmpty does; otherwise they fail to load.
+	AllowEmpty bool
 	// Cache, when set, has its hit and miss counts exported as metrics.
 	Cache CacheStats
-	// GCHeadroom, when positive, sets the garbage collector's percent after
-	// each snapshot swap so that a collection starts no sooner than this
-	// many bytes past the live heap (never below the default 100). A small
-	// router's live heap is a few MB, and the default would collect every
-	// hundred queries; 0 leaves the collector's settings alone.
-	GCHeadroom int64
 	// Logger for the server (nil = slog.Default()).
 	Logger *slog.Logger
 }
@@ -107,6 +103,16 @@ type state struct {
 	counters *stateCounters
 }
 
+// guard is what a configuration asks of callers of /v1/query, /v1/status
+// and /metrics.
+type guard struct {
+	// tokens: callers present a ServiceAccount token (auth.mode
+	// ServiceAccountToken, no pinned agent).
+	tokens bool
+	// namespace of the router, whose ServiceAccounts are the agents.
+	namespace string
+}
+
 // Server answers queries on the current snapshot and keeps it current.
 type Server struct {
 	opts    Options
@@ -114,6 +120,13 @@ type Server struct {
 	metrics *metrics
 	handler http.Handler
 	auth    *tokenAuth
+	// plainMetrics is /metrics without authentication.
+	plainMetrics http.Handler
+
+	// firstGuard is the guard of the last configuration read while none
+	// serves yet, so that a token-mode router's status and metrics are not
+	// open while its first snapshot builds or fails to.
+	firstGuard atomic.Pointer[guard]
 
 	state    atomic.Pointer[state]
 	draining atomic.Bool
@@ -211,6 +224,9 @@ func (s *Server) Reload(ctx context.Context) error {
 	cfg, err := s.loadConfig()
 	swapped := false
 	if err == nil {
+		if s.state.Load() == nil {
+			s.firstGuard.Store(&guard{tokens: s.needsTokens(cfg), namespace: cfg.Router.Namespace})
+		}
 		swapped, err = s.build(ctx, cfg)
 	}
 	s.recordReload(ctx, "files", start, swapped, err)
@@ -241,7 +257,7 @@ func (s *Server) loadConfig() (*engine.Config, error) {
 	}
 	var errs []string
 	for _, p := range set.Check() {
-		if p.Warning {
+		if p.IsWarning() {
 			s.log.Warn("manifest warning", "problem", p.Error())
 			continue
 		}
@@ -250,7 +266,19 @@ func (s *Server) loadConfig() (*engine.Config, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
 	}
-	return set.Config(s.opts.Router)
+	cfg, err := set.Config(s.opts.Router)
+	if err != nil {
+		return nil, err
+	}
+	// An emptied file must not silently replace a working router with one that answers nothing.
+	if len(cfg.Routes) == 0 && !cfg.Router.Spec.AllowEmpty && !s.opts.AllowEmpty {
+		lines := []string{fmt.Sprintf("%s/%s: %s", v1alpha1.KindContextRouter, cfg.Router.Name, manifest.NoRoutesMessage)}
+		for _, f := range set.EmptyFiles() {
+			lines = append(lines, f+": "+manifest.EmptyFileMessage)
+		}
+		return nil, fmt.Errorf("configuration refused:\n%s", strings.Join(lines, "\n"))
+	}
+	return cfg, nil
 }
 
 // build compiles cfg and swaps the result in, unless it equals the serving
@@ -271,9 +299,9 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 	if err != nil {
 		return false, err
 	}
-	tokens := cfg.Router.Spec.Auth.Mode == v1alpha1.AuthServiceAccountToken && s.opts.Agent == ""
+	tokens := s.needsTokens(cfg)
 	if tokens {
-		if err := s.auth.ensure(s.opts.TokenReviewer); err != nil {
+		if err := s.auth.ensure(s.opts.Kube, s.log, s.plainMetrics); err != nil {
 			return false, fmt.Errorf("%s %q: spec.auth.mode %s: %w", v1alpha1.KindContextRouter, cfg.Router.Name, v1alpha1.AuthServiceAccountToken, err)
 		}
 	}
@@ -290,27 +318,25 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 		s.metrics.gitSyncFailures.WithLabelValues(o).Inc()
 	}
 	s.updateBackground(st, retired)
-	if s.opts.GCHeadroom > 0 {
-		s.tuneGC()
-	}
 	return true, nil
 }
 
-// tuneGC sizes the collector's percent to the live heap of the new
-// snapshot: max(100, GCHeadroom/live). The collection it runs first also
-// frees the replaced snapshot once its last queries are done.
-func (s *Server) tuneGC() {
-	runtime.GC()
-	sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	runtimemetrics.Read(sample)
-	if sample[0].Value.Kind() != runtimemetrics.KindUint64 {
-		return
+// needsTokens reports whether cfg's callers must present ServiceAccount
+// tokens: auth.mode ServiceAccountToken, unless the agent is pinned.
+func (s *Server) needsTokens(cfg *engine.Config) bool {
+	return cfg.Router.Spec.Auth.Mode == v1alpha1.AuthServiceAccountToken && s.opts.Agent == ""
+}
+
+// guard returns what callers must present now: the serving configuration's
+// rule, or before one serves, the rule of the last configuration read.
+func (s *Server) guard() guard {
+	if st := s.state.Load(); st != nil {
+		return guard{tokens: st.tokens, namespace: st.cfg.Router.Namespace}
 	}
-	live := max(sample[0].Value.Uint64(), 1)
-	pct := max(100, int(min(uint64(s.opts.GCHeadroom)*100/live, 10000)))
-	if old := debug.SetGCPercent(pct); old != pct {
-		s.log.Info("garbage collector tuned", "live_heap_bytes", live, "gc_percent", pct)
+	if g := s.firstGuard.Load(); g != nil {
+		return *g
 	}
+	return guard{}
 }
 
 // recordReload reports the outcome of a snapshot build in the log, the

@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -321,34 +318,5 @@ func TestPinnedAgent(t *testing.T) {
 func TestNewRequiresPaths(t *testing.T) {
 	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "no manifest files") {
 		t.Fatalf("New without paths: %v", err)
-	}
-}
-
-// GCHeadroom raises the collector's percent to fit a small live heap, and
-// never lowers it below the default.
-func TestGCHeadroom(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	for _, tc := range []struct {
-		headroom int64
-		check    func(pct int) bool
-		want     string
-	}{
-		{1 << 40, func(pct int) bool { return pct > 100 }, "above 100 for a heap far below the headroom"},
-		{1, func(pct int) bool { return pct == 100 }, "100 for a heap above the headroom"},
-	} {
-		file := filepath.Join(t.TempDir(), "router.yaml")
-		writeAtomic(t, file, inlineManifests("v1", "notes"))
-		srv, err := New(Options{Paths: []string{file}, GCHeadroom: tc.headroom, Engine: engine.Options{CacheDir: t.TempDir()},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		debug.SetGCPercent(100)
-		if err := srv.Reload(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if pct := debug.SetGCPercent(100); !tc.check(pct) {
-			t.Errorf("headroom %d: GC percent %d, want %s", tc.headroom, pct, tc.want)
-		}
 	}
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
-// sourcePool keeps the sources that carry state worth keeping across
-// reloads: git sources (their clone, last good commit and loaded chunks) and
-// the sync loops running for them. A source is reused while everything it
-// was built from is unchanged.
+// sourcePool keeps the static sources across reloads, for the state they
+// carry: git sources (their clone, last good commit and loaded chunks, and the
+// sync loops running for them) and Directory sources (the chunks they last
+// read, served while their folder cannot be read). A source is reused while
+// everything it was built from is unchanged.
 type sourcePool struct {
 	// live are the reusable sources of the serving snapshot, by name.
 	live map[string]*pooled
@@ -64,10 +65,12 @@ func (o *opening) open(spec *v1alpha1.ContextSource, env sources.Env) (sources.S
 	if err != nil {
 		return src, err
 	}
-	if _, ok := src.(sources.Syncer); ok {
+	if _, ok := src.(sources.StaticSource); ok {
 		o.mu.Lock()
 		o.next[spec.Name] = &pooled{key: key, src: src}
-		o.fresh[spec.Name] = src
+		if _, ok := src.(sources.Syncer); ok {
+			o.fresh[spec.Name] = src
+		}
 		o.mu.Unlock()
 	}
 	if q, ok := src.(sources.QuerySource); ok {

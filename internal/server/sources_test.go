@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -273,5 +275,109 @@ spec:
 	ts.srv.bgMu.Unlock()
 	if oldLoop || loops != 1 {
 		t.Fatalf("sync loops after the spec change: %d (old one running: %v)", loops, oldLoop)
+	}
+}
+
+// Credentials in a git URL's user part (GitHub's https://<token>@host form,
+// percent-encoded or not), in a URL password and in secret headers never
+// show in /v1/status, in failed_sources, in /metrics or in the log, however
+// the upstream fails: an HTTP error naming the URL, a refused connection, a
+// body echoing the request, a redirect to another host.
+func TestSourceCredentialsNeverShown(t *testing.T) {
+	const (
+		token   = "ghp_Tok3n/Secret"
+		pw      = "url-pa55word"
+		apiKey  = "api-key-s3cret"
+		escaped = "ghp_Tok3n%2FSecret"
+	)
+	gitDown := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "backend unavailable", http.StatusInternalServerError)
+	}))
+	defer gitDown.Close()
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "rejected X-Api-Key "+r.Header.Get("X-Api-Key"), http.StatusUnauthorized)
+	}))
+	defer echo.Close()
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the other host was asked %s with X-Api-Key %q", r.URL, r.Header.Get("X-Api-Key"))
+	}))
+	defer elsewhere.Close()
+	redirect := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/steal", http.StatusTemporaryRedirect))
+	defer redirect.Close()
+
+	withUser := func(base, userinfo string) string { return strings.Replace(base, "http://", "http://"+userinfo+"@", 1) }
+	dir := t.TempDir()
+	// source is a ContextSource manifest with the given spec lines.
+	source := func(name string, spec ...string) string {
+		return "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: " + name + "}\nspec:\n  " +
+			strings.Join(spec, "\n  ") + "\n---\n"
+	}
+	gitSource := func(name, url string) string {
+		return source(name, "type: GitRepo", fmt.Sprintf("gitRepo: {url: %q, interval: 50ms}", url))
+	}
+	httpSource := func(name, url string) string {
+		return source(name, "type: HTTPAPI", fmt.Sprintf(`httpAPI: {url: "%s/search?q={{query}}", method: POST, body: '{"q": {{query}}}', textField: text,`, url),
+			"  headers: [{name: X-Api-Key, valueFrom: {secretKeyRef: {name: kb, key: key}}}]}")
+	}
+	writeAtomic(t, filepath.Join(dir, "router.yaml"), inlineManifests("v1", "notes")+
+		gitSource("wiki-token", withUser(gitDown.URL, escaped)+"/org/wiki.git")+
+		gitSource("wiki-password", withUser("http://127.0.0.1:1", "x-access-token:"+pw)+"/org/wiki.git")+
+		httpSource("kb-echo", echo.URL)+httpSource("kb-redirect", redirect.URL)+`apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: everything}
+spec:
+  sources: [{name: wiki-token}, {name: wiki-password}, {name: kb-echo}, {name: kb-redirect}]
+`)
+	getenv := func(k string) string {
+		if k == "CONTEXTROUTER_SECRET_KB_KEY" {
+			return apiKey
+		}
+		return ""
+	}
+	ts := startServer(t, Options{Paths: []string{dir}, Engine: engine.Options{Getenv: getenv}})
+	ts.waitReady()
+	// Let the sync loops fail a few times, so their errors reach the status and the log.
+	eventually(t, 10*time.Second, "failed syncs", func() bool {
+		a, _ := ts.metric("contextrouter_git_sync_failures_total", "source", "wiki-token")
+		b, _ := ts.metric("contextrouter_git_sync_failures_total", "source", "wiki-password")
+		return a >= 2 && b >= 2
+	})
+
+	body, _ := json.Marshal(engine.Request{Text: "deploy checklist"})
+	code, answer := ts.do(http.MethodPost, "/v1/query", bytes.NewReader(body), nil)
+	if code != http.StatusOK {
+		t.Fatalf("query: %d %s", code, answer)
+	}
+	var resp engine.Response
+	if err := json.Unmarshal(answer, &resp); err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]string{}
+	for _, f := range resp.FailedSources {
+		failed[f.Source] = f.Error
+	}
+	for name, want := range map[string]string{
+		"wiki-token":    "git http://***@127.0.0.1:",
+		"wiki-password": "git http://***@127.0.0.1:1/org/wiki.git",
+		"kb-echo":       "HTTP 401 Unauthorized: rejected X-Api-Key ***",
+		"kb-redirect":   "redirect to another host refused: " + elsewhere.URL + "/steal",
+	} {
+		if !strings.Contains(failed[name], want) {
+			t.Errorf("failed_sources[%s] = %q, want it to contain %q", name, failed[name], want)
+		}
+	}
+	_, status := ts.get("/v1/status")
+	if !strings.Contains(string(status), `"last_sync_error": "git http://***@127.0.0.1:`) {
+		t.Errorf("/v1/status does not report the redacted sync error:\n%s", status)
+	}
+	_, metrics := ts.get("/metrics")
+	for what, text := range map[string]string{
+		"/v1/status": string(status), "/v1/query": string(answer), "/metrics": string(metrics), "the log": ts.logs.String(),
+	} {
+		for _, secret := range []string{token, escaped, "ghp_Tok3n", pw, apiKey} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s shows %q:\n%s", what, secret, grepLines(text, secret))
+			}
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -31,15 +32,24 @@ var (
 	directoryDefaultMaxFileSize int64 = 1 << 20
 )
 
-// directorySource reads the files under a folder.
+// directorySource reads the files under a folder. It keeps the chunks of its last good Load, so a
+// long-lived caller (serve) goes on serving them when the folder vanishes.
 type directorySource struct {
-	name        string
-	root        string
+	name string
+	root string
+	// shown is the root as the manifest writes it (or the volume's mount path): errors reach
+	// callers, who must not learn the host's absolute paths.
+	shown       string
 	include     []string
 	exclude     []string
 	maxFileSize int64
 	chunking    ChunkOptions
 	log         *slog.Logger
+
+	mu sync.Mutex
+	// last holds the chunks of the last good Load; read is false before the first one.
+	last []Chunk
+	read bool
 }
 
 func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
@@ -48,9 +58,11 @@ func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		return nil, errors.New("spec.directory: must be set when spec.type is Directory")
 	}
 	root := d.Path
+	shown := d.Path
 	switch {
 	case root == "" && d.Volume != nil:
 		root = filepath.Join(DirectoryMountRoot, spec.Name)
+		shown = root
 	case root == "":
 		return nil, errors.New("spec.directory.path: must be set when spec.directory.volume is not")
 	case !filepath.IsAbs(root) && env.BaseDir != "":
@@ -84,6 +96,7 @@ func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	return &directorySource{
 		name:        spec.Name,
 		root:        filepath.Clean(root),
+		shown:       shown,
 		include:     append([]string(nil), include...),
 		exclude:     append([]string(nil), d.Exclude...),
 		maxFileSize: maxSize,
@@ -97,22 +110,49 @@ func (s *directorySource) Name() string { return s.name }
 // Load walks the folder in sorted order and chunks every file that matches
 // the globs. Files that cannot be used (too large, binary, unreadable,
 // escaping symlinks) are skipped with a logged reason; only a missing or
-// unreadable root fails the source.
+// unreadable root fails the source. After a good Load, such a failure
+// returns the chunks of the last good Load with a *StaleError.
 func (s *directorySource) Load(ctx context.Context) ([]Chunk, error) {
+	chunks, err := s.walk(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		s.last, s.read = chunks, true
+	case s.read && ctx.Err() == nil:
+		s.log.Warn("cannot read the source folder; serving the content last read", "error", err.Error())
+		return slices.Clone(s.last), &StaleError{Err: err}
+	default:
+		return nil, err
+	}
+	// The caller may write to what it gets; the kept copy stays as read.
+	return slices.Clone(chunks), nil
+}
+
+// rootError describes a root that cannot be read, naming it as the manifest does: the error
+// reaches callers (failed_sources, status), and *fs.PathError would repeat the absolute path.
+func (s *directorySource) rootError(err error) error {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("directory %q: %w", s.shown, err)
+}
+
+func (s *directorySource) walk(ctx context.Context) ([]Chunk, error) {
 	realRoot, err := filepath.EvalSymlinks(s.root)
 	if err != nil {
-		return nil, fmt.Errorf("directory %q: %w", s.root, err)
+		return nil, s.rootError(err)
 	}
 	info, err := os.Stat(realRoot)
 	if err != nil {
-		return nil, fmt.Errorf("directory %q: %w", s.root, err)
+		return nil, s.rootError(err)
 	}
 	if !info.IsDir() {
-		return nil, fmt.Errorf("directory %q: not a directory", s.root)
+		return nil, s.rootError(errors.New("not a directory"))
 	}
 	entries, err := os.ReadDir(realRoot)
 	if err != nil {
-		return nil, fmt.Errorf("directory %q: %w", s.root, err)
+		return nil, s.rootError(err)
 	}
 	w := &dirWalker{src: s, ctx: ctx, realRoot: realRoot, visited: map[string]string{realRoot: "."}}
 	if err := w.walkEntries(realRoot, "", entries); err != nil {

@@ -332,23 +332,78 @@ func TestDirectoryRootErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		dir     v1alpha1.DirectorySource
+		baseDir string
 		wantErr string
 	}{
-		{"missing root", v1alpha1.DirectorySource{Path: filepath.Join(base, "nope")}, `directory "` + filepath.Join(base, "nope") + `": `},
-		{"root is a file", v1alpha1.DirectorySource{Path: file}, "not a directory"},
+		{"missing root", v1alpha1.DirectorySource{Path: filepath.Join(base, "nope")}, "", `directory "` + filepath.Join(base, "nope") + `": no such file or directory`},
+		{"root is a file", v1alpha1.DirectorySource{Path: file}, "", `directory "` + file + `": not a directory`},
 		{
 			"volume without path uses the mount default",
-			v1alpha1.DirectorySource{Volume: &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "hr"}}},
-			`directory "/var/run/contextrouter/sources/docs"`,
+			v1alpha1.DirectorySource{Volume: &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "hr"}}}, "",
+			`directory "/var/run/contextrouter/sources/docs": no such file or directory`,
 		},
+		// The folder it resolves against is the host's business: the error names the path as written.
+		{"relative path names no host folder", v1alpha1.DirectorySource{Path: "../docs"}, filepath.Join(base, "config"), `directory "../docs": no such file or directory`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := loadDir(t, &tt.dir, Env{})
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			_, _, err := loadDir(t, &tt.dir, Env{BaseDir: tt.baseDir})
+			if err == nil || err.Error() != tt.wantErr {
 				t.Fatalf("err = %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// A folder that vanishes after a good load keeps its chunks, with a *StaleError naming the folder
+// as the manifest writes it; once it is back, its new content is read.
+func TestDirectoryKeepsLastGoodContent(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "docs")
+	writeTestFile(t, root, "a.md", "# A\n\nfirst edition")
+	src, err := New(dirSpec("docs", &v1alpha1.DirectorySource{Path: "docs"}), Env{BaseDir: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := src.(StaticSource)
+	good, err := static.Load(context.Background())
+	if err != nil || len(good) != 1 {
+		t.Fatalf("first load: %v, %d chunks", err, len(good))
+	}
+	good[0].Content = "changed by the caller" // must not reach the kept copy
+
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := static.Load(context.Background())
+	var stale *StaleError
+	if !errors.As(err, &stale) {
+		t.Fatalf("load without the folder: err = %v, want a *StaleError", err)
+	}
+	if want := `directory "docs": no such file or directory (serving the content last read)`; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+	if strings.Contains(err.Error(), base) {
+		t.Errorf("error %q shows the host folder %s", err, base)
+	}
+	if len(chunks) != 1 || chunks[0].Content != "# A\n\nfirst edition" {
+		t.Errorf("stale chunks = %+v, want the first edition", chunks)
+	}
+
+	writeTestFile(t, root, "a.md", "# A\n\nsecond edition")
+	chunks, err = static.Load(context.Background())
+	if err != nil || len(chunks) != 1 || chunks[0].Content != "# A\n\nsecond edition" {
+		t.Fatalf("load after the folder is back: %v, %+v", err, chunks)
+	}
+
+	// Without a good load there is nothing to keep: a plain error and no chunks.
+	fresh, err := New(dirSpec("docs", &v1alpha1.DirectorySource{Path: "gone"}), Env{BaseDir: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err = fresh.(StaticSource).Load(context.Background())
+	if err == nil || errors.As(err, &stale) || chunks != nil {
+		t.Fatalf("first load of a missing folder: %v, %+v; want a plain error", err, chunks)
 	}
 }
 

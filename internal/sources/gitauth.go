@@ -8,12 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+
+	"github.com/contextrouter/contextrouter/internal/redact"
 )
 
 // Secret keys read for spec.gitRepo.auth.
@@ -44,12 +45,13 @@ type gitEndpoint struct {
 	// url is what go-git dials: the URL as written, or an absolute path for a local repository.
 	url       string
 	transport gitTransport
-	// display is the URL with any password removed, for errors and logs.
+	// display is the URL for errors and logs: redact.URL, no user part.
 	display string
 	// key identifies the repository for the cache folder name; it has no
 	// credentials, so rotating a token in the URL keeps the clone.
 	key string
-	// urlSecrets are credentials written into the URL itself (scrubbed from errors).
+	// urlSecrets are credentials written into the URL itself (redact.URLSecrets),
+	// scrubbed from errors along with the URL's user part.
 	urlSecrets []string
 	// host is host:port for SSH known_hosts lookups.
 	host string
@@ -76,12 +78,9 @@ func parseGitURL(raw, baseDir string) (gitEndpoint, error) {
 	if urlSchemeRe.MatchString(raw) {
 		u, err := url.Parse(raw)
 		if err != nil {
-			return gitEndpoint{}, fmt.Errorf("invalid URL: %w", redactURLError(err))
+			return gitEndpoint{}, errors.New("invalid URL: " + redact.ParseError(err))
 		}
-		ep := gitEndpoint{url: raw, display: u.Redacted()}
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			ep.urlSecrets = []string{pw}
-		}
+		ep := gitEndpoint{url: raw, display: redact.URL(raw), urlSecrets: redact.URLSecrets(raw)}
 		keyURL := *u
 		keyURL.User = nil
 		keyURL.Scheme = strings.ToLower(u.Scheme)
@@ -123,7 +122,7 @@ func parseGitURL(raw, baseDir string) (gitEndpoint, error) {
 		return gitEndpoint{
 			url:       raw,
 			transport: gitSSH,
-			display:   raw,
+			display:   redact.URL(raw),
 			key:       "ssh://" + strings.ToLower(m[2]) + "/" + strings.TrimPrefix(m[3], "/"),
 			host:      net.JoinHostPort(m[2], "22"),
 		}, nil
@@ -146,15 +145,6 @@ func parseGitURL(raw, baseDir string) (gitEndpoint, error) {
 func isDriveLetterPath(s string) bool {
 	return len(s) >= 3 && s[1] == ':' && (s[2] == '\\' || s[2] == '/') &&
 		((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))
-}
-
-// redactURLError drops the URL text from a url.Error: it may hold a password.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // gitCredentials is the auth for one sync plus the secret strings that must
@@ -295,38 +285,4 @@ func setKnownHosts(pk *gitssh.PublicKeys, knownHosts, hostPort string) error {
 	// pick a type we could not verify.
 	pk.HostKeyAlgorithms = db.HostKeyAlgorithms(hostPort)
 	return nil
-}
-
-// scrubbedError hides secrets in the message of an error it wraps.
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }
-
-// scrubError replaces every secret (and its URL-escaped forms) in err's
-// message, so that credentials echoed by a transport never reach a log.
-func scrubError(err error, secrets []string) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	changed := false
-	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		for _, form := range []string{s, url.PathEscape(s), url.QueryEscape(s), strconv.Quote(s)[1 : len(strconv.Quote(s))-1]} {
-			if form != "" && strings.Contains(msg, form) {
-				msg = strings.ReplaceAll(msg, form, "***")
-				changed = true
-			}
-		}
-	}
-	if !changed {
-		return err
-	}
-	return &scrubbedError{msg: msg, err: err}
 }

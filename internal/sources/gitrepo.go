@@ -36,6 +36,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/redact"
 )
 
 func init() {
@@ -555,7 +556,7 @@ func (g *GitRepo) wrapErr(err error, creds gitCredentials) error {
 	if errors.Is(err, transport.ErrAuthenticationRequired) && creds.method == nil && g.secretName == "" {
 		err = fmt.Errorf("%w (set spec.gitRepo.auth)", err)
 	}
-	return scrubError(fmt.Errorf("%s: %w", msg, err), creds.secrets)
+	return redact.Error(fmt.Errorf("%s: %w", msg, err), slices.Concat(g.ep.urlSecrets, creds.secrets)...)
 }
 
 // pinRef is the per-ref reference holding the last commit synced for this spec.
@@ -762,7 +763,7 @@ func (s *gitSync) fetchCommit(prefix string) (plumbing.Hash, error) {
 		} else if s.ctx.Err() != nil {
 			return plumbing.ZeroHash, err
 		} else {
-			s.g.log.Info("fetching a commit by hash failed; fetching all branches and tags", "error", scrubError(err, s.creds.secrets))
+			s.g.log.Info("fetching a commit by hash failed; fetching all branches and tags", "error", redact.Error(err, s.creds.secrets...))
 		}
 	}
 	if err := s.fetchAll(); err != nil {
@@ -884,7 +885,7 @@ func (s *gitSync) fetch(specs []config.RefSpec, shallow bool) error {
 	if err == nil || s.ctx.Err() != nil || isGitAuthError(err) {
 		return err
 	}
-	s.g.log.Info("shallow fetch failed; fetching full history", "error", scrubError(err, s.creds.secrets))
+	s.g.log.Info("shallow fetch failed; fetching full history", "error", redact.Error(err, s.creds.secrets...))
 	return s.fetchDepth(specs, 0)
 }
 

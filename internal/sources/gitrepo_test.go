@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -253,6 +254,8 @@ func TestGitRepoFactoryValidation(t *testing.T) {
 		{"file with host", &v1alpha1.GitRepoSource{URL: "file://server/repo"}, "spec.gitRepo.url: \"file://server/repo\": a file URL cannot name a host"},
 		{"whitespace", &v1alpha1.GitRepoSource{URL: " https://example.com/r.git"}, "spec.gitRepo.url: must not contain"},
 		{"password hidden", &v1alpha1.GitRepoSource{URL: "gopher://bob:hunter2@example.com/r"}, `spec.gitRepo.url: unsupported scheme "gopher"`},
+		// url.Parse reads "bob:hunter2" as host and port and would quote ":hunter2".
+		{"password cut by a slash", &v1alpha1.GitRepoSource{URL: "https://bob:hunter2/x@example.com/r.git"}, "spec.gitRepo.url: invalid URL: invalid port after host"},
 		{"bad ref", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Ref: "feature..x"}, `spec.gitRepo.ref: "feature..x" is not a valid`},
 		{"ref with space", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Ref: "my branch"}, "spec.gitRepo.ref:"},
 		{"bad include", &v1alpha1.GitRepoSource{URL: "https://example.com/r.git", Include: []string{"docs/[.md"}}, "spec.gitRepo.include: invalid glob pattern"},
@@ -307,9 +310,10 @@ func TestGitRepoURLForms(t *testing.T) {
 		wantDisplay   string
 	}{
 		{"https://git.example.com/wiki.git", "", gitHTTP, "https://git.example.com/wiki.git", "https://git.example.com/wiki.git"},
-		{"https://bob:hunter2@git.example.com/wiki.git", "", gitHTTP, "https://bob:hunter2@git.example.com/wiki.git", "https://bob:xxxxx@git.example.com/wiki.git"},
-		{"ssh://git@example.com/wiki.git", "", gitSSH, "ssh://git@example.com/wiki.git", "ssh://git@example.com/wiki.git"},
-		{"git@example.com:eng/wiki.git", "", gitSSH, "git@example.com:eng/wiki.git", "git@example.com:eng/wiki.git"},
+		{"https://bob:hunter2@git.example.com/wiki.git", "", gitHTTP, "https://bob:hunter2@git.example.com/wiki.git", "https://***@git.example.com/wiki.git"},
+		{"https://ghp%5Ftoken@git.example.com/wiki.git", "", gitHTTP, "https://ghp%5Ftoken@git.example.com/wiki.git", "https://***@git.example.com/wiki.git"},
+		{"ssh://git@example.com/wiki.git", "", gitSSH, "ssh://git@example.com/wiki.git", "ssh://***@example.com/wiki.git"},
+		{"git@example.com:eng/wiki.git", "", gitSSH, "git@example.com:eng/wiki.git", "***@example.com:eng/wiki.git"},
 		{"example.com:wiki.git", "", gitSSH, "example.com:wiki.git", "example.com:wiki.git"},
 		{"file:///srv/wiki", "", gitFile, "file:///srv/wiki", "file:///srv/wiki"},
 		{"/srv/wiki", "/ignored", gitFile, "/srv/wiki", "/srv/wiki"},
@@ -885,7 +889,7 @@ func TestGitRepoURLPasswordNotInErrors(t *testing.T) {
 	if strings.Contains(err.Error(), "hunter2") || strings.Contains(log.String(), "hunter2") {
 		t.Fatalf("password leaked: %v\n%s", err, log)
 	}
-	if !strings.Contains(err.Error(), "bob:xxxxx@") {
+	if !strings.Contains(err.Error(), "http://***@127.0.0.1:") || strings.Contains(err.Error(), "bob") {
 		t.Fatalf("error %q does not name the redacted URL", err)
 	}
 }
@@ -1192,6 +1196,56 @@ func TestGitRepoHTTP(t *testing.T) {
 		_, err := g.Sync(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "set spec.gitRepo.auth") {
 			t.Fatalf("error = %v", err)
+		}
+	})
+
+	// GitHub's https://<token>@host/org/repo.git form: the token is the user
+	// name. It authenticates, but no error, status or log line shows it, in
+	// any spelling.
+	t.Run("token in the URL's user part", func(t *testing.T) {
+		const token = "ghp_UrlT0ken/with+chars"
+		userinfo := neturl.User(token).String() // percent-encoded, as people paste it
+		forms := []string{token, userinfo, neturl.QueryEscape(token)}
+		noToken := func(t *testing.T, what, text string) {
+			t.Helper()
+			for _, f := range forms {
+				if strings.Contains(text, f) {
+					t.Errorf("%s shows the token (%q):\n%s", what, f, text)
+				}
+			}
+		}
+		withToken := func(base string) string {
+			return strings.Replace(base, "http://", "http://"+userinfo+"@", 1)
+		}
+
+		srv := startGitHTTP(t, root, token, "", false)
+		env, log := gitEnv(t, nil)
+		g := newTestGitRepo(t, v1alpha1.GitRepoSource{URL: withToken(srv.URL) + "/git/wiki", Ref: "main"}, env)
+		mustLoad(t, g)
+		if !strings.Contains(log.String(), "url=http://***@127.0.0.1:") {
+			t.Errorf("the log does not name the redacted URL:\n%s", log)
+		}
+		noToken(t, "the log", log.String())
+
+		wrong := startGitHTTP(t, root, "another-token", "", false)
+		for name, raw := range map[string]string{
+			"refused token": withToken(wrong.URL) + "/git/wiki",
+			"unreachable":   withToken("http://127.0.0.1:1") + "/org/repo.git",
+		} {
+			t.Run(name, func(t *testing.T) {
+				env, log := gitEnv(t, nil)
+				g := newTestGitRepo(t, v1alpha1.GitRepoSource{URL: raw, Ref: "main"}, env)
+				_, err := g.Load(context.Background())
+				if err == nil {
+					t.Fatal("Load succeeded")
+				}
+				if !strings.Contains(err.Error(), "git http://***@127.0.0.1:") {
+					t.Errorf("error %q does not name the redacted URL", err)
+				}
+				noToken(t, "the error", err.Error())
+				noToken(t, "LastError", g.Status().LastError)
+				noToken(t, "the log", log.String())
+			})
 		}
 	})
 

@@ -3,26 +3,32 @@ package sources
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"golang.org/x/net/http/httpguts"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/redact"
 )
 
 func init() { Register(v1alpha1.SourceHTTPAPI, newHTTPAPI) }
@@ -73,6 +79,9 @@ type HTTPAPI struct {
 	getenv      func(string) string
 	secrets     SecretResolver
 	logger      *slog.Logger
+	// urlSecrets are the credentials in the URL's user part (and the Basic
+	// value net/http makes of them), scrubbed from body excerpts.
+	urlSecrets []string
 }
 
 // queryTemplate is literal text with the query inserted between the pieces.
@@ -212,10 +221,20 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		h.maxSizeText = q.String()
 	}
 
-	if env.HTTPClient != nil {
-		h.client = withRedirectPolicy(env.HTTPClient)
-	} else {
-		h.client = defaultHTTPClient()
+	redirects, err := compileRedirects(s.FollowRedirects, h.headers)
+	if err != nil {
+		return nil, err
+	}
+	base := env.HTTPClient
+	if base == nil {
+		base = defaultHTTPClient()
+	}
+	h.client = redirects.client(base)
+	sample := h.url.render("q") // parses: compileURL checked it
+	h.urlSecrets = redact.URLSecrets(sample)
+	if u, err := url.Parse(sample); err == nil && u.User != nil {
+		pw, _ := u.User.Password()
+		h.urlSecrets = append(h.urlSecrets, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw)))
 	}
 	return h, nil
 }
@@ -279,11 +298,7 @@ func compileURL(raw string) (queryTemplate, string, error) {
 
 	u, err := url.Parse(t.render("q"))
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return queryTemplate{}, "", fmt.Errorf("invalid URL: %w", err)
+		return queryTemplate{}, "", errors.New("invalid URL: " + redact.ParseError(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return queryTemplate{}, "", fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
@@ -485,40 +500,138 @@ func (hd *httpHeader) value(getenv func(string) string, secrets SecretResolver) 
 	return b.String(), nil
 }
 
-// defaultHTTPClient is shared by every HTTPAPI source built without
-// Env.HTTPClient so that connections are pooled across sources and snapshots.
-// It has no overall timeout: each request carries its source's deadline.
+// defaultHTTPClient's transport is shared by every HTTPAPI source built
+// without Env.HTTPClient so that connections are pooled across sources and
+// snapshots; each source copies the client to set its redirect rule. It has
+// no overall timeout: each request carries its source's deadline.
 var defaultHTTPClient = sync.OnceValue(func() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// Queries fan out to the same few APIs concurrently; the default of 2 idle
 	// connections per host would make most requests dial anew.
 	tr.MaxIdleConnsPerHost = maxIdleConnsPerHost
-	return withRedirectPolicy(&http.Client{Transport: tr})
+	return &http.Client{Transport: tr}
 })
 
-// withRedirectPolicy returns a copy of c that refuses redirects to schemes
-// other than http and https and from https to http (which would expose the
-// request, headers included, in clear text), then applies c's own policy.
-func withRedirectPolicy(c *http.Client) *http.Client {
+// redirectRule is a compiled spec.httpAPI.followRedirects.
+type redirectRule struct {
+	policy v1alpha1.RedirectPolicy
+	// allowed holds allowedHosts as host:port, the port empty for "the
+	// scheme's default port".
+	allowed map[string]bool
+	// crossHost are the spec headers a redirect to another host must not
+	// carry: all of them but a literal Content-Type, which describes a
+	// re-sent body.
+	crossHost []string
+}
+
+// crossHostNever are headers net/http may copy that never go to another host.
+var crossHostNever = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2"}
+
+func compileRedirects(spec v1alpha1.FollowRedirects, headers []httpHeader) (redirectRule, error) {
+	if spec.Policy == "" {
+		spec.Policy = v1alpha1.RedirectSameHost
+	}
+	p := field.NewPath("spec", "httpAPI", "followRedirects")
+	if errs := v1alpha1.ValidateFollowRedirects(p, &spec); len(errs) > 0 {
+		return redirectRule{}, errs[0]
+	}
+	r := redirectRule{policy: spec.Policy, allowed: map[string]bool{}, crossHost: slices.Clone(crossHostNever)}
+	for _, entry := range spec.AllowedHosts {
+		host, port, _ := v1alpha1.ParseAllowedHost(entry) // validated above
+		r.allowed[net.JoinHostPort(host, port)] = true
+	}
+	for _, hd := range headers {
+		if hd.name != "Content-Type" || hd.secret != nil || len(hd.vars) > 0 {
+			r.crossHost = append(r.crossHost, hd.name)
+		}
+	}
+	return r, nil
+}
+
+// client returns a copy of c (sharing its transport) that applies the rule
+// before c's own redirect policy.
+func (r redirectRule) client(c *http.Client) *http.Client {
 	cp := *c
 	next := c.CheckRedirect
 	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		to := req.URL.Scheme
-		if to != "http" && to != "https" {
-			return fmt.Errorf("redirect to a %q URL refused", to)
-		}
-		if via[len(via)-1].URL.Scheme == "https" && to == "http" {
-			return errors.New("redirect from https to http refused")
+		if err := r.check(req, via); err != nil {
+			return err
 		}
 		if next != nil {
 			return next(req, via)
 		}
-		if len(via) >= maxRedirects {
-			return fmt.Errorf("stopped after %d redirects", maxRedirects)
-		}
 		return nil
 	}
 	return &cp
+}
+
+// check is an http.Client CheckRedirect: req is the next request, via the
+// requests made so far. Only http and https are followed, never from https
+// to http (which would expose the request, headers included, in clear
+// text), at most maxRedirects times, and to another host than the URL's
+// only when the policy allows that host. The Referer net/http adds (the
+// previous URL, query string included) is removed, and so are the spec's
+// headers on a request to another host.
+func (r redirectRule) check(req *http.Request, via []*http.Request) error {
+	to := req.URL.Scheme
+	switch {
+	case to != "http" && to != "https":
+		return fmt.Errorf("redirect to a %q URL refused", to)
+	case via[len(via)-1].URL.Scheme == "https" && to == "http":
+		return errors.New("redirect from https to http refused")
+	case len(via) >= maxRedirects:
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	case r.policy == v1alpha1.RedirectNone:
+		return fmt.Errorf("redirect to %s refused: spec.httpAPI.followRedirects.policy is None", redirectTarget(req.URL))
+	}
+	same := hostPort(via[0].URL) == hostPort(req.URL)
+	if !same && !(r.policy == v1alpha1.RedirectAllowedHosts && r.allows(req.URL)) {
+		hint := "set spec.httpAPI.followRedirects to allow it"
+		if r.policy == v1alpha1.RedirectAllowedHosts {
+			hint = "not in spec.httpAPI.followRedirects.allowedHosts"
+		}
+		return fmt.Errorf("redirect to another host refused: %s (%s)", redirectTarget(req.URL), hint)
+	}
+	req.Header.Del("Referer")
+	if !same {
+		for _, name := range r.crossHost {
+			req.Header.Del(name)
+		}
+	}
+	return nil
+}
+
+// allows reports whether u's host is in allowedHosts, written with u's port
+// or, for the scheme's default port, without one.
+func (r redirectRule) allows(u *url.URL) bool {
+	if r.allowed[hostPort(u)] {
+		return true
+	}
+	port := u.Port()
+	return (port == "" || port == defaultPort(u.Scheme)) && r.allowed[net.JoinHostPort(strings.ToLower(u.Hostname()), "")]
+}
+
+// hostPort is u's lower-case host with its port, the scheme's default when
+// none is written, so that https://h and https://h:443 are one host.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = defaultPort(u.Scheme)
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+func defaultPort(scheme string) string {
+	if scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+// redirectTarget shows a redirect's URL in an error: scheme, host and path,
+// without the user part or the query string (which may hold a signature).
+func redirectTarget(u *url.URL) string {
+	return redact.URL(u.Scheme + "://" + u.Host + u.EscapedPath())
 }
 
 // timeoutError is returned when a Fetch runs out of time. Its text is what
@@ -548,7 +661,7 @@ func (h *HTTPAPI) Fetch(ctx context.Context, query string) ([]Chunk, error) {
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, errorExcerptBytes))
-		return nil, statusError(resp, excerpt)
+		return nil, statusError(resp, h.excerpt(req, excerpt))
 	}
 	if resp.ContentLength > h.maxSize {
 		return nil, fmt.Errorf("response larger than %s", h.maxSizeText)
@@ -560,7 +673,12 @@ func (h *HTTPAPI) Fetch(ctx context.Context, query string) ([]Chunk, error) {
 	if int64(len(body)) > h.maxSize {
 		return nil, fmt.Errorf("response larger than %s", h.maxSizeText)
 	}
-	return h.chunks(body)
+	chunks, err := h.chunks(body)
+	var bad *invalidJSONError
+	if errors.As(err, &bad) {
+		return nil, fmt.Errorf("invalid JSON response: %s: %s", bad.err, h.excerpt(req, bad.excerpt))
+	}
+	return chunks, err
 }
 
 func (h *HTTPAPI) newRequest(ctx context.Context, query string) (*http.Request, error) {
@@ -620,24 +738,82 @@ func (h *HTTPAPI) transportError(ctx, parent context.Context, start time.Time, e
 	return fmt.Errorf("%s %s: %w", h.method, h.target, err)
 }
 
-// statusError reads "HTTP 503 Service Unavailable: <start of the body>".
-func statusError(resp *http.Response, excerpt []byte) error {
+// statusError reads "HTTP 503 Service Unavailable: <excerpt>".
+func statusError(resp *http.Response, excerpt string) error {
 	code := resp.StatusCode
 	text := strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(code)))
 	if text == "" {
 		text = http.StatusText(code)
 	}
 	msg := strings.TrimSpace(fmt.Sprintf("HTTP %d %s", code, text))
-	if s := oneLine(excerpt); s != "" {
-		msg += ": " + s
+	if excerpt != "" {
+		msg += ": " + excerpt
 	}
 	return errors.New(msg)
 }
 
+// minScrubbedValue is the shortest header value scrubbed from excerpts other
+// than a secret's: a shorter one hides no credential, and masking every "1"
+// would garble the text.
+const minScrubbedValue = 4
+
+// excerpt makes the start of an upstream body fit to show every caller: one
+// line, no control characters, and none of the values req sent (an API may
+// echo its request): every spec header value as sent, the credential after
+// a scheme such as "Bearer ", each ${VAR} value and the URL's credentials.
+// b is already cut to a size limit, so a value cut short at its end is
+// removed too.
+func (h *HTTPAPI) excerpt(req *http.Request, b []byte) string {
+	s := oneLine(b)
+	if s == "" {
+		return ""
+	}
+	secrets := slices.Clone(h.urlSecrets)
+	add := func(v string, always bool) {
+		if always || len(v) >= minScrubbedValue {
+			secrets = append(secrets, v)
+		}
+	}
+	for i := range h.headers {
+		hd := &h.headers[i]
+		v := req.Header.Get(hd.name)
+		if hd.name == "Host" {
+			v = req.Host
+		}
+		add(v, hd.secret != nil)
+		if _, cred, ok := strings.Cut(v, " "); ok {
+			add(strings.TrimSpace(cred), hd.secret != nil)
+		}
+		for _, name := range hd.vars {
+			add(h.getenv(name), false)
+		}
+	}
+	return redact.TrimPartial(redact.String(s, secrets...), secrets...)
+}
+
 // oneLine makes a body excerpt fit in one log line: valid UTF-8 (a cut may
-// split a character) and runs of white space as single spaces.
+// split a character), no control or other unprintable characters (a
+// terminal escape, a bidirectional override) and runs of white space as
+// single spaces.
 func oneLine(b []byte) string {
-	return strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "")), " ")
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, strings.ToValidUTF8(string(b), ""))
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// invalidJSONError is a body that does not decode; Fetch makes it a message
+// with a scrubbed excerpt.
+type invalidJSONError struct {
+	err     error
+	excerpt []byte
+}
+
+func (e *invalidJSONError) Error() string {
+	return fmt.Sprintf("invalid JSON response: %v: %s", e.err, oneLine(e.excerpt))
 }
 
 // chunks decodes the response and turns each result into a chunk.
@@ -658,7 +834,7 @@ func (h *HTTPAPI) chunks(body []byte) ([]Chunk, error) {
 		if len(body) > invalidJSONExcerpt {
 			body = body[:invalidJSONExcerpt]
 		}
-		return nil, fmt.Errorf("invalid JSON response: %v: %s", err, oneLine(body))
+		return nil, &invalidJSONError{err: err, excerpt: body}
 	}
 
 	v, found := h.respPath.lookup(doc)

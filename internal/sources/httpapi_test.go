@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -822,57 +823,220 @@ func TestHTTPAPIResponseErrors(t *testing.T) {
 	})
 }
 
+// redirectSpec is a source on origin's /start that sends a secret X-Api-Key,
+// an Authorization built from ${VAR}, a literal header and, for POST, a body.
+func redirectSpec(origin string, method v1alpha1.HTTPMethod, fr v1alpha1.FollowRedirects) v1alpha1.HTTPAPISource {
+	s := v1alpha1.HTTPAPISource{
+		URL: origin + "/start?q={{query}}", TextField: "text", Method: method, FollowRedirects: fr,
+		Headers: []v1alpha1.HTTPHeader{
+			httpSecretHeader("X-Api-Key", "kb", "key"),
+			{Name: "Authorization", Value: httpStrPtr("Bearer ${KB_TOKEN}")},
+			{Name: "X-Tenant", Value: httpStrPtr("acme")},
+		},
+	}
+	if method == v1alpha1.HTTPMethodPost {
+		s.Body = `{"q": {{query}}}`
+	}
+	return s
+}
+
+var redirectEnv = Env{Getenv: httpMapGetenv(map[string]string{
+	"KB_TOKEN":                    "bearer-s3cret",
+	"CONTEXTROUTER_SECRET_KB_KEY": "key-s3cret",
+})}
+
 func TestHTTPAPIRedirects(t *testing.T) {
-	target, rec := newHTTPTestServer(t, httpRespondJSON(`[{"text": "after redirect"}]`))
-	redirectTo := func(loc string) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, loc, http.StatusFound) }
+	// other is another host: same address, another port.
+	other, otherRec := newHTTPTestServer(t, httpRespondJSON(`[{"text": "from the other host"}]`))
+	otherHost := strings.TrimPrefix(other.URL, "http://")
+	redirectTo := func(code int, loc func(r *http.Request) string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/start" {
+				w.Header().Set("Location", loc(r))
+				w.WriteHeader(code)
+				return
+			}
+			httpRespondJSON(`[{"text": "from the same host"}]`)(w, r)
+		}
+	}
+	toOther := func(*http.Request) string { return other.URL + "/moved?sig=abc" }
+	toSelf := func(r *http.Request) string { return "/moved" }
+
+	tests := []struct {
+		name    string
+		method  v1alpha1.HTTPMethod
+		code    int
+		to      func(*http.Request) string
+		fr      v1alpha1.FollowRedirects
+		want    string // the chunk's text, or
+		wantErr string // the error after "GET <origin>/start: "
+	}{
+		{name: "same host is followed by default", code: http.StatusFound, to: toSelf, want: "from the same host"},
+		{name: "another host is refused by default", code: http.StatusFound, to: toOther,
+			wantErr: "redirect to another host refused: " + other.URL + "/moved (set spec.httpAPI.followRedirects to allow it)"},
+		{name: "307 POST to another host is refused by default", method: v1alpha1.HTTPMethodPost, code: http.StatusTemporaryRedirect, to: toOther,
+			wantErr: "redirect to another host refused: " + other.URL + "/moved (set spec.httpAPI.followRedirects to allow it)"},
+		{name: "None refuses the same host too", code: http.StatusFound, to: toSelf, fr: v1alpha1.FollowRedirects{Policy: v1alpha1.RedirectNone},
+			wantErr: "redirect to http://127.0.0.1:PORT/moved refused: spec.httpAPI.followRedirects.policy is None"},
+		{name: "an allowed host is followed", code: http.StatusFound, to: toOther,
+			fr: v1alpha1.FollowRedirects{Policy: v1alpha1.RedirectAllowedHosts, AllowedHosts: []string{otherHost}}, want: "from the other host"},
+		{name: "307 POST to an allowed host", method: v1alpha1.HTTPMethodPost, code: http.StatusTemporaryRedirect, to: toOther,
+			fr: v1alpha1.FollowRedirects{Policy: v1alpha1.RedirectAllowedHosts, AllowedHosts: []string{otherHost}}, want: "from the other host"},
+		{name: "a host without port allows the default port only", code: http.StatusFound, to: toOther,
+			fr:      v1alpha1.FollowRedirects{Policy: v1alpha1.RedirectAllowedHosts, AllowedHosts: []string{"127.0.0.1"}},
+			wantErr: "redirect to another host refused: " + other.URL + "/moved (not in spec.httpAPI.followRedirects.allowedHosts)"},
+		{name: "non-http scheme is refused", code: http.StatusFound, to: func(*http.Request) string { return "file:///etc/passwd" },
+			wantErr: `redirect to a "file" URL refused`},
+		{name: "a loop stops", code: http.StatusFound, to: func(*http.Request) string { return "/start" },
+			wantErr: "stopped after 10 redirects"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			method := cmp.Or(tt.method, v1alpha1.HTTPMethodGet)
+			origin, originRec := newHTTPTestServer(t, redirectTo(tt.code, tt.to))
+			before := len(otherRec.all())
+			h := newTestHTTPAPI(t, redirectSpec(origin.URL, method, tt.fr), redirectEnv)
+			chunks, err := h.Fetch(t.Context(), "private words")
+			if tt.wantErr != "" {
+				want := string(method) + " " + origin.URL + "/start: " + strings.ReplaceAll(tt.wantErr, "http://127.0.0.1:PORT", origin.URL)
+				if err == nil || err.Error() != want {
+					t.Fatalf("err = %v\nwant  %s", err, want)
+				}
+				if n := len(otherRec.all()) - before; n != 0 {
+					t.Errorf("the other host received %d requests", n)
+				}
+				return
+			}
+			if err != nil || len(chunks) != 1 || chunks[0].Content != tt.want {
+				t.Fatalf("Fetch = %+v, %v; want %q", chunks, err, tt.want)
+			}
+			first := originRec.all()[0]
+			if first.Header.Get("X-Api-Key") != "key-s3cret" || first.Header.Get("Authorization") != "Bearer bearer-s3cret" {
+				t.Fatalf("the first request lacks its headers: %v", first.Header)
+			}
+			var got httpSeen
+			if tt.want == "from the other host" {
+				if len(otherRec.all()) != before+1 {
+					t.Fatalf("the other host received %d requests, want 1", len(otherRec.all())-before)
+				}
+				got = otherRec.last(t)
+				for _, name := range []string{"X-Api-Key", "Authorization", "X-Tenant", "Referer", "Cookie"} {
+					if v := got.Header.Get(name); v != "" {
+						t.Errorf("the other host received %s: %q", name, v)
+					}
+				}
+				for _, secret := range []string{"key-s3cret", "bearer-s3cret"} {
+					if strings.Contains(fmt.Sprint(got.Header), secret) {
+						t.Errorf("the other host received %s in %v", secret, got.Header)
+					}
+				}
+			} else {
+				got = originRec.last(t)
+				// The same host gets the spec's headers again, but no Referer
+				// (the previous URL holds the query text).
+				if got.Header.Get("X-Api-Key") != "key-s3cret" || got.Header.Get("X-Tenant") != "acme" || got.Header.Get("Referer") != "" {
+					t.Errorf("same-host redirect headers: %v", got.Header)
+				}
+			}
+			if got.Path != "/moved" {
+				t.Errorf("redirect target got path %q", got.Path)
+			}
+			if tt.code == http.StatusTemporaryRedirect && got.Body != `{"q": "private words"}` {
+				t.Errorf("307 to an allowed host: body %q, want it re-sent", got.Body)
+			}
+		})
 	}
 
-	t.Run("http to http is followed", func(t *testing.T) {
-		srv, _ := newHTTPTestServer(t, redirectTo(target.URL+"/moved"))
-		h := newTestHTTPAPI(t, v1alpha1.HTTPAPISource{URL: srv.URL + "/?q={{query}}", TextField: "text"}, Env{})
-		chunks, err := h.Fetch(t.Context(), "q")
-		if err != nil || len(chunks) != 1 || chunks[0].Content != "after redirect" {
-			t.Fatalf("Fetch = %+v, %v", chunks, err)
-		}
-		if got := rec.last(t).Path; got != "/moved" {
-			t.Errorf("redirect target got path %q", got)
-		}
-	})
-
-	t.Run("non-http scheme is refused", func(t *testing.T) {
-		srv, _ := newHTTPTestServer(t, redirectTo("file:///etc/passwd"))
-		h := newTestHTTPAPI(t, v1alpha1.HTTPAPISource{URL: srv.URL + "/?q={{query}}", TextField: "text"}, Env{})
-		_, err := h.Fetch(t.Context(), "q")
-		if want := "GET " + srv.URL + `/: redirect to a "file" URL refused`; err == nil || err.Error() != want {
-			t.Errorf("err = %v, want %s", err, want)
-		}
-	})
-
 	t.Run("https to http is refused, also with a custom client", func(t *testing.T) {
-		tlsSrv := httptest.NewTLSServer(redirectTo(target.URL + "/downgraded"))
+		tlsSrv := httptest.NewTLSServer(redirectTo(http.StatusFound, toOther))
 		t.Cleanup(tlsSrv.Close)
-		before := len(rec.all())
-		h := newTestHTTPAPI(t, v1alpha1.HTTPAPISource{URL: tlsSrv.URL + "/?q={{query}}", TextField: "text"}, Env{HTTPClient: tlsSrv.Client()})
+		before := len(otherRec.all())
+		fr := v1alpha1.FollowRedirects{Policy: v1alpha1.RedirectAllowedHosts, AllowedHosts: []string{otherHost}}
+		h := newTestHTTPAPI(t, redirectSpec(tlsSrv.URL, v1alpha1.HTTPMethodGet, fr), Env{HTTPClient: tlsSrv.Client(), Getenv: redirectEnv.Getenv})
 		_, err := h.Fetch(t.Context(), "q")
 		if err == nil || !strings.HasSuffix(err.Error(), "redirect from https to http refused") {
 			t.Errorf("err = %v, want the downgrade refused", err)
 		}
-		if len(rec.all()) != before {
+		if len(otherRec.all()) != before {
 			t.Error("the plain-http target received the redirected request")
 		}
 	})
 
 	t.Run("custom client redirect policy still applies", func(t *testing.T) {
-		srv, _ := newHTTPTestServer(t, redirectTo(target.URL+"/moved"))
+		srv, _ := newHTTPTestServer(t, redirectTo(http.StatusFound, toSelf))
 		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return errors.New("no redirects here") }}
-		h := newTestHTTPAPI(t, v1alpha1.HTTPAPISource{URL: srv.URL + "/?q={{query}}", TextField: "text"}, Env{HTTPClient: client})
+		h := newTestHTTPAPI(t, v1alpha1.HTTPAPISource{URL: srv.URL + "/start?q={{query}}", TextField: "text"}, Env{HTTPClient: client})
 		_, err := h.Fetch(t.Context(), "q")
 		if err == nil || !strings.HasSuffix(err.Error(), "no redirects here") {
 			t.Errorf("err = %v, want the client's own policy", err)
 		}
 		if client.CheckRedirect(nil, nil).Error() != "no redirects here" {
 			t.Error("the caller's client was modified")
+		}
+	})
+}
+
+// An upstream that echoes its request in an error body: the excerpt callers
+// see in failed_sources holds none of the values sent, even cut in half, and
+// no control characters.
+func TestHTTPAPIErrorBodyHidesRequestValues(t *testing.T) {
+	echo := func(status int, prefix string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			var b strings.Builder
+			b.WriteString(prefix)
+			for _, name := range []string{"X-Api-Key", "Authorization", "X-Tenant"} {
+				fmt.Fprintf(&b, "%s=%s\r\n", name, r.Header.Get(name))
+			}
+			_, _ = io.WriteString(w, b.String())
+		}
+	}
+	secrets := []string{"key-s3cret", "bearer-s3cret", "Bearer bearer-s3cret", "acme-tenant"}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    string // prefix of the error
+	}{
+		{"401 echoing the headers", echo(http.StatusUnauthorized, "\x1b[31mdenied\x00\u202e: "), "HTTP 401 Unauthorized: [31mdenied: X-Api-Key=*** Authorization=*** X-Tenant=***"},
+		// 200 bytes end with "X-Api-Key=key-": the start of the secret goes too.
+		{"a cut inside a secret", echo(http.StatusBadGateway, strings.Repeat("x", 185)+" "), "HTTP 502 Bad Gateway: " + strings.Repeat("x", 185) + " X-Api-Key="},
+		{"invalid JSON echoing the headers", echo(http.StatusOK, "not json "), "invalid JSON response: invalid character 'o' in literal null (expecting 'u'): not json X-Api-Key=*** Authorization=*** X-Tenant=***"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := newHTTPTestServer(t, tt.handler)
+			spec := redirectSpec(srv.URL, v1alpha1.HTTPMethodGet, v1alpha1.FollowRedirects{})
+			spec.Headers[2].Value = httpStrPtr("acme-tenant")
+			h := newTestHTTPAPI(t, spec, redirectEnv)
+			_, err := h.Fetch(t.Context(), "q")
+			if err == nil {
+				t.Fatal("Fetch succeeded")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, tt.want) {
+				t.Errorf("err = %q\nwant prefix %q", msg, tt.want)
+			}
+			for _, secret := range secrets {
+				if strings.Contains(msg, secret) || strings.HasSuffix(msg, secret[:4]) {
+					t.Errorf("err shows (part of) %q: %q", secret, msg)
+				}
+			}
+			if strings.ContainsFunc(msg, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\u202e' }) {
+				t.Errorf("err has control characters: %q", msg)
+			}
+		})
+	}
+
+	t.Run("credentials in the URL", func(t *testing.T) {
+		srv, _ := newHTTPTestServer(t, func(w http.ResponseWriter, r *http.Request) {
+			user, pw, _ := r.BasicAuth()
+			http.Error(w, "bad credentials "+r.Header.Get("Authorization")+" for "+user+":"+pw, http.StatusForbidden)
+		})
+		u := strings.Replace(srv.URL, "http://", "http://robot:url-s3cret@", 1)
+		h := newTestHTTPAPI(t, v1alpha1.HTTPAPISource{URL: u + "/?q={{query}}", TextField: "text"}, Env{})
+		_, err := h.Fetch(t.Context(), "q")
+		if want := "HTTP 403 Forbidden: bad credentials Basic *** for robot:***"; err == nil || err.Error() != want {
+			t.Errorf("err = %v\nwant  %s", err, want)
 		}
 	})
 }
@@ -917,7 +1081,8 @@ func TestHTTPAPIValidation(t *testing.T) {
 		{"ftp scheme", &v1alpha1.HTTPAPISource{URL: "ftp://kb.example.com/{{query}}", TextField: "text"}, `spec.httpAPI.url: scheme must be http or https, got "ftp"`},
 		{"no scheme", &v1alpha1.HTTPAPISource{URL: "kb.example.com/?q={{query}}", TextField: "text"}, `spec.httpAPI.url: scheme must be http or https, got ""`},
 		{"no host", &v1alpha1.HTTPAPISource{URL: "http:///search?q={{query}}", TextField: "text"}, "spec.httpAPI.url: has no host"},
-		{"unparseable", &v1alpha1.HTTPAPISource{URL: "https://kb.example.com:port/?q={{query}}", TextField: "text"}, `spec.httpAPI.url: invalid URL: invalid port ":port" after host`},
+		{"unparseable", &v1alpha1.HTTPAPISource{URL: "https://kb.example.com:port/?q={{query}}", TextField: "text"}, "spec.httpAPI.url: invalid URL: invalid port after host"},
+		{"password cut by a slash", &v1alpha1.HTTPAPISource{URL: "https://bob:hunter2/x@kb.example.com/?q={{query}}", TextField: "text"}, "spec.httpAPI.url: invalid URL: invalid port after host"},
 		{"white space", &v1alpha1.HTTPAPISource{URL: "https://kb.example.com/search?q={{query}}&x=a b", TextField: "text"}, "spec.httpAPI.url: contains white space; write a space as %20"},
 		{"query in host", &v1alpha1.HTTPAPISource{URL: "https://{{query}}.example.com/", TextField: "text"}, "spec.httpAPI.url: {{query}} may appear only in the path or the query string"},
 		{"query in fragment", &v1alpha1.HTTPAPISource{URL: "https://kb.example.com/?a=1#{{query}}", TextField: "text"}, "spec.httpAPI.url: {{query}} in the fragment (after #) is never sent to the server"},

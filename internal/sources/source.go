@@ -45,6 +45,15 @@ type StaticSource interface {
 	Load(ctx context.Context) ([]Chunk, error)
 }
 
+// StaleError is returned by StaticSource.Load together with the chunks of the source's last good
+// load: the source cannot be read now, and a caller may keep serving that content while it reports
+// the error.
+type StaleError struct{ Err error }
+
+func (e *StaleError) Error() string { return e.Err.Error() + " (serving the content last read)" }
+
+func (e *StaleError) Unwrap() error { return e.Err }
+
 // QuerySource is asked per query.
 type QuerySource interface {
 	Source

@@ -122,6 +122,12 @@ func checkSidecar(t *testing.T, got *corev1.Pod, image, cm, agent string, port i
 	mustEqual(t, "mounts", sc.VolumeMounts, want.VolumeMounts)
 	mustEqual(t, "securityContext", sc.SecurityContext, want.SecurityContext)
 	mustEqual(t, "resources", sc.Resources, want.Resources)
+	// The memory limit reaches serve through the Downward API (the API
+	// server defaults the divisor).
+	if len(sc.Env) != 1 || sc.Env[0].Name != want.Env[0].Name || sc.Env[0].ValueFrom == nil ||
+		sc.Env[0].ValueFrom.ResourceFieldRef == nil || sc.Env[0].ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+		t.Errorf("env %+v, want %s from limits.memory", sc.Env, want.Env[0].Name)
+	}
 	for _, p := range []struct {
 		name      string
 		got, want *corev1.Probe

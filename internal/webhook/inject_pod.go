@@ -129,6 +129,7 @@ func (s Sidecar) Container() (corev1.Container, []corev1.Volume) {
 		Name:          SidecarName,
 		Image:         s.Image,
 		Args:          append(bundle.ServeArgs(), "--agent", s.Agent, "--listen", s.Listen()),
+		Env:           bundle.ContainerEnv(),
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		// Up to 5 minutes for the first snapshot (git clones included),
 		// checked every second so the app starts as soon as it is ready.

@@ -67,6 +67,8 @@ func wantSidecar(agent string, port int) (corev1.Container, []corev1.Volume) {
 		Image: testImage,
 		Args: []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets",
 			"--cache-dir", "/var/cache/contextrouter", "--agent", agent, "--listen", listen},
+		Env: []corev1.EnvVar{{Name: "CONTEXTROUTER_CONTAINER_MEMORY_LIMIT", ValueFrom: &corev1.EnvVarSource{
+			ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}},
 		RestartPolicy:  ptr.To(corev1.ContainerRestartPolicyAlways),
 		StartupProbe:   execProbe("http://"+listen+"/readyz", 1, 300),
 		ReadinessProbe: execProbe("http://"+listen+"/readyz", 10, 3),

@@ -2,13 +2,7 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -22,7 +16,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
-	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // Reference checks read the manager's cache; this bounds how long they may
@@ -50,8 +44,9 @@ type object[T any] interface {
 	Validate() field.ErrorList
 }
 
-// validator implements admission.Validator for one kind: Validate plus the
-// engine's checks, and optional reference warnings.
+// validator implements admission.Validator for one kind: the engine's
+// per-object check (Validate plus what only the engine knows, the same check
+// `validate` and the operator run), and optional reference warnings.
 type validator[T object[T]] struct {
 	kind  string
 	check func(obj T) field.ErrorList
@@ -64,7 +59,7 @@ type validator[T object[T]] struct {
 func NewRouterValidator() admission.Validator[*v1alpha1.ContextRouter] {
 	return &validator[*v1alpha1.ContextRouter]{
 		kind:  v1alpha1.KindContextRouter,
-		check: checkRouter,
+		check: engine.CheckRouter,
 		spec:  func(r *v1alpha1.ContextRouter) any { return r.Spec },
 	}
 }
@@ -76,7 +71,7 @@ func NewRouterValidator() admission.Validator[*v1alpha1.ContextRouter] {
 func NewRouteValidator(cached, live client.Reader) admission.Validator[*v1alpha1.ContextRoute] {
 	v := &validator[*v1alpha1.ContextRoute]{
 		kind:  v1alpha1.KindContextRoute,
-		check: checkRoute,
+		check: engine.CheckRoute,
 		spec:  func(r *v1alpha1.ContextRoute) any { return r.Spec },
 	}
 	if cached != nil {
@@ -93,7 +88,7 @@ func NewRouteValidator(cached, live client.Reader) admission.Validator[*v1alpha1
 func NewSourceValidator() admission.Validator[*v1alpha1.ContextSource] {
 	return &validator[*v1alpha1.ContextSource]{
 		kind:  v1alpha1.KindContextSource,
-		check: checkSource,
+		check: engine.CheckSource,
 		spec:  func(s *v1alpha1.ContextSource) any { return s.Spec },
 	}
 }
@@ -105,7 +100,7 @@ func NewSourceValidator() admission.Validator[*v1alpha1.ContextSource] {
 func NewPermissionValidator(cached, live client.Reader) admission.Validator[*v1alpha1.AgentPermission] {
 	v := &validator[*v1alpha1.AgentPermission]{
 		kind:  v1alpha1.KindAgentPermission,
-		check: checkPermission,
+		check: engine.CheckPermission,
 		spec:  func(p *v1alpha1.AgentPermission) any { return p.Spec },
 	}
 	if cached != nil {
@@ -155,143 +150,6 @@ func defaulted[T object[T]](obj T) T {
 	c := obj.DeepCopy()
 	c.Default()
 	return c
-}
-
-// checkRouter runs Validate and then the engine's compile of the router
-// alone, which adds what only the engine knows (such as which ranking
-// strategies this version implements). Problems on a field Validate already
-// reported are left out: one message per field.
-func checkRouter(r *v1alpha1.ContextRouter) field.ErrorList {
-	errs := r.Validate()
-	cfg := &engine.Config{Router: *r}
-	_, err := engine.Compile(context.Background(), cfg, engine.Options{SkipLoad: true, Logger: discardLogger})
-	var ce *engine.CompileError
-	switch {
-	case err == nil:
-	case errors.As(err, &ce):
-		for _, p := range ce.Problems {
-			path := p.Field
-			if path == "" {
-				path = "spec"
-			}
-			if reported(errs, path) {
-				continue
-			}
-			errs = append(errs, field.Invalid(field.NewPath(path), valueAt(r, path), p.Msg))
-		}
-	default:
-		errs = append(errs, field.InternalError(field.NewPath("spec"), err))
-	}
-	return errs
-}
-
-// checkRoute runs Validate and compiles spec.when exactly as the engine does;
-// the CEL compiler's message points at the offending column.
-func checkRoute(r *v1alpha1.ContextRoute) field.ErrorList {
-	errs := r.Validate()
-	when := field.NewPath("spec", "when")
-	if !reported(errs, when.String()) {
-		if _, err := engine.CompileCondition(r.Spec.When); err != nil {
-			errs = append(errs, field.Invalid(when, r.Spec.When, err.Error()))
-		}
-	}
-	return errs
-}
-
-// checkSource runs Validate and then the source factory, which checks what
-// the schema cannot (URL templates, JSON bodies, field paths, git refs)
-// without reading files, cloning or calling anything.
-func checkSource(s *v1alpha1.ContextSource) field.ErrorList {
-	errs := s.Validate()
-	env := sources.Env{Logger: discardLogger, Getenv: func(string) string { return "" }}
-	if _, err := sources.New(s, env); err != nil {
-		path, msg := splitFieldError(err.Error())
-		if !reported(errs, path) {
-			errs = append(errs, field.Invalid(field.NewPath(path), field.OmitValueType{}, msg))
-		}
-	}
-	return errs
-}
-
-// checkPermission runs Validate: the engine checks nothing more.
-func checkPermission(p *v1alpha1.AgentPermission) field.ErrorList {
-	return p.Validate()
-}
-
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// splitFieldError splits the factory's "spec.x.y: message" into its parts;
-// an error without a field path belongs to spec.
-func splitFieldError(s string) (path, msg string) {
-	if p, m, ok := strings.Cut(s, ": "); ok && strings.HasPrefix(p, "spec") && !strings.ContainsAny(p, " \t") {
-		return p, m
-	}
-	return "spec", s
-}
-
-// reported reports whether errs already holds an error on path, on a field
-// inside it or on a field containing it.
-func reported(errs field.ErrorList, path string) bool {
-	for _, e := range errs {
-		if within(e.Field, path) || within(path, e.Field) {
-			return true
-		}
-	}
-	return false
-}
-
-// within reports whether path is inner or lies inside it.
-func within(path, inner string) bool {
-	if !strings.HasPrefix(path, inner) {
-		return false
-	}
-	rest := path[len(inner):]
-	return rest == "" || rest[0] == '.' || rest[0] == '['
-}
-
-// valueAt returns the scalar at a field path such as "spec.budget.maxTokens"
-// for an error message, or field.OmitValueType when there is none.
-func valueAt(obj any, path string) any {
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return field.OmitValueType{}
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return field.OmitValueType{}
-	}
-	for _, seg := range strings.Split(path, ".") {
-		name, rest, _ := strings.Cut(seg, "[")
-		if name != "" {
-			m, ok := v.(map[string]any)
-			if !ok {
-				return field.OmitValueType{}
-			}
-			if v, ok = m[name]; !ok {
-				return field.OmitValueType{}
-			}
-		}
-		for rest != "" {
-			idx, after, ok := strings.Cut(rest, "]")
-			i, err := strconv.Atoi(idx)
-			l, isList := v.([]any)
-			if !ok || err != nil || !isList || i < 0 || i >= len(l) {
-				return field.OmitValueType{}
-			}
-			v, rest = l[i], strings.TrimPrefix(after, "[")
-		}
-	}
-	switch v.(type) {
-	case string, bool:
-		return v
-	case float64:
-		// JSON numbers of these fields are integers; print them as such.
-		if f := v.(float64); f == float64(int64(f)) {
-			return int64(f)
-		}
-		return v
-	}
-	return field.OmitValueType{}
 }
 
 // refs holds the names of the ContextRouters and ContextSources of one
@@ -358,36 +216,36 @@ func (r refReaders) find(ctx context.Context, namespace string, names []string, 
 // the bundle until its sources exist, and attaches it to a router once the
 // router exists.
 func routeWarnings(r *v1alpha1.ContextRoute, known refs) admission.Warnings {
-	var w admission.Warnings
+	var ps problem.List
 	if known.routers != nil {
 		for i, ref := range r.Spec.ParentRefs {
 			if !known.routers[ref.Name] {
-				w = append(w, fmt.Sprintf("spec.parentRefs[%d].name: ContextRouter %q not found in namespace %q; the route attaches to it once it exists",
-					i, ref.Name, known.namespace))
+				ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
+					"ContextRouter %q not found in namespace %q; the route attaches to it once it exists", ref.Name, known.namespace))
 			}
 		}
 	}
 	if known.sources != nil {
 		for i, ref := range r.Spec.Sources {
 			if !known.sources[ref.Name] {
-				w = append(w, fmt.Sprintf("spec.sources[%d].name: ContextSource %q not found in namespace %q; the route is left out of its routers until it exists",
-					i, ref.Name, known.namespace))
+				ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, fmt.Sprintf("spec.sources[%d].name", i),
+					"ContextSource %q not found in namespace %q; the route is left out of its routers until it exists", ref.Name, known.namespace))
 			}
 		}
 	}
-	return w
+	return warnings(ps)
 }
 
 // permissionWarnings names the parentRefs and allow/deny entries of a
 // permission that do not exist. The permission applies regardless; an entry
 // takes effect once its source exists.
 func permissionWarnings(p *v1alpha1.AgentPermission, known refs) admission.Warnings {
-	var w admission.Warnings
+	var ps problem.List
 	if known.routers != nil {
 		for i, ref := range p.Spec.ParentRefs {
 			if !known.routers[ref.Name] {
-				w = append(w, fmt.Sprintf("spec.parentRefs[%d].name: ContextRouter %q not found in namespace %q; the permission applies to it once it exists",
-					i, ref.Name, known.namespace))
+				ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
+					"ContextRouter %q not found in namespace %q; the permission applies to it once it exists", ref.Name, known.namespace))
 			}
 		}
 	}
@@ -398,11 +256,28 @@ func permissionWarnings(p *v1alpha1.AgentPermission, known refs) admission.Warni
 		}{{"allowSources", p.Spec.AllowSources}, {"denySources", p.Spec.DenySources}} {
 			for i, name := range list.names {
 				if !known.sources[name] {
-					w = append(w, fmt.Sprintf("spec.%s[%d]: ContextSource %q not found in namespace %q; the entry takes effect once it exists",
-						list.field, i, name, known.namespace))
+					ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, fmt.Sprintf("spec.%s[%d]", list.field, i),
+						"ContextSource %q not found in namespace %q; the entry takes effect once it exists", name, known.namespace))
 				}
 			}
 		}
+	}
+	return warnings(ps)
+}
+
+// warning is a reference problem that does not refuse the object.
+func warning(reason v1alpha1.ConditionReason, path, format string, args ...any) problem.Problem {
+	p := problem.Errorf(reason, "", "", path, format, args...)
+	p.Severity = problem.Warning
+	return p
+}
+
+// warnings renders problems as admission warnings: "field: message" (kubectl
+// names the object).
+func warnings(ps problem.List) admission.Warnings {
+	var w admission.Warnings
+	for _, p := range ps {
+		w = append(w, p.Detail())
 	}
 	return w
 }

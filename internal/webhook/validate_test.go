@@ -11,10 +11,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/manifest"
 )
 
 const testNS = "team-a"
@@ -253,6 +254,40 @@ func TestSourceValidator(t *testing.T) {
 	}
 }
 
+// A denial quotes the offending URL without its user part, whether
+// validation or the source factory refuses it.
+func TestSourceValidatorHidesURLCredentials(t *testing.T) {
+	git := func(url string) *v1alpha1.ContextSource {
+		return &v1alpha1.ContextSource{ObjectMeta: meta("wiki"), Spec: v1alpha1.ContextSourceSpec{
+			Type: v1alpha1.SourceGitRepo, GitRepo: &v1alpha1.GitRepoSource{URL: url}}}
+	}
+	hosts := httpSource(v1alpha1.HTTPMethodGet, "")
+	hosts.Spec.HTTPAPI.FollowRedirects = v1alpha1.FollowRedirects{Policy: v1alpha1.RedirectAllowedHosts, AllowedHosts: []string{"ghp_Tok3nValue@kb-eu.example.com"}}
+	tests := []struct {
+		name   string
+		source *v1alpha1.ContextSource
+		want   []want
+	}{
+		{"git scheme", git("gopher://ghp_Tok3nValue@git.example.com/r.git"),
+			[]want{{"spec.gitRepo.url", []string{`"gopher://***@git.example.com/r.git"`, `unsupported scheme "gopher"`}}}},
+		{"git file host (factory only)", git("file://x-access-token:Tok3nValue@server/r.git"),
+			[]want{{"spec.gitRepo.url", []string{`"file://***@server/r.git": a file URL cannot name a host`}}}},
+		{"allowedHosts entry with a user part", hosts,
+			[]want{{"spec.httpAPI.followRedirects.allowedHosts[0]", []string{`"***@kb-eu.example.com"`, "no scheme, user or path"}}}},
+	}
+	v := NewSourceValidator()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.source.Default()
+			_, err := v.ValidateCreate(context.Background(), tt.source)
+			checkCauses(t, err, tt.want)
+			if err != nil && strings.Contains(err.Error(), "Tok3nValue") {
+				t.Errorf("the denial shows the credentials: %v", err)
+			}
+		})
+	}
+}
+
 func TestPermissionValidator(t *testing.T) {
 	perm := func(mutate func(*v1alpha1.AgentPermissionSpec)) *v1alpha1.AgentPermission {
 		p := &v1alpha1.AgentPermission{ObjectMeta: meta("hr"), Spec: v1alpha1.AgentPermissionSpec{
@@ -344,7 +379,7 @@ func TestMissingSourceIsAWarningNotAnError(t *testing.T) {
 	known := refs{namespace: testNS, routers: map[string]bool{}, sources: map[string]bool{"faq": true}}
 	v := &validator[*v1alpha1.ContextRoute]{
 		kind:  v1alpha1.KindContextRoute,
-		check: checkRoute,
+		check: engine.CheckRoute,
 		spec:  func(r *v1alpha1.ContextRoute) any { return r.Spec },
 		warn: func(_ context.Context, r *v1alpha1.ContextRoute) admission.Warnings {
 			return routeWarnings(r, known)
@@ -409,67 +444,57 @@ func TestUpdateAndDelete(t *testing.T) {
 	}
 }
 
-func TestSplitFieldError(t *testing.T) {
-	tests := []struct{ in, path, msg string }{
-		{"spec.httpAPI.body: not valid JSON", "spec.httpAPI.body", "not valid JSON"},
-		{"spec.httpAPI.headers[0].name: bad: really", "spec.httpAPI.headers[0].name", "bad: really"},
-		{"spec.type: unsupported source type \"X\"", "spec.type", `unsupported source type "X"`},
-		{"secret foo: not found", "spec", "secret foo: not found"},
-		{"no colon at all", "spec", "no colon at all"},
+// TestWebhookAndValidateAgree: `kubectl apply` and `contextrouter validate`
+// refuse an object for the same reasons, in the same words: the webhook's
+// causes are exactly the field and message of each problem validate prints
+// about the object itself.
+func TestWebhookAndValidateAgree(t *testing.T) {
+	docs := []string{
+		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRouter, metadata: {name: acme},
+		  spec: {ranking: {scorer: keyword, strategy: Embedding, embedding: {endpoint: "http://e/v1", model: m}}}}`,
+		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRoute, metadata: {name: r},
+		  spec: {when: 'text.contains(', sources: [{name: s}, {name: s}]}}`,
+		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextSource, metadata: {name: s},
+		  spec: {type: HTTPAPI, sensitivity: secret, httpAPI: {url: "https://kb.example.com/", textField: text, body: '{"q": {{query}}}'}}}`,
+		`{apiVersion: contextrouter.dev/v1alpha1, kind: AgentPermission, metadata: {name: p},
+		  spec: {agents: ["*"], denyPaths: ["[x"], maxSensitivity: public}}`,
 	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			path, msg := splitFieldError(tt.in)
-			if path != tt.path || msg != tt.msg {
-				t.Errorf("got (%q, %q), want (%q, %q)", path, msg, tt.path, tt.msg)
-			}
-		})
-	}
-}
-
-func TestWithin(t *testing.T) {
-	tests := []struct {
-		path, inner string
-		want        bool
-	}{
-		{"spec.when", "spec.when", true},
-		{"spec.httpAPI.body", "spec.httpAPI", true},
-		{"spec.sources[0].name", "spec.sources", true},
-		{"spec.sourcesX", "spec.sources", false},
-		{"spec.httpAPI", "spec.httpAPI.body", false},
-		{"spec.inline", "spec.inlineX", false},
-	}
-	for _, tt := range tests {
-		if got := within(tt.path, tt.inner); got != tt.want {
-			t.Errorf("within(%q, %q) = %v, want %v", tt.path, tt.inner, got, tt.want)
+	for _, doc := range docs {
+		set, err := manifest.Parse("m.yaml", []byte(doc))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-}
-
-func TestValueAt(t *testing.T) {
-	omit := field.OmitValueType{} // no scalar to show
-	r := &v1alpha1.ContextRouter{ObjectMeta: meta("main"), Spec: v1alpha1.ContextRouterSpec{
-		Budget:  v1alpha1.BudgetSpec{MaxTokens: 100},
-		Ranking: v1alpha1.RankingSpec{Strategy: v1alpha1.RankingEmbedding},
-	}}
-	s := httpSource(v1alpha1.HTTPMethodGet, "")
-	s.Spec.HTTPAPI.Headers = []v1alpha1.HTTPHeader{{Name: "Accept"}}
-	tests := []struct {
-		obj  any
-		path string
-		want any
-	}{
-		{r, "spec.budget.maxTokens", int64(100)},
-		{r, "spec.ranking.strategy", "Embedding"},
-		{r, "spec.ranking", omit},
-		{r, "spec.nosuch", omit},
-		{s, "spec.httpAPI.headers[0].name", "Accept"},
-		{s, "spec.httpAPI.headers[3].name", omit},
-		{s, "spec.httpAPI.headers[x].name", omit},
-	}
-	for _, tt := range tests {
-		if got := valueAt(tt.obj, tt.path); got != tt.want {
-			t.Errorf("valueAt(%s) = %#v, want %#v", tt.path, got, tt.want)
+		var problems []string
+		for _, p := range set.Check().Errors() {
+			// References to other objects: errors in files that must be
+			// complete, warnings at apply (GitOps applies in any order).
+			if p.Reason != v1alpha1.ReasonSourceNotFound {
+				problems = append(problems, p.Field+": "+p.Message)
+			}
+		}
+		ctx := context.Background()
+		switch {
+		case len(set.Routers) == 1:
+			_, err = NewRouterValidator().ValidateCreate(ctx, &set.Routers[0])
+		case len(set.Routes) == 1:
+			_, err = NewRouteValidator(nil, nil).ValidateCreate(ctx, &set.Routes[0])
+		case len(set.Sources) == 1:
+			_, err = NewSourceValidator().ValidateCreate(ctx, &set.Sources[0])
+		default:
+			_, err = NewPermissionValidator(nil, nil).ValidateCreate(ctx, &set.Permissions[0])
+		}
+		var se *apierrors.StatusError
+		if !errors.As(err, &se) {
+			t.Fatalf("%s: the webhook accepted it (%v); validate: %q", doc, err, problems)
+		}
+		var denied []string
+		for _, c := range se.ErrStatus.Details.Causes {
+			denied = append(denied, c.Field+": "+c.Message)
+		}
+		slices.Sort(problems)
+		slices.Sort(denied)
+		if len(problems) < 2 || !slices.Equal(problems, denied) {
+			t.Errorf("%s\nvalidate: %q\nwebhook:  %q", doc, problems, denied)
 		}
 	}
 }

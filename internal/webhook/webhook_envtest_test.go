@@ -141,6 +141,42 @@ func TestAdmission(t *testing.T) {
 			"vcontextsource.contextrouter.dev", "ContextSource", "search",
 			"spec.httpAPI.body: Invalid value: not valid JSON once {{query}} is replaced by a JSON string")
 	})
+
+	// followRedirects: the API server defaults the policy and enforces the
+	// schema's rule; the webhook checks the hosts and quotes them redacted.
+	t.Run("followRedirects", func(t *testing.T) {
+		ns := env.Namespace(t)
+		src := inNS(httpSource(v1alpha1.HTTPMethodGet, ""), ns).(*v1alpha1.ContextSource)
+		if err := c.Create(ctx, src); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		var got v1alpha1.ContextSource
+		if err := c.Get(ctx, client.ObjectKeyFromObject(src), &got); err != nil {
+			t.Fatal(err)
+		}
+		if p := got.Spec.HTTPAPI.FollowRedirects.Policy; p != v1alpha1.RedirectSameHost {
+			t.Errorf("followRedirects.policy defaulted to %q, want SameHost", p)
+		}
+
+		noHosts := inNS(httpSource(v1alpha1.HTTPMethodGet, ""), ns).(*v1alpha1.ContextSource)
+		noHosts.Name = "no-hosts"
+		noHosts.Spec.HTTPAPI.FollowRedirects.Policy = v1alpha1.RedirectAllowedHosts
+		err := c.Create(ctx, noHosts)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "allowedHosts must be set exactly when policy is AllowedHosts") {
+			t.Errorf("AllowedHosts without hosts: err = %v, want the schema's rule", err)
+		}
+
+		badHost := inNS(httpSource(v1alpha1.HTTPMethodGet, ""), ns).(*v1alpha1.ContextSource)
+		badHost.Name = "bad-host"
+		badHost.Spec.HTTPAPI.FollowRedirects = v1alpha1.FollowRedirects{Policy: v1alpha1.RedirectAllowedHosts,
+			AllowedHosts: []string{"ghp_Tok3nValue@kb-eu.example.com"}}
+		err = c.Create(ctx, badHost)
+		deniedBy(t, err, "vcontextsource.contextrouter.dev", "ContextSource", "bad-host",
+			`spec.httpAPI.followRedirects.allowedHosts[0]: Invalid value: "***@kb-eu.example.com"`)
+		if err != nil && strings.Contains(err.Error(), "Tok3nValue") {
+			t.Errorf("the denial shows the user part: %v", err)
+		}
+	})
 }
 
 // TestKubectlApply checks what a user sees: kubectl's own rendering of the

@@ -4,7 +4,9 @@
 // next to each script (Argo CD's resource_customizations layout:
 // health_test.yaml naming testdata/*.yaml and the expected status and
 // message). It also keeps config/argocd/argocd-cm.yaml, the ConfigMap patch
-// users apply, equal to the scripts (go test -update rewrites it).
+// users apply, equal to the scripts (go test -update rewrites it), and makes
+// sure every condition reason the operator writes (api/v1alpha1, through a
+// replace of the root module) has a test case.
 package argocd_test
 
 import (
@@ -21,6 +23,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 	"sigs.k8s.io/yaml"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
 var update = flag.Bool("update", false, "rewrite config/argocd/argocd-cm.yaml from the health.lua scripts")
@@ -31,7 +35,7 @@ const root = "../../config/argocd"
 const group = "contextrouter.dev"
 
 // kinds must each have a health check.
-var kinds = []string{"AgentPermission", "ContextRoute", "ContextRouter", "ContextSource"}
+var kinds = []string{v1alpha1.KindAgentPermission, v1alpha1.KindContextRoute, v1alpha1.KindContextRouter, v1alpha1.KindContextSource}
 
 // healthStatus is what a health.lua returns (Argo CD's health.HealthStatus).
 type healthStatus struct {
@@ -179,6 +183,53 @@ func TestHealthChecks(t *testing.T) {
 			for _, s := range []string{"Healthy", "Progressing", "Degraded"} {
 				if !statuses[s] {
 					t.Errorf("no test case expects %s", s)
+				}
+			}
+		})
+	}
+}
+
+// statusReasons collects every "reason" in an object's status: conditions,
+// status.parents[].conditions, status.excludedBy[].
+func statusReasons(v any, into map[string]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if r, ok := e.(string); ok && k == "reason" {
+				into[r] = true
+			}
+			statusReasons(e, into)
+		}
+	case []any:
+		for _, e := range v {
+			statusReasons(e, into)
+		}
+	}
+}
+
+// TestEveryReasonHasACase: each reason the operator writes on a kind
+// (v1alpha1.ConditionReasons) appears in the status of at least one test
+// case of that kind's health check, so a new reason cannot ship without
+// the Lua script being tested against it.
+func TestEveryReasonHasACase(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			dir := filepath.Join(root, group, kind)
+			var cases healthTests
+			readYAML(t, filepath.Join(dir, "health_test.yaml"), &cases)
+			seen := map[string]bool{}
+			for _, tc := range cases.Tests {
+				var obj map[string]any
+				readYAML(t, filepath.Join(dir, tc.InputPath), &obj)
+				statusReasons(obj["status"], seen)
+			}
+			reasons := v1alpha1.ConditionReasons(kind)
+			if len(reasons) == 0 {
+				t.Fatalf("v1alpha1.ConditionReasons(%q) is empty", kind)
+			}
+			for _, r := range reasons {
+				if !seen[string(r)] {
+					t.Errorf("no test case of %s/health_test.yaml carries the reason %s: add one to testdata", kind, r)
 				}
 			}
 		})

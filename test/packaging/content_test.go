@@ -280,13 +280,17 @@ func TestChartValues(t *testing.T) {
 			for _, gone := range [][2]string{
 				{"Role", "contextrouter-leader-election-role"},
 				{"Service", "contextrouter-controller-manager-metrics-service"},
-				{"ClusterRole", "contextrouter-metrics-reader"},
+				{"ClusterRole", "contextrouter-metrics-auth-role"},
 				{"ClusterRole", "contextrouter-editor-role"},
 				{"ClusterRole", "contextrouter-viewer-role"},
 			} {
 				if find(objs, gone[0], gone[1]) != nil {
 					t.Errorf("%s %s is still rendered", gone[0], gone[1])
 				}
+			}
+			// Routers in token mode still serve /metrics to metrics readers.
+			if find(objs, "ClusterRole", "contextrouter-metrics-reader") == nil {
+				t.Error("ClusterRole contextrouter-metrics-reader is not rendered without operator metrics")
 			}
 		},
 	}, {

@@ -1,11 +1,14 @@
 -- Argo CD health of a contextrouter.dev ContextRoute.
--- Healthy: Ready=True for the current generation (accepted by its routers,
--- every source found). Degraded: spec.when does not compile. Progressing: a
--- router or source it names does not exist yet; GitOps tools apply objects
--- in any order, so a missing reference is waited for, never an error.
+-- Healthy: Ready=True for the current generation (every router it attaches
+-- to has it in its bundle). Degraded: the spec is invalid, spec.when does not
+-- compile, or a source it uses is left out of a router's bundle (the
+-- source's own status says why): nothing changes until someone fixes it.
+-- Progressing: a router or source it names does not exist yet (GitOps tools
+-- apply objects in any order, so a missing reference is waited for), or a
+-- router has not judged the current generation yet (Pending).
 local hs = {}
 
-local terminal = {InvalidCondition = true}
+local terminal = {InvalidSpec = true, InvalidCondition = true, InvalidSource = true}
 
 local function condition(conditions, type)
   if conditions == nil then

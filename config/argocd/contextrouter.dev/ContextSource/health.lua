@@ -1,11 +1,13 @@
 -- Argo CD health of a contextrouter.dev ContextSource.
 -- Healthy: Ready=True for the current generation. Degraded: the spec is
--- invalid. Progressing: a Secret, ConfigMap or PersistentVolumeClaim it
--- reads does not exist yet; GitOps tools (and secret operators) create
--- objects in any order, so a missing reference is waited for.
+-- invalid, or its volume cannot be mounted in a router pod that uses it
+-- (InvalidMount; status.excludedBy names the routers). Progressing: a
+-- Secret, ConfigMap or PersistentVolumeClaim it reads does not exist yet;
+-- GitOps tools (and secret operators) create objects in any order, so a
+-- missing reference is waited for.
 local hs = {}
 
-local terminal = {InvalidSpec = true}
+local terminal = {InvalidSpec = true, InvalidMount = true}
 
 local function condition(conditions, type)
   if conditions == nil then

@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestValidateReportsEveryProblemOnce: one run reports every independent
+// problem of every file — an unknown field, a condition that does not
+// compile, a route to a missing source, an enum value in the wrong case, a
+// folder that cannot be read, a warning — each once, on one line, at its
+// file and line, in file order; and nothing that only follows from another
+// (the route to the source that did not decode is not "not found", the
+// engine does not repeat the enum in its own words).
+func TestValidateReportsEveryProblemOnce(t *testing.T) {
+	dir := filepath.Join("testdata", "every-problem")
+	f := func(name string) string { return filepath.Join(dir, name) }
+	want := []string{
+		f("a-unknown-field.yaml") + `:8: ContextSource/docs: spec.inlne: unknown field (did you mean "inline"?)`,
+		f("b-broken-cel.yaml") + `:8: ContextRoute/broken: spec.when: Invalid value: "text.contains(": ERROR: <input>:1:15: Syntax error: mismatched input '<EOF>' expecting`,
+		f("c-missing-source.yaml") + `:6: ContextRoute/missing: spec.sources[0].name: ContextSource "handbok" not found (did you mean "handbook"?)`,
+		f("c-missing-source.yaml") + `:8: ContextSource/handbook: `,
+		f("d-enum-case.yaml") + `:7: ContextRouter/acme: spec.ranking.scorer: Unsupported value: "keyword": supported values: "BM25", "Keyword" (did you mean "Keyword"?)`,
+		"warning: " + f("d-enum-case.yaml") + `:15: AgentPermission/support: spec.allowSources[0]: ContextSource "faq" not found`,
+	}
+	for _, args := range [][]string{{"-f", dir}, {"-f", f("d-enum-case.yaml"), "-f", dir}} {
+		out, _, code := run(t, append([]string{"validate"}, args...)...)
+		if code != 1 {
+			t.Errorf("exit %d, want 1", code)
+		}
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if args[1] != dir {
+			// The file named first is read first.
+			want = append(want[4:], want[:4]...)
+		}
+		if len(lines) != len(want) {
+			t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out)
+		}
+		for i, w := range want {
+			if !strings.HasPrefix(lines[i], w) {
+				t.Errorf("line %d:\n got %s\nwant %s…", i+1, lines[i], w)
+			}
+		}
+		if strings.Contains(out, `ContextSource "docs" not found`) || strings.Contains(out, "must be BM25 or Keyword") {
+			t.Errorf("a consequence was reported:\n%s", out)
+		}
+	}
+}
