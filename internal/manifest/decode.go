@@ -22,6 +22,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/problem"
+	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
 // parser accumulates objects and problems over one or more files.
@@ -74,11 +75,11 @@ func (d *document) origin(line int) Origin {
 	return Origin{File: d.file, Line: line, Doc: d.index}
 }
 
-var utf8BOM = []byte("\xef\xbb\xbf")
-
 func (p *parser) parseFile(name string, data []byte) {
 	p.set.files = append(p.set.files, name)
-	data = bytes.TrimPrefix(data, utf8BOM)
+	// YAML reads a lone CR as a line break too (old Mac files); the document
+	// split and every line number count LFs.
+	data = []byte(sources.NormalizeNewlines(string(data)))
 	if strings.EqualFold(filepath.Ext(name), ".json") {
 		p.parseJSONStream(name, data)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/problem"
+	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
 // maxFuzzManifest bounds a fuzzed file: manifests are small, and bigger
@@ -64,7 +65,8 @@ func FuzzParse(f *testing.F) {
 		if err := os.WriteFile(file, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		lines := bytes.Count(data, []byte("\n")) + 1
+		// Lines as YAML counts them: CR, LF and CRLF each end one.
+		lines := strings.Count(sources.NormalizeNewlines(string(data)), "\n") + 1
 
 		set, problems := manifest.Validate(context.Background(), []string{file}, "", opts)
 		if set == nil {

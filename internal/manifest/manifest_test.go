@@ -154,6 +154,7 @@ func TestParseEdgeDocuments(t *testing.T) {
 		{"empty file", "e.yaml", "", nil},
 		{"comments only", "e.yaml", "# nothing\n---\n# still nothing\n", nil},
 		{"null document", "e.yaml", "---\n~\n---\n", nil},
+		{"lone CR line breaks", "m.yaml", "apiVersion: contextrouter.dev/v1alpha1\rkind: ContextSource\rmetadata: {name: a}\rspec: {type: Inline, inline: {content: x}}\r---\rapiVersion: contextrouter.dev/v1alpha1\rkind: ContextSource\rmetadata: {name: b}\rspec: {type: Inline, inline: {content: yy}}\r", []string{"a", "b"}},
 		{"CRLF and BOM", "w.yaml", "\xef\xbb\xbf---\r\napiVersion: contextrouter.dev/v1alpha1\r\nkind: ContextSource\r\nmetadata: {name: a}\r\nspec: {type: Inline, inline: {content: x}}\r\n", []string{"a"}},
 		{"JSON object", "a.json", `{"apiVersion": "contextrouter.dev/v1alpha1", "kind": "ContextSource",
 			"metadata": {"name": "a"}, "spec": {"type": "Inline", "inline": {"content": "x"}}}`, []string{"a"}},
@@ -356,6 +357,11 @@ spec:
 			name:  "YAML syntax error at the end of a file without a final newline",
 			files: map[string]string{"e.yaml": "# a comment\n---\n    0:\n    0"},
 			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
+		},
+		{
+			name:  "lone CR line breaks count as lines",
+			files: map[string]string{"c.yaml": "# old Mac file\r---\rapiVersion: contextrouter.dev/v1alpha1\rkind: ContextSource\rmetadata: {name: c}\rspec: {type: Inline, inlin: {content: x}}\r"},
+			want:  [][]string{{"c.yaml:6: ContextSource/c: spec.inlin: unknown field"}},
 		},
 		{
 			name:  "JSON null",
