@@ -34,8 +34,8 @@ const (
 	maxParentRefs   = 32
 	maxRouteSources = 64
 	maxWhenLength   = 4096
-	minChunkTokens  = 16
-	maxResultsLimit = 1000
+	MinChunkTokens  = 16
+	MaxHTTPAPIResults = 1000
 	// maxAllowedHosts and maxAllowedHostLen bound followRedirects.allowedHosts:
 	// the longest entry is a DNS name (253), ":" and a five-digit port.
 	maxAllowedHosts   = 16
@@ -179,9 +179,9 @@ func (r *ContextSource) Validate() field.ErrorList {
 
 	ch := spec.Child("chunking")
 	allErrs = append(allErrs, validateEnum(ch.Child("strategy"), s.Chunking.Strategy, chunkingStrategies)...)
-	if s.Chunking.MaxChunkTokens < minChunkTokens {
+	if s.Chunking.MaxChunkTokens < MinChunkTokens {
 		allErrs = append(allErrs, field.Invalid(ch.Child("maxChunkTokens"), s.Chunking.MaxChunkTokens,
-			fmt.Sprintf("must be greater than or equal to %d", minChunkTokens)))
+			fmt.Sprintf("must be greater than or equal to %d", MinChunkTokens)))
 	}
 
 	// The union: exactly the block named by type is set.
@@ -574,9 +574,9 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 		allErrs = append(allErrs, field.Required(p.Child("textField"), "the dotted path of the text inside each result"))
 	}
 	allErrs = append(allErrs, validatePositiveDuration(p.Child("timeout"), h.Timeout)...)
-	if h.MaxResults < 1 || h.MaxResults > maxResultsLimit {
+	if h.MaxResults < 1 || h.MaxResults > MaxHTTPAPIResults {
 		allErrs = append(allErrs, field.Invalid(p.Child("maxResults"), h.MaxResults,
-			fmt.Sprintf("must be between 1 and %d", maxResultsLimit)))
+			fmt.Sprintf("must be between 1 and %d", MaxHTTPAPIResults)))
 	}
 	if errs := validatePositiveQuantity(p.Child("maxResponseSize"), h.MaxResponseSize); len(errs) > 0 {
 		allErrs = append(allErrs, errs...)

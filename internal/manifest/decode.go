@@ -22,6 +22,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/problem"
+	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
 // parser accumulates objects and problems over one or more files.
@@ -40,7 +41,7 @@ func (p *parser) problem(pr Problem) {
 		p.set.files = append(p.set.files, pr.File)
 	}
 	if pr.File != "" {
-		p.set.markReported(pr.File)
+		p.set.fill(pr.File) // its problem says what is wrong, not "empty"
 	}
 	p.problems = append(p.problems, pr)
 }
@@ -77,11 +78,11 @@ func (d *document) origin(line int) Origin {
 	return Origin{File: d.file, Line: line, Doc: d.index}
 }
 
-var utf8BOM = []byte("\xef\xbb\xbf")
-
 func (p *parser) parseFile(name string, data []byte) {
 	p.set.files = append(p.set.files, name)
-	data = bytes.TrimPrefix(data, utf8BOM)
+	// YAML reads a lone CR as a line break too (old Mac files); the document
+	// split and every line number count LFs.
+	data = []byte(sources.NormalizeNewlines(string(data)))
 	if strings.EqualFold(filepath.Ext(name), ".json") {
 		p.parseJSONStream(name, data)
 		return
@@ -159,6 +160,7 @@ func (p *parser) parseJSONStream(name string, data []byte) {
 			return
 		}
 		if err != nil {
+			p.set.fill(name)
 			line, col := lineCol(data, jsonErrorOffset(err, dec))
 			p.problem(Problem{Location: problem.Location{File: name, Line: line},
 				Message: fmt.Sprintf("invalid JSON at column %d: %s", col, strings.TrimPrefix(err.Error(), "json: "))})
@@ -188,6 +190,15 @@ func lineCol(data []byte, off int) (line, col int) {
 	return line, col
 }
 
+// lines is the number of lines of the document's text.
+func (d *document) lines() int {
+	n := bytes.Count(d.text, []byte("\n"))
+	if len(d.text) > 0 && d.text[len(d.text)-1] != '\n' {
+		n++
+	}
+	return max(n, 1)
+}
+
 // yamlLineRE finds the document-relative line numbers in go-yaml errors.
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
@@ -210,7 +221,9 @@ func (d *document) yamlProblem(msg, kind, name string) Problem {
 	line := 0
 	if m := yamlLineRE.FindStringSubmatchIndex(msg); m != nil {
 		rel, _ := strconv.Atoi(msg[m[2]:m[3]])
-		line = rel + d.lineOffset
+		// go-yaml counts the end of a text without a final newline as the
+		// line after it; the problem is on the document's last line.
+		line = min(rel, d.lines()) + d.lineOffset
 		// "line 3: x" -> "x": the location goes in front.
 		msg = strings.TrimPrefix(strings.TrimSpace(msg[m[1]:]), ": ")
 	}
@@ -290,6 +303,7 @@ func (p *parser) document(d *document) {
 	if !d.isJSON {
 		var err error
 		if j, err = yaml.YAMLToJSON(d.text); err != nil {
+			p.set.fill(d.file)
 			for _, pr := range d.yamlProblems(err, "", "") {
 				p.problem(pr)
 			}
@@ -299,6 +313,7 @@ func (p *parser) document(d *document) {
 			return // "~" or "null" only
 		}
 	}
+	p.set.fill(d.file)
 	root := parseNode(d.text, d.lineOffset)
 	if root == nil && !d.isJSON {
 		// Positions are unavailable; still refuse duplicate keys.
@@ -573,6 +588,8 @@ func jsonValueKind(t []byte) string {
 		return "a string"
 	case bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")):
 		return "a boolean"
+	case bytes.Equal(t, []byte("null")):
+		return "null"
 	default:
 		return "a number"
 	}

@@ -16,21 +16,13 @@ const NoRoutesMessage = "no ContextRoute attaches to this router, so it answers 
 // EmptyFileMessage describes a manifest file that holds no object.
 const EmptyFileMessage = "the file holds no objects (it is empty or only comments)"
 
-// EmptyFiles lists the files read that hold no object, in the order read. A
-// file whose objects failed to load is not empty: its own problems say why.
+// EmptyFiles lists the files read that hold no object, in the order read:
+// nothing but blank lines, comments and null documents. A file whose
+// objects fail to decode is not empty; its problems say what is wrong.
 func (s *Set) EmptyFiles() []string {
-	used := make(map[string]bool, len(s.files)+len(s.reported))
-	for f := range s.reported {
-		used[f] = true
-	}
-	for _, pls := range s.origins {
-		for _, pl := range pls {
-			used[pl.origin.File] = true
-		}
-	}
 	var out []string
 	for _, f := range s.files {
-		if !used[f] && !slices.Contains(out, f) {
+		if !s.filled[f] && !slices.Contains(out, f) {
 			out = append(out, f)
 		}
 	}

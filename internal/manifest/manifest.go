@@ -36,9 +36,9 @@ type Set struct {
 	files []string
 	// broken holds "Kind/name" of objects that were found but did not decode.
 	broken map[string]bool
-	// reported holds the files a load problem was reported for: such a file
-	// is not "empty" even when none of its objects decoded.
-	reported map[string]bool
+	// filled holds the files with at least one document that is not blank,
+	// comments or null, whether or not it decoded.
+	filled map[string]bool
 }
 
 // placement is where one object was read from, with its YAML node to point
@@ -67,12 +67,12 @@ func (o Origin) String() string {
 	return o.File
 }
 
-// markReported records that a load problem was reported for file.
-func (s *Set) markReported(file string) {
-	if s.reported == nil {
-		s.reported = make(map[string]bool)
+// fill records that file holds a document.
+func (s *Set) fill(file string) {
+	if s.filled == nil {
+		s.filled = make(map[string]bool)
 	}
-	s.reported[file] = true
+	s.filled[file] = true
 }
 
 // markBroken records that Kind/name was found but could not be decoded.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -153,6 +154,7 @@ func TestParseEdgeDocuments(t *testing.T) {
 		{"empty file", "e.yaml", "", nil},
 		{"comments only", "e.yaml", "# nothing\n---\n# still nothing\n", nil},
 		{"null document", "e.yaml", "---\n~\n---\n", nil},
+		{"lone CR line breaks", "m.yaml", "apiVersion: contextrouter.dev/v1alpha1\rkind: ContextSource\rmetadata: {name: a}\rspec: {type: Inline, inline: {content: x}}\r---\rapiVersion: contextrouter.dev/v1alpha1\rkind: ContextSource\rmetadata: {name: b}\rspec: {type: Inline, inline: {content: yy}}\r", []string{"a", "b"}},
 		{"CRLF and BOM", "w.yaml", "\xef\xbb\xbf---\r\napiVersion: contextrouter.dev/v1alpha1\r\nkind: ContextSource\r\nmetadata: {name: a}\r\nspec: {type: Inline, inline: {content: x}}\r\n", []string{"a"}},
 		{"JSON object", "a.json", `{"apiVersion": "contextrouter.dev/v1alpha1", "kind": "ContextSource",
 			"metadata": {"name": "a"}, "spec": {"type": "Inline", "inline": {"content": "x"}}}`, []string{"a"}},
@@ -194,6 +196,47 @@ items:
 	}
 	if o, _ := s.Origin("ContextSource", "b"); o.Line != 6 {
 		t.Errorf("list item b at line %d, want 6", o.Line)
+	}
+}
+
+// A file is empty when it holds no document at all; one whose objects fail
+// to decode is not, and is not warned about as empty on top of its errors.
+func TestEmptyFiles(t *testing.T) {
+	const src = "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: s}\n"
+	tests := []struct {
+		name, file, data string
+		empty            bool
+	}{
+		{"nothing", "a.yaml", "", true},
+		{"comments and markers", "a.yaml", "# moved\n---\n# gone\n...\n", true},
+		{"null documents", "a.yaml", "---\n~\n---\nnull\n", true},
+		{"blank JSON", "a.json", " \n\t", true},
+		{"an object", "a.yaml", src + "spec: {type: Inline, inline: {content: x}}\n", false},
+		{"invalid YAML", "a.yaml", "    0:\n    0", false},
+		{"invalid JSON", "a.json", "{\"kind\": ", false},
+		{"a kind of another API", "a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: docs}\n", false},
+		{"an object that does not decode", "a.yaml", src + "spec: {type: Inline, inlin: {content: x}}\n", false},
+		{"not an object", "a.yaml", "- a\n", false},
+		{"JSON null", "a.json", "null", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, tt.file)
+			writeFiles(t, dir, map[string]string{tt.file: tt.data})
+			s, _ := Load(path)
+			var want []string
+			if tt.empty {
+				want = []string{path}
+			}
+			if got := s.EmptyFiles(); !reflect.DeepEqual(got, want) {
+				t.Errorf("EmptyFiles() = %v, want %v", got, want)
+			}
+			warned := slices.ContainsFunc(s.Check(), func(p Problem) bool { return p.Message == EmptyFileMessage })
+			if warned != tt.empty {
+				t.Errorf("Check warns the file is empty: %v, want %v", warned, tt.empty)
+			}
+		})
 	}
 }
 
@@ -309,6 +352,21 @@ spec:
 			name:  "YAML syntax error at its absolute line",
 			files: map[string]string{"s.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextRoute\nmetadata: {name: ok}\nspec: {sources: [{name: a}]}\n---\na: 1\n\tb: 2\n"},
 			want:  [][]string{{"s.yaml:7: invalid YAML: found a tab character"}},
+		},
+		{
+			name:  "YAML syntax error at the end of a file without a final newline",
+			files: map[string]string{"e.yaml": "# a comment\n---\n    0:\n    0"},
+			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
+		},
+		{
+			name:  "lone CR line breaks count as lines",
+			files: map[string]string{"c.yaml": "# old Mac file\r---\rapiVersion: contextrouter.dev/v1alpha1\rkind: ContextSource\rmetadata: {name: c}\rspec: {type: Inline, inlin: {content: x}}\r"},
+			want:  [][]string{{"c.yaml:6: ContextSource/c: spec.inlin: unknown field"}},
+		},
+		{
+			name:  "JSON null",
+			files: map[string]string{"n.json": "null"},
+			want:  [][]string{{"n.json:1: a manifest must be an object with apiVersion and kind, not null"}},
 		},
 		{
 			name:  "JSON syntax error",

@@ -58,7 +58,7 @@ func SplitDocument(doc Document, opts ChunkOptions) []Chunk {
 		count = approxTokenCount
 	}
 
-	text := normalizeNewlines(doc.Content)
+	text := NormalizeNewlines(doc.Content)
 	if strings.TrimSpace(text) == "" {
 		return nil
 	}
@@ -125,8 +125,10 @@ func approxTokenCount(s string) int {
 	return (utf8.RuneCountInString(s) + 3) / 4
 }
 
-// normalizeNewlines turns CRLF and lone CR into LF and drops a UTF-8 byte order mark.
-func normalizeNewlines(s string) string {
+// NormalizeNewlines turns CRLF and lone CR into LF and drops a UTF-8 byte
+// order mark: how text read from files is split into lines (documents and
+// manifests alike).
+func NormalizeNewlines(s string) string {
 	s = strings.TrimPrefix(s, "\ufeff")
 	if !strings.Contains(s, "\r") {
 		return s
