@@ -30,11 +30,11 @@ import (
 
 // Limits declared by markers.
 const (
-	maxNameLength   = 253
-	maxParentRefs   = 32
-	maxRouteSources = 64
-	maxWhenLength   = 4096
-	MinChunkTokens  = 16
+	maxNameLength     = 253
+	maxParentRefs     = 32
+	maxRouteSources   = 64
+	maxWhenLength     = 4096
+	MinChunkTokens    = 16
 	MaxHTTPAPIResults = 1000
 	// maxAllowedHosts and maxAllowedHostLen bound followRedirects.allowedHosts:
 	// the longest entry is a DNS name (253), ":" and a five-digit port.
