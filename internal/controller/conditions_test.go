@@ -15,7 +15,6 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/bundle"
-	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
@@ -29,15 +28,6 @@ const (
 	condFalse = metav1.ConditionFalse
 )
 
-func celError(t *testing.T, expr string) error {
-	t.Helper()
-	_, err := engine.CompileCondition(expr)
-	if err == nil {
-		t.Fatalf("CompileCondition(%q) compiled; the test needs an invalid condition", expr)
-	}
-	return err
-}
-
 func testRoute(gen int64, parents ...string) *v1alpha1.ContextRoute {
 	r := &v1alpha1.ContextRoute{
 		ObjectMeta: metav1.ObjectMeta{Name: "hr", Namespace: "ns", Generation: gen},
@@ -47,10 +37,6 @@ func testRoute(gen int64, parents ...string) *v1alpha1.ContextRoute {
 		r.Spec.ParentRefs = append(r.Spec.ParentRefs, v1alpha1.ParentReference{Name: p})
 	}
 	return r
-}
-
-func parent(name string, conds ...metav1.Condition) v1alpha1.RouteParentStatus {
-	return v1alpha1.RouteParentStatus{ParentRef: v1alpha1.ParentReference{Name: name}, Conditions: conds}
 }
 
 func verdict(included bool, ps ...problem.Problem) bundle.Verdict {

@@ -59,9 +59,6 @@ func NewBuilder(p Params, keywords bool) *Builder {
 	}
 }
 
-// Len is the number of documents added.
-func (b *Builder) Len() int { return len(b.docLen) }
-
 // termID returns the id of a lower-cased word's term, or -1.
 func (b *Builder) termID(w []byte) int32 {
 	if id, ok := b.words[string(w)]; ok {
