@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -105,7 +106,10 @@ type phase func(context.Context, *routerScope) (bool, error)
 func (r *RouterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	router := &v1alpha1.ContextRouter{}
 	if err := r.Client.Get(ctx, req.NamespacedName, router); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.forget(ctx, req.Namespace, req.Name)
+		}
+		return ctrl.Result{}, err
 	}
 	if !router.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, router)
@@ -346,6 +350,52 @@ func (r *RouterReconciler) removeClusterResources(ctx context.Context, router *v
 // needs removing by hand.
 func (r *RouterReconciler) finalize(ctx context.Context, router *v1alpha1.ContextRouter) error {
 	return r.removeClusterResources(ctx, router)
+}
+
+// forget removes a deleted router's entries from the status of the routes
+// and sources it judged. The route reconciler drops a gone router's entry as
+// well, but a verdict write of this router still in flight can land after
+// that; this reconcile, queued by the deletion, runs after the write. It
+// reads the objects from the API server: the cache may not have seen that
+// write yet. A deletion is rare enough for two lists.
+func (r *RouterReconciler) forget(ctx context.Context, ns, name string) error {
+	routers, err := routerNames(ctx, r.Client, ns)
+	if err != nil {
+		return err
+	}
+	now := metav1.Now().Rfc3339Copy()
+	var writes []func() error
+	var routes v1alpha1.ContextRouteList
+	if err := r.reader().List(ctx, &routes, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("list ContextRoutes in %s: %w", ns, err)
+	}
+	for i := range routes.Items {
+		rt := &routes.Items[i]
+		if findParent(rt.Status.Parents, name) == nil || !rt.DeletionTimestamp.IsZero() {
+			continue
+		}
+		writes = append(writes, func() error {
+			return patchStatusLocked(ctx, r.Client, r.reader(), rt, func(cur *v1alpha1.ContextRoute) bool {
+				return routeStatus(cur, routers, now)
+			})
+		})
+	}
+	var srcs v1alpha1.ContextSourceList
+	if err := r.reader().List(ctx, &srcs, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("list ContextSources in %s: %w", ns, err)
+	}
+	for i := range srcs.Items {
+		src := &srcs.Items[i]
+		if !slices.ContainsFunc(src.Status.ExcludedBy, func(e v1alpha1.SourceExclusion) bool { return e.Router == name }) {
+			continue
+		}
+		writes = append(writes, func() error {
+			return patchStatusLocked(ctx, r.Client, r.reader(), src, func(cur *v1alpha1.ContextSource) bool {
+				return setExclusion(&cur.Status.ExcludedBy, name, nil)
+			})
+		})
+	}
+	return runBounded(writes, verdictWriters)
 }
 
 // apply server-side applies obj (a typed object with TypeMeta set) as

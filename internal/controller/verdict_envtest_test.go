@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/bundle"
@@ -101,6 +103,43 @@ func TestStatusWriters(t *testing.T) {
 		}
 		if err := patchStatusLocked(ctx, c, c, route, entryOf("zz")); err != nil {
 			t.Errorf("writing to a full list: %v", err)
+		}
+	})
+
+	// A verdict write still in flight when its router is deleted can land
+	// after the route reconciler dropped the router's entry; the reconcile
+	// the deletion queues, which comes after it, removes it for good.
+	t.Run("the reconcile of a deleted router removes its late entries", func(t *testing.T) {
+		ns := env.Namespace(t)
+		route := newRoute(ns, "hr", "", "docs")
+		src := newInline(ns, "docs")
+		create(t, c, route, src, newRouter(ns, "beta"))
+		for _, router := range []string{"alpha", "beta"} {
+			if err := patchStatusLocked(ctx, c, c, route, entryOf(router)); err != nil {
+				t.Fatal(err)
+			}
+			if err := patchStatusLocked(ctx, c, c, src, func(s *v1alpha1.ContextSource) bool {
+				return setExclusion(&s.Status.ExcludedBy, router, &v1alpha1.SourceExclusion{
+					Router: router, Reason: v1alpha1.ReasonInvalidMount, Message: "m"})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := &RouterReconciler{Client: c}
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "alpha"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(route), route); err != nil {
+			t.Fatal(err)
+		}
+		if err := wantParents(route, "beta"); err != nil {
+			t.Error(err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+			t.Fatal(err)
+		}
+		if got := src.Status.ExcludedBy; len(got) != 1 || got[0].Router != "beta" {
+			t.Errorf("excludedBy = %+v, want only beta's entry", got)
 		}
 	})
 }
