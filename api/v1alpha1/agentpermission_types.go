@@ -79,6 +79,10 @@ type AgentPermissionSpec struct {
 	// +optional
 	// +kubebuilder:default=Drop
 	SensitivityAction SensitivityAction `json:"sensitivityAction,omitempty"`
+
+	// Tools are the rules for the tools of readable tool sources (api.md §10.4).
+	// +optional
+	Tools ToolRules `json:"tools,omitempty"`
 }
 
 // AgentPermissionStatus is the observed state of a permission.

@@ -77,6 +77,11 @@ type ContextRouterSpec struct {
 	// +kubebuilder:default={}
 	Ranking RankingSpec `json:"ranking,omitempty"`
 
+	// Tools says how queries shortlist tools (api.md §10.3).
+	// +optional
+	// +kubebuilder:default={}
+	Tools RouterToolsSpec `json:"tools,omitempty"`
+
 	// Variables are exposed to route conditions as `vars`.
 	// +optional
 	Variables map[string]apiextensionsv1.JSON `json:"variables,omitempty"`

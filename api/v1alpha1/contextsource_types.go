@@ -6,7 +6,7 @@ import (
 )
 
 // SourceType names the block of a ContextSource that is set.
-// +kubebuilder:validation:Enum=Inline;Directory;GitRepo;HTTPAPI
+// +kubebuilder:validation:Enum=Inline;Directory;GitRepo;HTTPAPI;Tools;MCP
 type SourceType string
 
 const (
@@ -14,6 +14,10 @@ const (
 	SourceDirectory SourceType = "Directory"
 	SourceGitRepo   SourceType = "GitRepo"
 	SourceHTTPAPI   SourceType = "HTTPAPI"
+	// SourceTools holds a tool catalog (api.md §10.1).
+	SourceTools SourceType = "Tools"
+	// SourceMCP imports the tools of an MCP server (api.md §10.2).
+	SourceMCP SourceType = "MCP"
 )
 
 // ChunkingStrategy says how documents are split into chunks.
@@ -55,8 +59,10 @@ const (
 // +kubebuilder:validation:XValidation:rule="(self.type == 'Directory') == has(self.directory)",message="directory must be set exactly when type is Directory"
 // +kubebuilder:validation:XValidation:rule="(self.type == 'GitRepo') == has(self.gitRepo)",message="gitRepo must be set exactly when type is GitRepo"
 // +kubebuilder:validation:XValidation:rule="(self.type == 'HTTPAPI') == has(self.httpAPI)",message="httpAPI must be set exactly when type is HTTPAPI"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'Tools') == has(self.tools)",message="tools must be set exactly when type is Tools"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'MCP') == has(self.mcp)",message="mcp must be set exactly when type is MCP"
 type ContextSourceSpec struct {
-	// Type names the block that is set: Inline, Directory, GitRepo or HTTPAPI.
+	// Type names the block that is set: Inline, Directory, GitRepo, HTTPAPI, Tools or MCP.
 	// +required
 	Type SourceType `json:"type"`
 
@@ -99,6 +105,14 @@ type ContextSourceSpec struct {
 	// HTTPAPI asks a search API per query.
 	// +optional
 	HTTPAPI *HTTPAPISource `json:"httpAPI,omitempty"`
+
+	// Tools is a tool catalog.
+	// +optional
+	Tools *ToolsSource `json:"tools,omitempty"`
+
+	// MCP imports the tools of an MCP server.
+	// +optional
+	MCP *MCPSource `json:"mcp,omitempty"`
 }
 
 // ChunkingSpec says how documents are split.
@@ -135,8 +149,8 @@ type DirectorySource struct {
 	// +optional
 	Volume *DirectoryVolume `json:"volume,omitempty"`
 	// Include are doublestar globs of files to read; `**/*.md` matches top-level files too.
+	// Default: **/*.md and **/*.txt; for a tool catalog (spec.tools), JSON and YAML files.
 	// +optional
-	// +kubebuilder:default={"**/*.md","**/*.txt"}
 	Include []string `json:"include,omitempty"`
 	// Exclude are doublestar globs of files to skip.
 	// +optional
@@ -176,8 +190,8 @@ type GitRepoSource struct {
 	// +optional
 	Ref string `json:"ref,omitempty"`
 	// Include are doublestar globs of files to read.
+	// Default: **/*.md and **/*.txt; for a tool catalog (spec.tools), JSON and YAML files.
 	// +optional
-	// +kubebuilder:default={"**/*.md","**/*.txt"}
 	Include []string `json:"include,omitempty"`
 	// Exclude are doublestar globs of files to skip.
 	// +optional

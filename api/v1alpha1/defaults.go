@@ -25,11 +25,19 @@ const (
 	defaultHTTPTimeout           = 5 * time.Second
 	defaultMaxResults      int32 = 20
 	defaultMaxSize               = "1Mi"
+	defaultMCPInterval           = 5 * time.Minute
+	defaultMCPTimeout            = 10 * time.Second
+	defaultMCPMaxTools     int32 = 1000
+	defaultToolsTopK       int32 = 5
 )
 
 // defaultInclude returns a fresh slice so that defaulted objects never share
 // backing arrays.
 func defaultInclude() []string { return []string{"**/*.md", "**/*.txt"} }
+
+// defaultCatalogInclude is the include of a tool catalog's directory or
+// repository: JSON and YAML files.
+func defaultCatalogInclude() []string { return []string{"**/*.json", "**/*.yaml", "**/*.yml"} }
 
 func defaultQuantity(q **resource.Quantity, s string) {
 	if *q == nil {
@@ -82,6 +90,10 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Auth.Mode, AuthNone)
 
 	defaultInt32Ptr(&s.Deployment.Replicas, defaultReplicas)
+
+	setDefault(&s.Tools.TopK, defaultToolsTopK)
+	setDefault(&s.Tools.MinScore, "0")
+	setDefault(&s.Tools.MinConfidence, "0")
 }
 
 // Default fills the fields the kubebuilder markers default. A route has none;
@@ -97,21 +109,8 @@ func (r *ContextSource) Default() {
 	setDefault(&s.Chunking.Strategy, ChunkingMarkdownSections)
 	setDefault(&s.Chunking.MaxChunkTokens, defaultMaxChunkTokens)
 
-	if d := s.Directory; d != nil {
-		// An empty list counts as absent: it cannot survive a JSON round trip
-		// (omitempty), and a source that includes nothing is never intended.
-		if len(d.Include) == 0 {
-			d.Include = defaultInclude()
-		}
-		defaultQuantity(&d.MaxFileSize, defaultMaxSize)
-	}
-	if g := s.GitRepo; g != nil {
-		if len(g.Include) == 0 {
-			g.Include = defaultInclude()
-		}
-		defaultDuration(&g.Interval, defaultGitInterval)
-		defaultQuantity(&g.MaxFileSize, defaultMaxSize)
-	}
+	defaultDirectory(s.Directory, defaultInclude)
+	defaultGitRepo(s.GitRepo, defaultInclude)
 	if h := s.HTTPAPI; h != nil {
 		setDefault(&h.Method, HTTPMethodGet)
 		defaultDuration(&h.Timeout, defaultHTTPTimeout)
@@ -119,6 +118,51 @@ func (r *ContextSource) Default() {
 		defaultQuantity(&h.MaxResponseSize, defaultMaxSize)
 		setDefault(&h.FollowRedirects.Policy, RedirectSameHost)
 	}
+	if t := s.Tools; t != nil {
+		defaultDirectory(t.Directory, defaultCatalogInclude)
+		defaultGitRepo(t.GitRepo, defaultCatalogInclude)
+		for i := range t.Catalog {
+			t.Catalog[i].Default()
+		}
+	}
+	if m := s.MCP; m != nil {
+		defaultDuration(&m.Interval, defaultMCPInterval)
+		defaultDuration(&m.Timeout, defaultMCPTimeout)
+		setDefault(&m.MaxTools, defaultMCPMaxTools)
+		setDefault(&m.FollowRedirects.Policy, RedirectSameHost)
+	}
+}
+
+// Default fills a catalog entry's defaults; catalog files are defaulted
+// with it too. It is idempotent.
+func (t *Tool) Default() {
+	setDefault(&t.SideEffects, SideEffectsDestructive)
+}
+
+// defaultDirectory defaults a directory block; include depends on what the
+// files are (documents or tool catalogs), so it has no marker default. An
+// empty list counts as absent: it cannot survive a JSON round trip
+// (omitempty), and a source that includes nothing is never intended.
+func defaultDirectory(d *DirectorySource, include func() []string) {
+	if d == nil {
+		return
+	}
+	if len(d.Include) == 0 {
+		d.Include = include()
+	}
+	defaultQuantity(&d.MaxFileSize, defaultMaxSize)
+}
+
+// defaultGitRepo defaults a gitRepo block, as defaultDirectory.
+func defaultGitRepo(g *GitRepoSource, include func() []string) {
+	if g == nil {
+		return
+	}
+	if len(g.Include) == 0 {
+		g.Include = include()
+	}
+	defaultDuration(&g.Interval, defaultGitInterval)
+	defaultQuantity(&g.MaxFileSize, defaultMaxSize)
 }
 
 // Default fills the fields the kubebuilder markers default. It is idempotent.

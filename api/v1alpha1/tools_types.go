@@ -1,0 +1,259 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SideEffects says what calling a tool can do, from least to most.
+// +kubebuilder:validation:Enum=None;Read;Write;Destructive
+type SideEffects string
+
+const (
+	// SideEffectsNone: a pure computation.
+	SideEffectsNone SideEffects = "None"
+	// SideEffectsRead: reads data, changes nothing.
+	SideEffectsRead SideEffects = "Read"
+	// SideEffectsWrite: creates or changes data, nothing it cannot undo.
+	SideEffectsWrite SideEffects = "Write"
+	// SideEffectsDestructive: may delete or overwrite; also what an
+	// undeclared tool is assumed to do, as MCP assumes.
+	SideEffectsDestructive SideEffects = "Destructive"
+)
+
+// Level orders side effects: None 0 … Destructive 3; an unknown value is
+// Destructive's level, the worst case.
+func (s SideEffects) Level() int {
+	switch s {
+	case SideEffectsNone:
+		return 0
+	case SideEffectsRead:
+		return 1
+	case SideEffectsWrite:
+		return 2
+	}
+	return 3
+}
+
+// ToolsSource is a tool catalog: written inline, or read from catalog files
+// (JSON or YAML lists of tools) in a folder, a volume or a git repository.
+// Exactly one of catalog, directory and gitRepo is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.catalog), has(self.directory), has(self.gitRepo)].filter(x, x).size() == 1",message="exactly one of catalog, directory and gitRepo must be set"
+type ToolsSource struct {
+	// Catalog lists the tools.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10000
+	Catalog []Tool `json:"catalog,omitempty"`
+
+	// Directory reads catalog files from a folder or a volume; include
+	// defaults to JSON and YAML files.
+	// +optional
+	Directory *DirectorySource `json:"directory,omitempty"`
+
+	// GitRepo reads catalog files from a git repository; include defaults
+	// to JSON and YAML files.
+	// +optional
+	GitRepo *GitRepoSource `json:"gitRepo,omitempty"`
+}
+
+// Tool is one entry of a tool catalog. Its id is "<namespace>.<name>", or
+// the name when the namespace is empty; ids are unique within a source.
+type Tool struct {
+	// Name of the tool, as the agent calls it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+$`
+	Name string `json:"name"`
+
+	// Namespace groups tools: dotted words such as billing.invoices.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// Description says what the tool does; it is what selection reads most.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Description string `json:"description"`
+
+	// InputSchema is the JSON Schema (draft 2020-12) of the arguments, an
+	// object schema; default {"type": "object"}.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	InputSchema *apiextensionsv1.JSON `json:"inputSchema,omitempty"`
+
+	// Examples are questions the tool serves well.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=1024
+	Examples []string `json:"examples,omitempty"`
+
+	// AntiPatterns are questions the tool must not take.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=1024
+	AntiPatterns []string `json:"antiPatterns,omitempty"`
+
+	// Tags for selection and people.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	Tags []string `json:"tags,omitempty"`
+
+	// SideEffects says what calling the tool can do.
+	// +optional
+	// +kubebuilder:default=Destructive
+	SideEffects SideEffects `json:"sideEffects,omitempty"`
+
+	// SafetyTags mark what permissions may deny, such as pii or financial.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	SafetyTags []string `json:"safetyTags,omitempty"`
+
+	// CostHint is free text for the agent, such as "low" or "$0.01/call".
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CostHint string `json:"costHint,omitempty"`
+
+	// LatencyHint is free text for the agent, such as "300ms".
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	LatencyHint string `json:"latencyHint,omitempty"`
+}
+
+// ID is the tool's id: "<namespace>.<name>", or the name.
+func (t *Tool) ID() string {
+	if t.Namespace == "" {
+		return t.Name
+	}
+	return t.Namespace + "." + t.Name
+}
+
+// MCPSource imports the tools of an MCP server (streamable HTTP).
+type MCPSource struct {
+	// URL of the server's streamable HTTP endpoint.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+
+	// Headers sent with every request, such as Authorization from a Secret.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// Namespace given to the server's tools.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// Interval between listings; the server's tools/list_changed
+	// notifications also trigger one.
+	// +optional
+	// +kubebuilder:default="5m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Timeout of each request to the server.
+	// +optional
+	// +kubebuilder:default="10s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// MaxTools bounds the listing; a larger one is refused.
+	// +optional
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxTools int32 `json:"maxTools,omitempty"`
+
+	// FollowRedirects says which redirects requests follow, as for httpAPI.
+	// +optional
+	// +kubebuilder:default={}
+	FollowRedirects FollowRedirects `json:"followRedirects,omitempty"`
+}
+
+// RouterToolsSpec says how many tools a query shortlists and when the
+// fallback tools join.
+type RouterToolsSpec struct {
+	// TopK is the number of cards a query returns unless it asks for fewer or more.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	TopK int32 `json:"topK,omitempty"`
+
+	// MinScore leaves out cards scoring below it (a decimal).
+	// +optional
+	// +kubebuilder:default="0"
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	MinScore string `json:"minScore,omitempty"`
+
+	// MinConfidence: when the best card's confidence is below it, the
+	// fallback tools are added (a decimal in [0, 1]).
+	// +optional
+	// +kubebuilder:default="0"
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	MinConfidence string `json:"minConfidence,omitempty"`
+
+	// Fallback tools, such as a web search, added when no card is confident.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Fallback []ToolReference `json:"fallback,omitempty"`
+}
+
+// ToolReference names a tool of a source.
+type ToolReference struct {
+	// Source is the ContextSource's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Source string `json:"source"`
+	// Name is the tool's id.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=382
+	Name string `json:"name"`
+}
+
+// ToolRules are the tool rules of an AgentPermission.
+type ToolRules struct {
+	// Allow are globs over tool ids ("." separates levels); when any
+	// applying permission lists some, a tool must match one.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=382
+	Allow []string `json:"allow,omitempty"`
+
+	// Deny are globs over tool ids; deny beats allow.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=382
+	Deny []string `json:"deny,omitempty"`
+
+	// MaxSideEffects is the most a usable tool may do; unset is no limit.
+	// +optional
+	MaxSideEffects SideEffects `json:"maxSideEffects,omitempty"`
+
+	// DenySafetyTags: a tool carrying one of them is not usable.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	DenySafetyTags []string `json:"denySafetyTags,omitempty"`
+}
