@@ -61,6 +61,23 @@ type QuerySource interface {
 	Fetch(ctx context.Context, query string) ([]Chunk, error)
 }
 
+// ToolSource is a built Tools or MCP source: it yields a tool catalog, not
+// chunks, read when a snapshot is built (api.md §10). A catalog whose
+// upstream changes (a git repository, an MCP server) is also a Syncer.
+type ToolSource interface {
+	Source
+	// LoadTools returns the catalog: defaulted, valid tools with unique ids,
+	// sorted by id. With a *StaleError it returns the last good catalog.
+	LoadTools(ctx context.Context) ([]v1alpha1.Tool, error)
+}
+
+// Notifier is a Syncer that learns of upstream changes between intervals
+// (MCP's notifications/tools/list_changed): a receive on Changed means a
+// Sync is due now.
+type Notifier interface {
+	Changed() <-chan struct{}
+}
+
 // Syncer is a static source whose content changes upstream (git).
 type Syncer interface {
 	// Sync fetches upstream; changed reports whether Load would now return other chunks.
