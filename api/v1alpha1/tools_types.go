@@ -61,11 +61,11 @@ type ToolsSource struct {
 // Tool is one entry of a tool catalog. Its id is "<namespace>.<name>", or
 // the name when the namespace is empty; ids are unique within a source.
 type Tool struct {
-	// Name of the tool, as the agent calls it.
+	// Name of the tool, as the agent calls it: the characters MCP allows.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+$`
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
 	Name string `json:"name"`
 
 	// Namespace groups tools: dotted words such as billing.invoices.
