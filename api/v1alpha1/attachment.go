@@ -60,19 +60,56 @@ func (r *ContextRouter) SecretNames() []string {
 }
 
 // SecretNames lists, sorted and once each, the Secrets a source reads:
-// httpAPI header values and git credentials.
+// httpAPI and MCP header values and git credentials (of a GitRepo source or
+// a tool catalog's repository).
 func (s *ContextSource) SecretNames() []string {
 	var names []string
-	if h := s.Spec.HTTPAPI; h != nil {
-		for _, hd := range h.Headers {
+	headers := func(hs []HTTPHeader) {
+		for _, hd := range hs {
 			if hd.ValueFrom != nil {
 				names = append(names, hd.ValueFrom.SecretKeyRef.Name)
 			}
 		}
 	}
-	if g := s.Spec.GitRepo; g != nil && g.Auth != nil {
-		names = append(names, g.Auth.SecretRef.Name)
+	git := func(g *GitRepoSource) {
+		if g != nil && g.Auth != nil {
+			names = append(names, g.Auth.SecretRef.Name)
+		}
 	}
+	if h := s.Spec.HTTPAPI; h != nil {
+		headers(h.Headers)
+	}
+	if m := s.Spec.MCP; m != nil {
+		headers(m.Headers)
+	}
+	g, _ := s.GitRepoBlock()
+	git(g)
 	slices.Sort(names)
 	return slices.Compact(names)
+}
+
+// DirectoryBlock returns the directory block a source reads files from —
+// spec.directory, or spec.tools.directory for a tool catalog — with its
+// field path, or nil.
+func (s *ContextSource) DirectoryBlock() (*DirectorySource, string) {
+	switch {
+	case s.Spec.Directory != nil:
+		return s.Spec.Directory, "spec.directory"
+	case s.Spec.Tools != nil && s.Spec.Tools.Directory != nil:
+		return s.Spec.Tools.Directory, "spec.tools.directory"
+	}
+	return nil, ""
+}
+
+// GitRepoBlock returns the repository a source reads files from —
+// spec.gitRepo, or spec.tools.gitRepo for a tool catalog — with its field
+// path, or nil.
+func (s *ContextSource) GitRepoBlock() (*GitRepoSource, string) {
+	switch {
+	case s.Spec.GitRepo != nil:
+		return s.Spec.GitRepo, "spec.gitRepo"
+	case s.Spec.Tools != nil && s.Spec.Tools.GitRepo != nil:
+		return s.Spec.Tools.GitRepo, "spec.tools.gitRepo"
+	}
+	return nil, ""
 }

@@ -21,6 +21,10 @@ func TestSecretNames(t *testing.T) {
 		{"headers, sorted and once each", (&ContextSource{Spec: ContextSourceSpec{Type: SourceHTTPAPI, HTTPAPI: &HTTPAPISource{
 			Headers: []HTTPHeader{header("other"), {Name: "X-Lit", Value: &literal}, header("api"), header("other")}}}}).SecretNames(),
 			[]string{"api", "other"}},
+		{"MCP headers", (&ContextSource{Spec: ContextSourceSpec{Type: SourceMCP, MCP: &MCPSource{
+			Headers: []HTTPHeader{header("mcp"), {Name: "X-Lit", Value: &literal}}}}}).SecretNames(), []string{"mcp"}},
+		{"tool catalog repository", (&ContextSource{Spec: ContextSourceSpec{Type: SourceTools, Tools: &ToolsSource{GitRepo: &GitRepoSource{
+			Auth: &GitAuth{SecretRef: LocalObjectReference{Name: "tools-git"}}}}}}).SecretNames(), []string{"tools-git"}},
 		{"router without embedding", (&ContextRouter{}).SecretNames(), nil},
 		{"router embedding key", (&ContextRouter{Spec: ContextRouterSpec{Ranking: RankingSpec{Embedding: &EmbeddingSpec{
 			APIKeySecretRef: &SecretKeySelector{Name: "emb", Key: "k"}}}}}).SecretNames(), []string{"emb"}},

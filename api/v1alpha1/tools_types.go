@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -40,11 +42,11 @@ func (s SideEffects) Level() int {
 // Exactly one of catalog, directory and gitRepo is set.
 // +kubebuilder:validation:XValidation:rule="[has(self.catalog), has(self.directory), has(self.gitRepo)].filter(x, x).size() == 1",message="exactly one of catalog, directory and gitRepo must be set"
 type ToolsSource struct {
-	// Catalog lists the tools.
+	// Catalog lists the tools. Larger catalogs belong in files.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=1000
 	Catalog []Tool `json:"catalog,omitempty"`
 
 	// Directory reads catalog files from a folder or a volume; include
@@ -144,14 +146,14 @@ func (t *Tool) ID() string {
 type MCPSource struct {
 	// URL of the server's streamable HTTP endpoint.
 	// +required
-	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^https?://`
 	URL string `json:"url"`
 
 	// Headers sent with every request, such as Authorization from a Secret.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	Headers []HTTPHeader `json:"headers,omitempty"`
 
@@ -210,7 +212,9 @@ type RouterToolsSpec struct {
 
 	// Fallback tools, such as a web search, added when no card is confident.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=source
+	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=8
 	Fallback []ToolReference `json:"fallback,omitempty"`
 }
@@ -257,3 +261,7 @@ type ToolRules struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	DenySafetyTags []string `json:"denySafetyTags,omitempty"`
 }
+
+// ToolPath is a tool id as a slash path, which is how tool rules' globs
+// match it: "." separates levels, as "/" does for doublestar.
+func ToolPath(id string) string { return strings.ReplaceAll(id, ".", "/") }

@@ -60,13 +60,20 @@ var (
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
 	scorers            = []Scorer{ScorerBM25, ScorerKeyword}
 	authModes          = []AuthMode{AuthNone, AuthServiceAccountToken}
-	sourceTypes        = []SourceType{SourceInline, SourceDirectory, SourceGitRepo, SourceHTTPAPI}
+	sourceTypes        = []SourceType{SourceInline, SourceDirectory, SourceGitRepo, SourceHTTPAPI, SourceTools, SourceMCP}
+	sideEffectLevels   = []SideEffects{SideEffectsNone, SideEffectsRead, SideEffectsWrite, SideEffectsDestructive}
 	chunkingStrategies = []ChunkingStrategy{ChunkingMarkdownSections, ChunkingWholeFile}
 	httpMethods        = []HTTPMethod{HTTPMethodGet, HTTPMethodPost}
 	redirectPolicies   = []RedirectPolicy{RedirectNone, RedirectSameHost, RedirectAllowedHosts}
 
 	// dedupThresholdPattern is the marker's pattern: a decimal in [0, 1].
 	dedupThresholdPattern = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
+	// decimalPattern is a non-negative decimal (spec.tools.minScore).
+	decimalPattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+	// toolNamePattern and toolNamespacePattern are the markers' patterns of
+	// a tool's name (the characters MCP allows) and namespace (dotted words).
+	toolNamePattern      = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	toolNamespacePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 	// gitSchemes are the URL schemes go-git can fetch from.
 	gitSchemes = []string{"http", "https", "ssh", "file"}
 )
@@ -140,6 +147,7 @@ func (r *ContextRouter) Validate() field.ErrorList {
 		allErrs = append(allErrs, validateDNSSubdomain(d.Child("serviceAccountName"), n)...)
 	}
 	allErrs = append(allErrs, validateResources(d.Child("resources"), &s.Deployment.Resources)...)
+	allErrs = append(allErrs, validateRouterTools(spec.Child("tools"), &s.Tools)...)
 	return allErrs
 }
 
@@ -194,6 +202,8 @@ func (r *ContextSource) Validate() field.ErrorList {
 		{SourceDirectory, "directory", s.Directory != nil},
 		{SourceGitRepo, "gitRepo", s.GitRepo != nil},
 		{SourceHTTPAPI, "httpAPI", s.HTTPAPI != nil},
+		{SourceTools, "tools", s.Tools != nil},
+		{SourceMCP, "mcp", s.MCP != nil},
 	}
 	for _, b := range blocks {
 		switch {
@@ -220,6 +230,12 @@ func (r *ContextSource) Validate() field.ErrorList {
 	if h := s.HTTPAPI; h != nil {
 		allErrs = append(allErrs, validateHTTPAPI(spec.Child("httpAPI"), h)...)
 	}
+	if t := s.Tools; t != nil {
+		allErrs = append(allErrs, validateToolsSource(spec.Child("tools"), t)...)
+	}
+	if m := s.MCP; m != nil {
+		allErrs = append(allErrs, validateMCP(spec.Child("mcp"), m)...)
+	}
 	return allErrs
 }
 
@@ -241,6 +257,7 @@ func (r *AgentPermission) Validate() field.ErrorList {
 	allErrs = append(allErrs, validateEnum(spec.Child("default"), s.Default, accessPolicies)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("maxSensitivity"), s.MaxSensitivity, sensitivities)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("sensitivityAction"), s.SensitivityAction, sensitivityActions)...)
+	allErrs = append(allErrs, validateToolRules(spec.Child("tools"), &s.Tools)...)
 	return allErrs
 }
 
@@ -532,9 +549,31 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 		allErrs = append(allErrs, field.Forbidden(p.Child("body"), "must be empty when method is GET (use POST to send a body)"))
 	}
 
-	hp := p.Child("headers")
-	seen := make(map[string]int, len(h.Headers))
-	for i, hd := range h.Headers {
+	allErrs = append(allErrs, validateHeaders(p.Child("headers"), h.Headers)...)
+
+	if strings.TrimSpace(h.TextField) == "" {
+		allErrs = append(allErrs, field.Required(p.Child("textField"), "the dotted path of the text inside each result"))
+	}
+	allErrs = append(allErrs, validatePositiveDuration(p.Child("timeout"), h.Timeout)...)
+	if h.MaxResults < 1 || h.MaxResults > MaxHTTPAPIResults {
+		allErrs = append(allErrs, field.Invalid(p.Child("maxResults"), h.MaxResults,
+			fmt.Sprintf("must be between 1 and %d", MaxHTTPAPIResults)))
+	}
+	if errs := validatePositiveQuantity(p.Child("maxResponseSize"), h.MaxResponseSize); len(errs) > 0 {
+		allErrs = append(allErrs, errs...)
+	} else if h.MaxResponseSize.Cmp(maxResponseSizeLimit) > 0 {
+		allErrs = append(allErrs, field.Invalid(p.Child("maxResponseSize"), h.MaxResponseSize.String(),
+			"must be at most "+maxResponseSizeLimit.String()+" (the body is buffered whole)"))
+	}
+	allErrs = append(allErrs, validateFollowRedirects(p.Child("followRedirects"), &h.FollowRedirects)...)
+	return allErrs
+}
+
+// validateHeaders checks the headers of an httpAPI or MCP source.
+func validateHeaders(hp *field.Path, headers []HTTPHeader) field.ErrorList {
+	var allErrs field.ErrorList
+	seen := make(map[string]int, len(headers))
+	for i, hd := range headers {
 		ip := hp.Index(i)
 		if hd.Name == "" {
 			allErrs = append(allErrs, field.Required(ip.Child("name"), ""))
@@ -569,22 +608,6 @@ func validateHTTPAPI(p *field.Path, h *HTTPAPISource) field.ErrorList {
 			allErrs = append(allErrs, validateSecretKeySelector(ip.Child("valueFrom", "secretKeyRef"), &hd.ValueFrom.SecretKeyRef)...)
 		}
 	}
-
-	if strings.TrimSpace(h.TextField) == "" {
-		allErrs = append(allErrs, field.Required(p.Child("textField"), "the dotted path of the text inside each result"))
-	}
-	allErrs = append(allErrs, validatePositiveDuration(p.Child("timeout"), h.Timeout)...)
-	if h.MaxResults < 1 || h.MaxResults > MaxHTTPAPIResults {
-		allErrs = append(allErrs, field.Invalid(p.Child("maxResults"), h.MaxResults,
-			fmt.Sprintf("must be between 1 and %d", MaxHTTPAPIResults)))
-	}
-	if errs := validatePositiveQuantity(p.Child("maxResponseSize"), h.MaxResponseSize); len(errs) > 0 {
-		allErrs = append(allErrs, errs...)
-	} else if h.MaxResponseSize.Cmp(maxResponseSizeLimit) > 0 {
-		allErrs = append(allErrs, field.Invalid(p.Child("maxResponseSize"), h.MaxResponseSize.String(),
-			"must be at most "+maxResponseSizeLimit.String()+" (the body is buffered whole)"))
-	}
-	allErrs = append(allErrs, validateFollowRedirects(p.Child("followRedirects"), &h.FollowRedirects)...)
 	return allErrs
 }
 

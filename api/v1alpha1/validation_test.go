@@ -2,11 +2,13 @@ package v1alpha1
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -446,5 +448,140 @@ func TestRouterNameIsDNS1035Label(t *testing.T) {
 		if got := len(errs) == 0; got != ok {
 			t.Errorf("%q: valid = %v, want %v (%v)", name, got, ok, errs)
 		}
+	}
+}
+
+func TestToolFieldsValidate(t *testing.T) {
+	catalog := func() *ContextSource {
+		s := &ContextSource{ObjectMeta: meta("billing-tools"), Spec: ContextSourceSpec{Type: SourceTools, Tools: &ToolsSource{
+			Catalog: []Tool{
+				{Name: "create_invoice", Namespace: "billing.invoices", Description: "Create an invoice.",
+					InputSchema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}, SideEffects: SideEffectsWrite},
+				{Name: "refund", Namespace: "billing", Description: "Refund a payment."},
+			}}}}
+		s.Default()
+		return s
+	}
+	runValidation(t, catalog, (*ContextSource).Validate, []validCase[ContextSource]{
+		{"tools block required", func(s *ContextSource) { s.Spec.Tools = nil }, "spec.tools", "must be set when type is Tools"},
+		{"one of catalog, directory, gitRepo", func(s *ContextSource) { s.Spec.Tools.Directory = &DirectorySource{Path: "t"}; s.Default() },
+			"spec.tools", "exactly one of catalog, directory and gitRepo"},
+		{"none of them", func(s *ContextSource) { s.Spec.Tools.Catalog = nil }, "spec.tools", "exactly one of catalog, directory and gitRepo"},
+		{"name required", func(s *ContextSource) { s.Spec.Tools.Catalog[1].Name = "" }, "spec.tools.catalog[1].name", "Required value"},
+		{"name characters", func(s *ContextSource) { s.Spec.Tools.Catalog[1].Name = "re fund" }, "spec.tools.catalog[1].name", "letters, digits"},
+		{"name length", func(s *ContextSource) { s.Spec.Tools.Catalog[1].Name = strings.Repeat("a", 129) }, "spec.tools.catalog[1].name", "128"},
+		{"namespace words", func(s *ContextSource) { s.Spec.Tools.Catalog[1].Namespace = "billing..x" }, "spec.tools.catalog[1].namespace", "dotted words"},
+		{"description required", func(s *ContextSource) { s.Spec.Tools.Catalog[0].Description = "" }, "spec.tools.catalog[0].description", "Required value"},
+		{"description length", func(s *ContextSource) { s.Spec.Tools.Catalog[0].Description = strings.Repeat("é", 4097) }, "spec.tools.catalog[0].description", "4096"},
+		{"duplicate id", func(s *ContextSource) { s.Spec.Tools.Catalog[1] = s.Spec.Tools.Catalog[0] }, "spec.tools.catalog[1].name",
+			`Duplicate value: "billing.invoices.create_invoice (the id of [0] too)"`},
+		{"schema not an object", func(s *ContextSource) { s.Spec.Tools.Catalog[0].InputSchema.Raw = []byte(`["string"]`) },
+			"spec.tools.catalog[0].inputSchema", "must be a JSON Schema object"},
+		{"schema size", func(s *ContextSource) {
+			s.Spec.Tools.Catalog[0].InputSchema.Raw = []byte(`{"description":"` + strings.Repeat("x", MaxInputSchemaBytes) + `"}`)
+		}, "spec.tools.catalog[0].inputSchema", "65536"},
+		{"side effects enum", func(s *ContextSource) { s.Spec.Tools.Catalog[0].SideEffects = "Harmless" }, "spec.tools.catalog[0].sideEffects", `"Destructive"`},
+		{"too many examples", func(s *ContextSource) { s.Spec.Tools.Catalog[0].Examples = make([]string, 257) }, "spec.tools.catalog[0].examples", "256"},
+		{"example length", func(s *ContextSource) { s.Spec.Tools.Catalog[0].AntiPatterns = []string{strings.Repeat("a", 1025)} },
+			"spec.tools.catalog[0].antiPatterns[0]", "1024"},
+		{"safety tag length", func(s *ContextSource) { s.Spec.Tools.Catalog[0].SafetyTags = []string{strings.Repeat("a", 64)} },
+			"spec.tools.catalog[0].safetyTags[0]", "63"},
+		{"cost hint length", func(s *ContextSource) { s.Spec.Tools.Catalog[0].CostHint = strings.Repeat("a", 65) }, "spec.tools.catalog[0].costHint", "64"},
+		{"inline catalog size", func(s *ContextSource) {
+			s.Spec.Tools.Catalog = make([]Tool, 1001)
+			for i := range s.Spec.Tools.Catalog {
+				s.Spec.Tools.Catalog[i] = Tool{Name: fmt.Sprintf("t%d", i), Description: "d", SideEffects: SideEffectsRead}
+			}
+		}, "spec.tools.catalog", "must have at most 1000 items"},
+		{"catalog directory glob", func(s *ContextSource) {
+			s.Spec.Tools.Catalog = nil
+			s.Spec.Tools.Directory = &DirectorySource{Path: "t", Include: []string{"[a-"}}
+			s.Default()
+		}, "spec.tools.directory.include[0]", "not a valid doublestar glob"},
+	})
+
+	// A catalog directory defaults to JSON and YAML files, a document one to text.
+	s := &ContextSource{Spec: ContextSourceSpec{Type: SourceTools, Tools: &ToolsSource{Directory: &DirectorySource{Path: "t"}}}}
+	s.Default()
+	if want := []string{"**/*.json", "**/*.yaml", "**/*.yml"}; !slices.Equal(s.Spec.Tools.Directory.Include, want) {
+		t.Errorf("catalog directory include = %q, want %q", s.Spec.Tools.Directory.Include, want)
+	}
+	if s.Spec.Tools.Catalog != nil || s.Spec.Tools.Directory.MaxFileSize == nil {
+		t.Errorf("catalog directory not defaulted as a directory: %+v", s.Spec.Tools)
+	}
+
+	mcp := func() *ContextSource {
+		s := &ContextSource{ObjectMeta: meta("github"), Spec: ContextSourceSpec{Type: SourceMCP, MCP: &MCPSource{
+			URL: "https://mcp.example.com/mcp", Namespace: "github",
+			Headers: []HTTPHeader{{Name: "Authorization", ValueFrom: &HeaderValueSource{SecretKeyRef: SecretKeySelector{Name: "gh", Key: "token"}}}}}}}
+		s.Default()
+		return s
+	}
+	runValidation(t, mcp, (*ContextSource).Validate, []validCase[ContextSource]{
+		{"url scheme", func(s *ContextSource) { s.Spec.MCP.URL = "ftp://bob:pw@mcp.example.com/" }, "spec.mcp.url", "must start with http:// or https://"},
+		{"url hides credentials", func(s *ContextSource) { s.Spec.MCP.URL = "ftp://bob:pw@mcp.example.com/" }, "spec.mcp.url", "***@"},
+		{"url length", func(s *ContextSource) { s.Spec.MCP.URL = "https://h/" + strings.Repeat("a", 2048) }, "spec.mcp.url", "2048"},
+		{"header secret key", func(s *ContextSource) { s.Spec.MCP.Headers[0].ValueFrom.SecretKeyRef.Key = "" }, "spec.mcp.headers[0].valueFrom.secretKeyRef.key", "Required value"},
+		{"header line break", func(s *ContextSource) { s.Spec.MCP.Headers[0] = HTTPHeader{Name: "X", Value: ptr("a\nb")} }, "spec.mcp.headers[0].value", "line breaks"},
+		{"namespace words", func(s *ContextSource) { s.Spec.MCP.Namespace = ".github" }, "spec.mcp.namespace", "dotted words"},
+		{"interval positive", func(s *ContextSource) { s.Spec.MCP.Interval = dur(0) }, "spec.mcp.interval", "must be greater than 0"},
+		{"maxTools bound", func(s *ContextSource) { s.Spec.MCP.MaxTools = 10001 }, "spec.mcp.maxTools", "between 1 and 10000"},
+		{"redirect policy", func(s *ContextSource) { s.Spec.MCP.FollowRedirects.Policy = "Always" }, "spec.mcp.followRedirects.policy", `"SameHost"`},
+	})
+	if s := mcp(); s.Spec.MCP.Interval.Duration != 5*time.Minute || s.Spec.MCP.Timeout.Duration != 10*time.Second || s.Spec.MCP.MaxTools != 1000 {
+		t.Errorf("MCP defaults: interval %v, timeout %v, maxTools %d", s.Spec.MCP.Interval, s.Spec.MCP.Timeout, s.Spec.MCP.MaxTools)
+	}
+
+	router := func() *ContextRouter {
+		r := &ContextRouter{ObjectMeta: meta("acme"), Spec: ContextRouterSpec{Tools: RouterToolsSpec{
+			Fallback: []ToolReference{{Source: "web", Name: "web_search"}}}}}
+		r.Default()
+		return r
+	}
+	runValidation(t, router, (*ContextRouter).Validate, []validCase[ContextRouter]{
+		{"topK bound", func(r *ContextRouter) { r.Spec.Tools.TopK = 101 }, "spec.tools.topK", "between 1 and 100"},
+		{"minScore decimal", func(r *ContextRouter) { r.Spec.Tools.MinScore = "-1" }, "spec.tools.minScore", "at least 0"},
+		{"minConfidence range", func(r *ContextRouter) { r.Spec.Tools.MinConfidence = "1.5" }, "spec.tools.minConfidence", "from 0 to 1"},
+		{"fallback source", func(r *ContextRouter) { r.Spec.Tools.Fallback[0].Source = "" }, "spec.tools.fallback[0].source", "Required value"},
+		{"fallback duplicate", func(r *ContextRouter) {
+			r.Spec.Tools.Fallback = append(r.Spec.Tools.Fallback, r.Spec.Tools.Fallback[0])
+		},
+			"spec.tools.fallback[1]", "Duplicate value"},
+	})
+
+	perm := func() *AgentPermission {
+		p := &AgentPermission{ObjectMeta: meta("support"), Spec: AgentPermissionSpec{Agents: []string{"support-bot"},
+			Tools: ToolRules{Allow: []string{"billing.*"}, Deny: []string{"billing.**.delete_*"}, MaxSideEffects: SideEffectsRead}}}
+		p.Default()
+		return p
+	}
+	runValidation(t, perm, (*AgentPermission).Validate, []validCase[AgentPermission]{
+		{"allow glob", func(p *AgentPermission) { p.Spec.Tools.Allow = []string{"billing.[a-"} }, "spec.tools.allow[0]", "not a valid glob"},
+		{"deny empty", func(p *AgentPermission) { p.Spec.Tools.Deny = []string{""} }, "spec.tools.deny[0]", "Required value"},
+		{"maxSideEffects enum", func(p *AgentPermission) { p.Spec.Tools.MaxSideEffects = "Harmless" }, "spec.tools.maxSideEffects", `"Write"`},
+		{"too many globs", func(p *AgentPermission) {
+			p.Spec.Tools.Deny = nil
+			for i := range 65 {
+				p.Spec.Tools.Deny = append(p.Spec.Tools.Deny, fmt.Sprintf("t%d", i))
+			}
+		}, "spec.tools.deny", "must have at most 64 items"},
+	})
+}
+
+func TestSideEffectsLevel(t *testing.T) {
+	order := []SideEffects{SideEffectsNone, SideEffectsRead, SideEffectsWrite, SideEffectsDestructive}
+	for i := 1; i < len(order); i++ {
+		if order[i-1].Level() >= order[i].Level() {
+			t.Errorf("%s is not below %s", order[i-1], order[i])
+		}
+	}
+	if SideEffects("").Level() != SideEffectsDestructive.Level() || SideEffects("Harmless").Level() != SideEffectsDestructive.Level() {
+		t.Error("an unset or unknown level is not the worst case")
+	}
+	if got := (&Tool{Name: "create", Namespace: "billing.invoices"}).ID(); got != "billing.invoices.create" {
+		t.Errorf("ID() = %q", got)
+	}
+	if got := (&Tool{Name: "search"}).ID(); got != "search" {
+		t.Errorf("ID() without namespace = %q", got)
 	}
 }

@@ -343,8 +343,9 @@ func (b *builder) placeDirectories() {
 			continue
 		}
 		if other, ok := byPath[m.MountPath]; ok && (other.ConfigMap != m.ConfigMap || other.ClaimName != m.ClaimName) {
+			_, at := src.DirectoryBlock()
 			b.exclude(v1alpha1.KindContextSource, name, problem.List{problem.Errorf(v1alpha1.ReasonInvalidMount,
-				v1alpha1.KindContextSource, name, "spec.directory.path",
+				v1alpha1.KindContextSource, name, at+".path",
 				"ContextSource %q of the same router mounts another volume at %q", other.Source, m.MountPath)})
 			continue
 		}
@@ -355,7 +356,7 @@ func (b *builder) placeDirectories() {
 
 // mountOf is where a source's volume goes, if it has exactly one.
 func mountOf(src *v1alpha1.ContextSource) (DirectoryMount, bool) {
-	d := src.Spec.Directory
+	d, _ := src.DirectoryBlock()
 	if d == nil || d.Volume == nil {
 		return DirectoryMount{}, false
 	}
@@ -381,8 +382,9 @@ func MountProblems(src *v1alpha1.ContextSource) problem.List {
 		return nil
 	}
 	if msg := reservedPath(m.MountPath); msg != "" {
+		_, at := src.DirectoryBlock()
 		return problem.List{problem.Errorf(v1alpha1.ReasonInvalidMount, v1alpha1.KindContextSource, src.Name,
-			"spec.directory.path", "%q %s", m.MountPath, msg)}
+			at+".path", "%q %s", m.MountPath, msg)}
 	}
 	return nil
 }
@@ -510,7 +512,8 @@ func (b *builder) objects() *objects {
 		spec := src.Spec.DeepCopy()
 		if m, ok := b.mounts[name]; ok {
 			// The path the pod reads: where the volume is mounted.
-			spec.Directory.Path = m.MountPath
+			d, _ := (&v1alpha1.ContextSource{Spec: *spec}).DirectoryBlock()
+			d.Path = m.MountPath
 		}
 		o.sources = append(o.sources, v1alpha1.ContextSource{
 			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindContextSource},

@@ -746,3 +746,21 @@ func TestBuildVerdicts(t *testing.T) {
 	refusedWants["AgentPermission/broken"] = want{false, []v1alpha1.ConditionReason{v1alpha1.ReasonInvalidSpec}}
 	check(t, refused, refusedWants)
 }
+
+// TestToolCatalogVolume: a tool catalog read from a ConfigMap is mounted like
+// a Directory source's volume, and the bundle reads it where it is mounted.
+func TestToolCatalogVolume(t *testing.T) {
+	src := &v1alpha1.ContextSource{ObjectMeta: metav1.ObjectMeta{Name: "billing-tools", Namespace: "ns"},
+		Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceTools, Tools: &v1alpha1.ToolsSource{
+			Directory: &v1alpha1.DirectorySource{Volume: &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "tools"}}}}}}
+	src.Default()
+	m, ok := mountOf(src)
+	if !ok || m.ConfigMap != "tools" || m.MountPath != sources.DirectoryMountRoot+"/billing-tools" {
+		t.Fatalf("mountOf = %+v, %v; want the ConfigMap tools at the source's mount path", m, ok)
+	}
+	src.Spec.Tools.Directory.Path = SecretsDir + "/x"
+	ps := MountProblems(src)
+	if len(ps) != 1 || ps[0].Field != "spec.tools.directory.path" {
+		t.Errorf("MountProblems = %v, want one problem at spec.tools.directory.path", ps)
+	}
+}

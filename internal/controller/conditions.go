@@ -305,24 +305,30 @@ func sourceRefProblems(src *v1alpha1.ContextSource, lookup sourceLookup) problem
 		}
 	}
 	s := &src.Spec
-	if h := s.HTTPAPI; h != nil {
-		for i, hd := range h.Headers {
+	headers := func(at string, hs []v1alpha1.HTTPHeader) {
+		for i, hd := range hs {
 			if hd.ValueFrom == nil {
 				continue
 			}
 			ref := hd.ValueFrom.SecretKeyRef
-			secret(fmt.Sprintf("spec.httpAPI.headers[%d].valueFrom.secretKeyRef", i), ref.Name, []string{ref.Key}, false)
+			secret(fmt.Sprintf("%s.headers[%d].valueFrom.secretKeyRef", at, i), ref.Name, []string{ref.Key}, false)
 		}
 	}
-	if g := s.GitRepo; g != nil && g.Auth != nil {
-		secret("spec.gitRepo.auth.secretRef", g.Auth.SecretRef.Name, gitAuthKeys, true)
+	if h := s.HTTPAPI; h != nil {
+		headers("spec.httpAPI", h.Headers)
 	}
-	if d := s.Directory; d != nil && d.Volume != nil {
+	if m := s.MCP; m != nil {
+		headers("spec.mcp", m.Headers)
+	}
+	if g, at := src.GitRepoBlock(); g != nil && g.Auth != nil {
+		secret(at+".auth.secretRef", g.Auth.SecretRef.Name, gitAuthKeys, true)
+	}
+	if d, at := src.DirectoryBlock(); d != nil && d.Volume != nil {
 		if cm := d.Volume.ConfigMap; cm != nil && !lookup.configMaps[cm.Name] {
-			add(v1alpha1.ReasonConfigMapNotFound, "spec.directory.volume.configMap", "ConfigMap %q not found", cm.Name)
+			add(v1alpha1.ReasonConfigMapNotFound, at+".volume.configMap", "ConfigMap %q not found", cm.Name)
 		}
 		if pvc := d.Volume.PersistentVolumeClaim; pvc != nil && !lookup.pvcs[pvc.ClaimName] {
-			add(v1alpha1.ReasonPersistentVolumeClaimNotFound, "spec.directory.volume.persistentVolumeClaim",
+			add(v1alpha1.ReasonPersistentVolumeClaimNotFound, at+".volume.persistentVolumeClaim",
 				"PersistentVolumeClaim %q not found", pvc.ClaimName)
 		}
 	}

@@ -90,20 +90,30 @@ func SourceSecretNames(obj client.Object) []string {
 
 // SourceConfigMapNames is the IndexSourceConfigMaps extractor.
 func SourceConfigMapNames(obj client.Object) []string {
-	s, ok := obj.(*v1alpha1.ContextSource)
-	if !ok || s.Spec.Directory == nil || s.Spec.Directory.Volume == nil || s.Spec.Directory.Volume.ConfigMap == nil {
-		return nil
+	if v := sourceVolume(obj); v != nil && v.ConfigMap != nil {
+		return []string{v.ConfigMap.Name}
 	}
-	return []string{s.Spec.Directory.Volume.ConfigMap.Name}
+	return nil
 }
 
 // SourcePVCNames is the IndexSourcePVCs extractor.
 func SourcePVCNames(obj client.Object) []string {
+	if v := sourceVolume(obj); v != nil && v.PersistentVolumeClaim != nil {
+		return []string{v.PersistentVolumeClaim.ClaimName}
+	}
+	return nil
+}
+
+// sourceVolume is the volume a source's files are on, if any.
+func sourceVolume(obj client.Object) *v1alpha1.DirectoryVolume {
 	s, ok := obj.(*v1alpha1.ContextSource)
-	if !ok || s.Spec.Directory == nil || s.Spec.Directory.Volume == nil || s.Spec.Directory.Volume.PersistentVolumeClaim == nil {
+	if !ok {
 		return nil
 	}
-	return []string{s.Spec.Directory.Volume.PersistentVolumeClaim.ClaimName}
+	if d, _ := s.DirectoryBlock(); d != nil {
+		return d.Volume
+	}
+	return nil
 }
 
 // SourceExcludedBy is the IndexSourceExcludedBy extractor.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
@@ -52,8 +51,8 @@ func watchRoots(paths []string, cfg *engine.Config) []watchRoot {
 		return roots
 	}
 	for _, src := range cfg.Sources {
-		d := src.Spec.Directory
-		if src.Spec.Type != v1alpha1.SourceDirectory || d == nil {
+		d, _ := src.DirectoryBlock()
+		if d == nil {
 			continue
 		}
 		root, err := sources.DirectoryRoot(src.Name, d, cfg.BaseDirs[src.Name])
