@@ -7,11 +7,8 @@ package tools
 import (
 	"cmp"
 	"slices"
-	"strings"
-	"unicode"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
-	"github.com/contextrouter/contextrouter/internal/index"
 )
 
 // MaxTools bounds the tools of one index (the entry index must fit the
@@ -27,25 +24,26 @@ type Entry struct {
 }
 
 // Options tune the ranking; the zero value is the tuned default.
-type Options struct{}
+type Options struct {
+	// Params overrides DefaultParams (for tuning on dev data).
+	Params *Params
+}
 
 // Index ranks tools. It is immutable and safe for concurrent use.
 type Index struct {
 	entries []Entry
-	ix      *index.Index
+	ix      *index
+	tie     []uint32 // entry -> rank in (source, id) order
 }
 
 // NewIndex indexes entries (at most MaxTools). Hits refer to entries by
 // their position in this slice.
-func NewIndex(entries []Entry, _ Options) *Index {
-	b := index.NewBuilder(index.DefaultParams, false)
-	for i := range entries {
-		t := &entries[i].Tool
-		title := nameWords(t.Name) + " " + strings.ReplaceAll(t.Namespace, ".", " ")
-		body := t.Description + "\n" + strings.Join(t.Tags, " ") + "\n" + strings.Join(t.Examples, "\n")
-		b.Add(uint16(i), title, body)
+func NewIndex(entries []Entry, opts Options) *Index {
+	p := DefaultParams
+	if opts.Params != nil {
+		p = *opts.Params
 	}
-	return &Index{entries: entries, ix: b.Build()}
+	return &Index{entries: entries, ix: newIndex(entries, p), tie: tieOrder(entries)}
 }
 
 // Len is the number of tools.
@@ -68,57 +66,76 @@ type Hit struct {
 // allowed (allowed[i] for entry i; nil allows every tool). Ties are broken
 // by source, then id. Tools with no evidence for the question are left out.
 func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
-	if allowed == nil {
-		allowed = make([]bool, len(ix.entries))
-		for i := range allowed {
-			allowed[i] = true
+	if k <= 0 || len(ix.entries) == 0 {
+		return nil
+	}
+	if allowed != nil && len(allowed) < len(ix.entries) {
+		// A short mask allows nothing past its end.
+		allowed = append(slices.Clip(allowed), make([]bool, len(ix.entries)-len(allowed))...)
+	}
+	x := ix.ix
+	sc := x.pool.Get().(*scratch)
+	defer x.pool.Put(sc)
+	sc.terms = x.queryTerms(sc.terms[:0], query)
+	for _, t := range sc.terms {
+		idf := x.toolIDF[t]
+		lo, hi := x.toolOff[t], x.toolOff[t+1]
+		docs, sats := x.toolDoc[lo:hi], x.toolSat[lo:hi]
+		for i, d := range docs {
+			if allowed != nil && !allowed[d] {
+				continue
+			}
+			if sc.tool[d] == 0 {
+				sc.touched = append(sc.touched, d)
+			}
+			sc.tool[d] += idf * sats[i]
 		}
 	}
-	q := ix.ix.NewQuery(query, false)
-	raw := ix.ix.BM25(nil, q, allowed)
-	hits := make([]Hit, len(raw))
-	total := 0.0
-	for i, h := range raw {
-		hits[i] = Hit{Entry: int(ix.ix.Group(h.Doc)), Score: h.Score}
-		total += h.Score
+	x.examples.match(sc, sc.terms, sc.best, allowed, &sc.touched, sc.tool)
+	x.anti.match(sc, sc.terms, sc.antiSim, allowed, &sc.antiHit, nil)
+	var top float32
+	for _, d := range sc.touched {
+		top = max(top, sc.tool[d])
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
+	exWeight := float32(x.p.ExampleMatch) * top
+	hits := sc.hits[:0]
+	for _, d := range sc.touched {
+		s := sc.tool[d] + exWeight*sc.best[d]
+		// An anti-pattern closer to the question than any example of the
+		// tool takes the difference off, in proportion.
+		if pen := sc.antiSim[d] - sc.best[d]; pen > 0 {
+			s *= 1 - min(pen, 1)
+		}
+		if s > 0 {
+			hits = append(hits, Hit{Entry: int(d), Score: float64(s)})
+		}
+		sc.tool[d], sc.best[d] = 0, 0
+	}
+	sc.touched = sc.touched[:0]
+	for _, d := range sc.antiHit {
+		sc.antiSim[d] = 0
+	}
+	sc.antiHit = sc.antiHit[:0]
+	out := ix.top(hits, k)
+	sc.hits = hits[:0]
+	return out
+}
+
+// top returns the k best hits in rank order, with their confidence.
+func (ix *Index) top(hits []Hit, k int) []Hit {
+	less := func(a, b Hit) int {
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
 		}
-		ea, eb := &ix.entries[a.Entry], &ix.entries[b.Entry]
-		if c := cmp.Compare(ea.Source, eb.Source); c != 0 {
-			return c
-		}
-		return cmp.Compare(ea.Tool.ID(), eb.Tool.ID())
-	})
-	if len(hits) > k {
-		hits = hits[:k]
+		return cmp.Compare(ix.tie[a.Entry], ix.tie[b.Entry])
 	}
-	for i := range hits {
-		hits[i].Confidence = hits[i].Score / total
+	conf := newConfidence(hits)
+	slices.SortFunc(hits, less)
+	out := slices.Clone(hits[:min(k, len(hits))])
+	for i := range out {
+		out[i].Confidence = conf.of(out[i].Score)
 	}
-	return hits
-}
-
-// nameWords splits a tool name into words: create_invoice, createInvoice
-// and create-invoice all give "create invoice".
-func nameWords(name string) string {
-	var b strings.Builder
-	prev := rune(0)
-	for _, r := range name {
-		switch {
-		case r == '_' || r == '-':
-			b.WriteByte(' ')
-		case unicode.IsUpper(r) && unicode.IsLower(prev):
-			b.WriteByte(' ')
-			b.WriteRune(r)
-		default:
-			b.WriteRune(r)
-		}
-		prev = r
-	}
-	return b.String()
+	return out
 }
 
 // Node is a node of the choice graph: a labelled group of tools and
