@@ -2,32 +2,26 @@ package tools
 
 import "math"
 
-// confidence turns the scores of one query's candidates into
-// probabilities: a softmax over score/top, top the query's best score, at
-// temperature confidenceT.
-type confidence struct {
-	top, sum float64
-}
+// confidenceDepth is how many of the best candidates share the confidence:
+// a fixed number, so that a confidence means the same in a catalog of 50
+// tools and one of 10,000, and whether or not tools have examples (which
+// make many more tools candidates).
+const confidenceDepth = 10
 
-// confidenceT was calibrated on MetaTool dev (docs/benchmarks.md).
-const confidenceT = 0.1
-
-func newConfidence(hits []Hit) confidence {
-	var c confidence
-	for _, h := range hits {
-		c.top = max(c.top, h.Score)
+// setConfidence sets the confidence of the hits, sorted best first: a
+// softmax over score/top score of the first confidenceDepth candidates at
+// temperature t, and for those past them the share their score would have.
+func setConfidence(sorted []Hit, t float64) {
+	if len(sorted) == 0 || sorted[0].Score <= 0 {
+		return
 	}
-	for _, h := range hits {
-		c.sum += c.exp(h.Score)
+	top := sorted[0].Score
+	exp := func(s float64) float64 { return math.Exp((s/top - 1) / t) }
+	var sum float64
+	for _, h := range sorted[:min(len(sorted), confidenceDepth)] {
+		sum += exp(h.Score)
 	}
-	return c
-}
-
-func (c confidence) exp(s float64) float64 { return math.Exp((s/c.top - 1) / confidenceT) }
-
-func (c confidence) of(s float64) float64 {
-	if c.sum == 0 {
-		return 0
+	for i := range sorted {
+		sorted[i].Confidence = exp(sorted[i].Score) / sum
 	}
-	return c.exp(s) / c.sum
 }

@@ -129,12 +129,9 @@ func (ix *Index) top(hits []Hit, k int) []Hit {
 		}
 		return cmp.Compare(ix.tie[a.Entry], ix.tie[b.Entry])
 	}
-	conf := newConfidence(hits)
 	slices.SortFunc(hits, less)
+	setConfidence(hits[:min(max(k, confidenceDepth), len(hits))], ix.ix.p.Temperature)
 	out := slices.Clone(hits[:min(k, len(hits))])
-	for i := range out {
-		out[i].Confidence = conf.of(out[i].Score)
-	}
 	return out
 }
 
