@@ -48,9 +48,9 @@ var DefaultParams = Params{
 	Temperature:  0.15,
 }
 
-// index is the compact term index of a catalog: postings flattened into
+// termIndex is the compact term index of a catalog: postings flattened into
 // single arrays, per-query state in pooled accumulators.
-type index struct {
+type termIndex struct {
 	p    Params
 	dict map[string]uint32 // term -> id
 	// words caches the term id of every lower-cased word of the catalog (-1:
@@ -66,7 +66,35 @@ type index struct {
 	examples sentences
 	anti     sentences
 
+	setOff  []uint32 // per tool: range of sets
+	sets    []uint32 // sorted distinct term ids of name, namespace, description, tags
+	surface []string // per term: its shortest word, for labels
+
 	pool sync.Pool
+}
+
+// set returns the term set of tool i.
+func (ix *termIndex) set(i int) []uint32 { return ix.sets[ix.setOff[i]:ix.setOff[i+1]] }
+
+// selfCosine is the cosine of the question's terms and tool i's term set,
+// idf-weighted as sentences are.
+func (ix *termIndex) selfCosine(i uint32, terms []uint32) float32 {
+	set := ix.set(int(i))
+	var dot, qn, sn float32
+	for _, t := range terms {
+		w := ix.examples.idf2[t]
+		qn += w
+		if _, ok := slices.BinarySearch(set, t); ok {
+			dot += w
+		}
+	}
+	for _, t := range set {
+		sn += ix.examples.idf2[t]
+	}
+	if dot == 0 {
+		return 0
+	}
+	return dot / float32(math.Sqrt(float64(qn)*float64(sn)))
 }
 
 // sentences is an index of short texts (examples, anti-patterns) that
@@ -75,7 +103,7 @@ type sentences struct {
 	off   []uint32  // per term: range of doc and w
 	doc   []uint32  // sentence ids
 	w     []float32 // 1/|sentence| (the sentence's idf norm)
-	idf2  []float32 // per term: squared idf over sentences, 0 when absent
+	idf2  []float32 // per term: squared idf over the catalog's tools
 	owner []uint32  // sentence -> tool
 }
 
@@ -126,7 +154,7 @@ func (b *builder) each(s string, fn func(id uint32)) {
 	})
 }
 
-func newIndex(entries []Entry, p Params) *index {
+func newIndex(entries []Entry, p Params) *termIndex {
 	b := &builder{dict: map[string]uint32{}, words: map[string]int32{}}
 	n := len(entries)
 	type fieldTF struct {
@@ -206,7 +234,32 @@ func newIndex(entries []Entry, p Params) *index {
 			postings[id] = append(postings[id], post{uint32(i), float32(tf / (tf + p.K1))})
 		}
 	}
-	ix := &index{p: p, dict: b.dict, words: b.words}
+	ix := &termIndex{p: p, dict: b.dict, words: b.words}
+	// The term sets of the choice graph: what a tool says about itself,
+	// without its examples.
+	ix.setOff = make([]uint32, n+1)
+	for i := range docs {
+		ix.setOff[i] = uint32(len(ix.sets))
+		start := len(ix.sets)
+		for f := range 4 {
+			for id := range docs[i][f].tf {
+				ix.sets = append(ix.sets, id)
+			}
+		}
+		set := ix.sets[start:]
+		slices.Sort(set)
+		ix.sets = append(ix.sets[:start], slices.Compact(set)...)
+	}
+	ix.setOff[n] = uint32(len(ix.sets))
+	ix.surface = make([]string, b.n)
+	for w, id := range b.words {
+		if id < 0 {
+			continue
+		}
+		if cur := ix.surface[id]; cur == "" || len(w) < len(cur) || len(w) == len(cur) && w < cur {
+			ix.surface[id] = w
+		}
+	}
 	ix.toolOff = make([]uint32, b.n+1)
 	ix.toolIDF = make([]float32, b.n)
 	for id, ps := range postings {
@@ -219,8 +272,12 @@ func newIndex(entries []Entry, p Params) *index {
 		}
 	}
 	ix.toolOff[b.n] = uint32(len(ix.toolDoc))
-	ix.examples = newSentences(exTerms, exOwner, b.n)
-	ix.anti = newSentences(antiTerms, antiOwner, b.n)
+	idf2 := make([]float32, b.n)
+	for t, idf := range ix.toolIDF {
+		idf2[t] = idf * idf
+	}
+	ix.examples = newSentences(exTerms, exOwner, idf2)
+	ix.anti = newSentences(antiTerms, antiOwner, idf2)
 	nEx, nAnti := len(exOwner), len(antiOwner)
 	ix.pool.New = func() any {
 		return &scratch{
@@ -241,8 +298,12 @@ func (b *builder) set(s string) []uint32 {
 	return slices.Compact(ids)
 }
 
-func newSentences(terms [][]uint32, owner []uint32, nTerms int) sentences {
-	s := sentences{owner: owner, idf2: make([]float32, nTerms), off: make([]uint32, nTerms+1)}
+// newSentences indexes sentences with the catalog's squared idf (idf2),
+// so that a question word the sentences lack still counts in the
+// question's norm.
+func newSentences(terms [][]uint32, owner []uint32, idf2 []float32) sentences {
+	nTerms := len(idf2)
+	s := sentences{owner: owner, idf2: idf2, off: make([]uint32, nTerms+1)}
 	if len(terms) == 0 {
 		return s
 	}
@@ -250,13 +311,6 @@ func newSentences(terms [][]uint32, owner []uint32, nTerms int) sentences {
 	for _, ts := range terms {
 		for _, t := range ts {
 			df[t]++
-		}
-	}
-	n := float64(len(terms))
-	for t, d := range df {
-		if d > 0 {
-			idf := math.Log(1 + (n-float64(d)+0.5)/(float64(d)+0.5))
-			s.idf2[t] = float32(idf * idf)
 		}
 	}
 	// Counting sort of (term, sentence) pairs into flat postings.
@@ -288,7 +342,7 @@ func newSentences(terms [][]uint32, owner []uint32, nTerms int) sentences {
 }
 
 // queryTerms appends the distinct term ids of text known to the catalog.
-func (ix *index) queryTerms(dst []uint32, text string) []uint32 {
+func (ix *termIndex) queryTerms(dst []uint32, text string) []uint32 {
 	tokenize.EachWord(text, func(w []byte) {
 		id, ok := ix.words[string(w)]
 		if !ok {

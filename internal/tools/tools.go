@@ -11,8 +11,8 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
-// MaxTools bounds the tools of one index (the entry index must fit the
-// index's group numbers).
+// MaxTools bounds the tools of one index; callers enforce it (memory and
+// the cost of a query grow with the catalog).
 const MaxTools = 1 << 16
 
 // Entry is one tool of a source, as a snapshot holds it.
@@ -32,7 +32,7 @@ type Options struct {
 // Index ranks tools. It is immutable and safe for concurrent use.
 type Index struct {
 	entries []Entry
-	ix      *index
+	ix      *termIndex
 	tie     []uint32 // entry -> rank in (source, id) order
 }
 
@@ -101,10 +101,15 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	hits := sc.hits[:0]
 	for _, d := range sc.touched {
 		s := sc.tool[d] + exWeight*sc.best[d]
-		// An anti-pattern closer to the question than any example of the
-		// tool takes the difference off, in proportion.
-		if pen := sc.antiSim[d] - sc.best[d]; pen > 0 {
-			s *= 1 - min(pen, 1)
+		// An anti-pattern closer to the question than the tool's own words
+		// and examples costs the square of the difference: a question like
+		// the anti-pattern loses almost everything, one that shares a word
+		// or two with it little.
+		if sc.antiSim[d] > sc.best[d] {
+			pos := max(sc.best[d], x.selfCosine(d, sc.terms))
+			if pen := min(sc.antiSim[d]-pos, 1); pen > 0 {
+				s *= 1 - pen*pen
+			}
 		}
 		if s > 0 {
 			hits = append(hits, Hit{Entry: int(d), Score: float64(s)})
@@ -133,29 +138,4 @@ func (ix *Index) top(hits []Hit, k int) []Hit {
 	setConfidence(hits[:min(max(k, confidenceDepth), len(hits))], ix.ix.p.Temperature)
 	out := slices.Clone(hits[:min(k, len(hits))])
 	return out
-}
-
-// Node is a node of the choice graph: a labelled group of tools and
-// subgroups.
-type Node struct {
-	Label    string  `json:"label"`
-	Children []*Node `json:"children,omitempty"`
-	// Tools are entries of the index.
-	Tools []int `json:"-"`
-}
-
-// MaxFanout bounds the children plus tools of a graph node.
-const MaxFanout = 20
-
-// Graph builds the choice graph of the allowed tools (nil: all): grouped
-// by namespace level, a group of more than MaxFanout members split by
-// similarity, then alphabetically.
-func (ix *Index) Graph(allowed []bool) *Node {
-	root := &Node{Label: "tools"}
-	for i := range ix.entries {
-		if allowed == nil || allowed[i] {
-			root.Tools = append(root.Tools, i)
-		}
-	}
-	return root
 }
