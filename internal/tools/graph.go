@@ -22,13 +22,8 @@ type Node struct {
 // MaxFanout bounds the children plus tools of a graph node.
 const MaxFanout = 20
 
-// labelTerms is how many words a similarity group's label has, and
-// groupTerms how many of its most frequent terms stand for a namespace
-// group when groups are compared.
-const (
-	labelTerms = 2
-	groupTerms = 8
-)
+// labelTerms is how many words a similarity group's label has.
+const labelTerms = 2
 
 // Graph builds the choice graph of the allowed tools (nil: all): grouped
 // by namespace level, a group of more than MaxFanout members split by
@@ -86,14 +81,22 @@ func (ix *Index) bound(n *Node) {
 	}
 	ix.sortMembers(ms)
 	if len(ms) > MaxFanout {
-		for i := range ms {
-			if ms[i].node != nil {
-				ms[i].set = ix.groupSet(ms[i].node)
+		// Subgroups are namespaces: people find them by name, so they are
+		// cut into alphabetical ranges; tools are grouped by similarity.
+		// Tools get at least half the places when there are both.
+		var groups, tools []member
+		for _, m := range ms {
+			if m.node != nil {
+				groups = append(groups, m)
 			} else {
-				ms[i].set = ix.ix.set(ms[i].tool)
+				m.set = ix.ix.set(m.tool)
+				tools = append(tools, m)
 			}
 		}
-		ms = ix.partition(ms, false)
+		tools = ix.partition(tools, MaxFanout-min(len(groups), MaxFanout/2), false)
+		groups = ix.partition(groups, MaxFanout-len(tools), true)
+		ms = append(groups, tools...)
+		ix.sortMembers(ms)
 	}
 	n.Children, n.Tools = n.Children[:0], n.Tools[:0]
 	for _, m := range ms {
@@ -126,21 +129,23 @@ func (ix *Index) sortMembers(ms []member) {
 	})
 }
 
-// partition groups sorted members into at most MaxFanout members: by
+// partition groups sorted members into at most limit members: by
 // similarity (farthest-first seeds, nearest assignment by Jaccard of term
 // sets) unless that leaves one group with most of them, otherwise (or
-// when byName) into alphabetical ranges. Groups of one stay members.
-func (ix *Index) partition(ms []member, byName bool) []member {
-	if len(ms) <= MaxFanout {
+// when byName) into alphabetical ranges. A group becomes a node, split
+// again while it has more than MaxFanout members; a group of one stays a
+// member.
+func (ix *Index) partition(ms []member, limit int, byName bool) []member {
+	if len(ms) <= limit {
 		return ms
 	}
 	var groups [][]member
 	if !byName {
-		groups = similarGroups(ms, min(MaxFanout, int(math.Ceil(math.Sqrt(float64(len(ms)))))))
+		groups = similarGroups(ms, min(limit, max(2, int(math.Ceil(math.Sqrt(float64(len(ms))))))))
 	}
 	if groups == nil {
 		byName = true
-		groups = ranges(ms)
+		groups = ranges(ms, limit)
 	}
 	out := make([]member, 0, len(groups))
 	for _, g := range groups {
@@ -153,7 +158,7 @@ func (ix *Index) partition(ms []member, byName bool) []member {
 			label = ix.similarLabel(g, ms)
 		}
 		node := &Node{Label: label}
-		for _, m := range ix.partition(g, byName) {
+		for _, m := range ix.partition(g, MaxFanout, byName) {
 			if m.node != nil {
 				node.Children = append(node.Children, m.node)
 			} else {
@@ -230,9 +235,10 @@ func similarGroups(ms []member, k int) [][]member {
 	return groups
 }
 
-// ranges cuts sorted members into at most MaxFanout runs of equal size.
-func ranges(ms []member) [][]member {
-	parts := min(MaxFanout, (len(ms)+MaxFanout-1)/MaxFanout)
+// ranges cuts sorted members into runs of equal size: as few runs of at
+// most MaxFanout as fit in limit, at least two.
+func ranges(ms []member, limit int) [][]member {
+	parts := min(limit, max(2, (len(ms)+MaxFanout-1)/MaxFanout))
 	size := (len(ms) + parts - 1) / parts
 	var out [][]member
 	for lo := 0; lo < len(ms); lo += size {
@@ -264,9 +270,15 @@ func (ix *Index) similarLabel(g, all []member) string {
 			inAll[t]++
 		}
 	}
+	// Name words count twice: they say what a tool does most directly.
 	inGroup := map[uint32]int{}
+	var names []uint32
 	for _, m := range g {
 		for _, t := range m.set {
+			inGroup[t]++
+		}
+		names = ix.ix.queryTerms(names[:0], nameWords(ix.entries[m.tool].Tool.Name))
+		for _, t := range names {
 			inGroup[t]++
 		}
 	}
@@ -279,7 +291,7 @@ func (ix *Index) similarLabel(g, all []member) string {
 		if c < 2 {
 			continue // a word of one member says nothing of the group
 		}
-		idf := math.Log(float64(len(all)) / float64(inAll[t]))
+		idf := math.Log(float64(len(all)) / float64(max(inAll[t], 1)))
 		cand = append(cand, scored{ix.ix.surface[t], float64(c) * idf})
 	}
 	slices.SortFunc(cand, func(a, b scored) int {
@@ -302,37 +314,6 @@ func (ix *Index) similarLabel(g, all []member) string {
 		return rangeLabel(g)
 	}
 	return strings.Join(words, ", ")
-}
-
-// groupSet stands for a subgroup when groups are compared: the most
-// frequent terms of its tools.
-func (ix *Index) groupSet(n *Node) []uint32 {
-	count := map[uint32]int{}
-	var walk func(*Node)
-	walk = func(n *Node) {
-		for _, t := range n.Tools {
-			for _, id := range ix.ix.set(t) {
-				count[id]++
-			}
-		}
-		for _, c := range n.Children {
-			walk(c)
-		}
-	}
-	walk(n)
-	ids := make([]uint32, 0, len(count))
-	for id := range count {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b uint32) int {
-		if c := cmp.Compare(count[b], count[a]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	ids = ids[:min(groupTerms, len(ids))]
-	slices.Sort(ids)
-	return ids
 }
 
 // uniqueLabels numbers siblings that share a label: "invoice, refund (2)".

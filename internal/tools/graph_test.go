@@ -184,7 +184,7 @@ func TestGraphSplitsBySimilarity(t *testing.T) {
 		}
 	}
 	joined := strings.Join(labels, " | ")
-	for _, w := range []string{"kubernetes", "email"} {
+	for _, w := range []string{"pod", "email"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("labels %q lack %q", joined, w)
 		}

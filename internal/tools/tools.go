@@ -5,7 +5,6 @@
 package tools
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
@@ -122,20 +121,68 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	}
 	sc.antiHit = sc.antiHit[:0]
 	out := ix.top(hits, k)
+	if len(hits) <= max(k, confidenceDepth) {
+		out = slices.Clone(out) // top sorted the pooled slice in place
+	}
 	sc.hits = hits[:0]
 	return out
 }
 
-// top returns the k best hits in rank order, with their confidence.
+// top returns the k best hits in rank order, with their confidence. It
+// keeps the best max(k, confidenceDepth) in a bounded heap (worst at the
+// root), so a query costs O(n log k) in its candidates, not a full sort.
 func (ix *Index) top(hits []Hit, k int) []Hit {
-	less := func(a, b Hit) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
+	m := max(k, confidenceDepth)
+	// better orders by score, then (source, id).
+	better := func(a, b Hit) bool {
+		if a.Score != b.Score {
+			return a.Score > b.Score
 		}
-		return cmp.Compare(ix.tie[a.Entry], ix.tie[b.Entry])
+		return ix.tie[a.Entry] < ix.tie[b.Entry]
 	}
-	slices.SortFunc(hits, less)
-	setConfidence(hits[:min(max(k, confidenceDepth), len(hits))], ix.ix.p.Temperature)
-	out := slices.Clone(hits[:min(k, len(hits))])
-	return out
+	var heap []Hit
+	down := func(i int) {
+		for {
+			w, l, r := i, 2*i+1, 2*i+2
+			if l < len(heap) && better(heap[w], heap[l]) {
+				w = l
+			}
+			if r < len(heap) && better(heap[w], heap[r]) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			heap[i], heap[w] = heap[w], heap[i]
+			i = w
+		}
+	}
+	best := hits
+	if len(hits) > m {
+		heap = make([]Hit, 0, m)
+		for _, h := range hits {
+			switch {
+			case len(heap) < m:
+				heap = append(heap, h)
+				for i := len(heap) - 1; i > 0 && better(heap[(i-1)/2], heap[i]); i = (i - 1) / 2 {
+					heap[i], heap[(i-1)/2] = heap[(i-1)/2], heap[i]
+				}
+			case better(h, heap[0]):
+				heap[0] = h
+				down(0)
+			}
+		}
+		best = heap
+	}
+	slices.SortFunc(best, func(a, b Hit) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
+	setConfidence(best, ix.ix.p.Temperature)
+	return best[:min(k, len(best)):min(k, len(best))]
 }

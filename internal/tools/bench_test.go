@@ -1,0 +1,54 @@
+package tools
+
+import "testing"
+
+var benchQueries = []string{
+	"create a stripe invoice for the customer",
+	"list kubernetes pods across all regions",
+	"archive an old slack channel",
+	"export hr employee records as CSV",
+	"who is on call in pagerduty for this incident",
+	"summarize the history of the jira ticket",
+	"find flights and hotels for my trip",
+	"what's the weather forecast for tomorrow",
+}
+
+func BenchmarkToolIndex10k(b *testing.B) {
+	entries := genCatalog(10000, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		NewIndex(entries, Options{})
+	}
+}
+
+func benchSearch(b *testing.B, allowed func(i int) bool) {
+	entries := genCatalog(10000, 1)
+	ix := NewIndex(entries, Options{})
+	var mask []bool
+	if allowed != nil {
+		mask = make([]bool, len(entries))
+		for i := range mask {
+			mask[i] = allowed(i)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ix.Search(benchQueries[i%len(benchQueries)], 10, mask)
+		i++
+	}
+}
+
+func BenchmarkToolSearch10k(b *testing.B) { benchSearch(b, nil) }
+
+func BenchmarkToolSearch10kAllowed1pct(b *testing.B) {
+	benchSearch(b, func(i int) bool { return i%100 == 0 })
+}
+
+func BenchmarkToolGraph10k(b *testing.B) {
+	ix := NewIndex(genCatalog(10000, 1), Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		ix.Graph(nil)
+	}
+}
