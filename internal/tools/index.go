@@ -31,21 +31,24 @@ type Params struct {
 	// sets) against the BM25F score, as a share of the query's best BM25F
 	// score: a tool whose example is the query gets that much on top.
 	ExampleMatch float64
-	// Temperature of the confidence softmax over score/top score.
-	Temperature float64
+	// Temperature of the confidence softmax over score/top score when the
+	// top tool has examples, and PlainTemperature when it has none: the
+	// scores of the two kinds spread differently (docs/api.md §10.3).
+	Temperature, PlainTemperature float64
 }
 
 // DefaultParams were tuned on MetaTool dev and dev-multi only
 // (docs/benchmarks.md, "Tool selection").
 var DefaultParams = Params{
-	K1:           1.6,
-	Name:         Field{Weight: 3, B: 0},
-	Namespace:    Field{Weight: 2, B: 0},
-	Description:  Field{Weight: 1, B: 0.25},
-	Tags:         Field{Weight: 1.5, B: 0},
-	Examples:     Field{Weight: 0.1, B: 0.25},
-	ExampleMatch: 0.75,
-	Temperature:  0.15,
+	K1:               1.6,
+	Name:             Field{Weight: 3, B: 0},
+	Namespace:        Field{Weight: 2, B: 0},
+	Description:      Field{Weight: 1, B: 0.25},
+	Tags:             Field{Weight: 1.5, B: 0},
+	Examples:         Field{Weight: 0.05, B: 0.25},
+	ExampleMatch:     1,
+	Temperature:      0.15,
+	PlainTemperature: 0.25,
 }
 
 // termIndex is the compact term index of a catalog: postings flattened into

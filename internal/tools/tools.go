@@ -183,6 +183,12 @@ func (ix *Index) top(hits []Hit, k int) []Hit {
 		}
 		return 0
 	})
-	setConfidence(best, ix.ix.p.Temperature)
+	if len(best) > 0 {
+		t := ix.ix.p.Temperature
+		if len(ix.entries[best[0].Entry].Tool.Examples) == 0 {
+			t = ix.ix.p.PlainTemperature
+		}
+		setConfidence(best, t)
+	}
 	return best[:min(k, len(best)):min(k, len(best))]
 }
