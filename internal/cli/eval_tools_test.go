@@ -126,10 +126,12 @@ func TestEvalToolsPublicSets(t *testing.T) {
 		queries int
 		recall5 float64
 	}{
+		// Measured (docs/benchmarks.md): 0.6467, 0.9407, 0.7129, 0.9157, 0.8225.
 		{"metatool test", []string{"--dataset", metatool, "--split", "test"}, 3000, 0.64},
 		{"metatool test with examples", []string{"--dataset", metatool, "--split", "test", "--examples", examples}, 3000, 0.93},
-		{"metatool test-multi with examples", []string{"--dataset", metatool, "--split", "test-multi", "--examples", examples}, 249, 0.88},
-		{"cw-gold test", []string{"--dataset", cwGold, "--split", "test"}, 200, 0.85},
+		{"metatool test-multi", []string{"--dataset", metatool, "--split", "test-multi"}, 249, 0.70},
+		{"metatool test-multi with examples", []string{"--dataset", metatool, "--split", "test-multi", "--examples", examples}, 249, 0.90},
+		{"cw-gold test", []string{"--dataset", cwGold, "--split", "test"}, 200, 0.82},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, stderr, code := run(t, append([]string{"eval", "tools", "-o", "json"}, tt.args...)...)
