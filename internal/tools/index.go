@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/contextrouter/contextrouter/internal/tokenize"
@@ -69,9 +68,10 @@ type termIndex struct {
 	examples sentences
 	anti     sentences
 
-	setOff  []uint32 // per tool: range of sets
-	sets    []uint32 // sorted distinct term ids of name, namespace, description, tags
-	surface []string // per term: its shortest word, for labels
+	idf2    []float32 // per term: toolIDF squared, the weight of cosines
+	setOff  []uint32  // per tool: range of sets
+	sets    []uint32  // sorted distinct term ids of name, namespace, description, tags
+	surface []string  // per term: its shortest word, for labels
 
 	pool sync.Pool
 }
@@ -85,14 +85,14 @@ func (ix *termIndex) selfCosine(i uint32, terms []uint32) float32 {
 	set := ix.set(int(i))
 	var dot, qn, sn float32
 	for _, t := range terms {
-		w := ix.examples.idf2[t]
+		w := ix.idf2[t]
 		qn += w
 		if _, ok := slices.BinarySearch(set, t); ok {
 			dot += w
 		}
 	}
 	for _, t := range set {
-		sn += ix.examples.idf2[t]
+		sn += ix.idf2[t]
 	}
 	if dot == 0 {
 		return 0
@@ -105,11 +105,13 @@ func (ix *termIndex) selfCosine(i uint32, terms []uint32) float32 {
 type sentences struct {
 	off   []uint32  // per term: range of doc and w
 	doc   []uint32  // sentence ids
-	w     []float32 // 1/|sentence| (the sentence's idf norm)
+	w     []float32 // 1/‖sentence‖, the norm of its idf-weighted terms
 	idf2  []float32 // per term: squared idf over the catalog's tools
 	owner []uint32  // sentence -> tool
 }
 
+// scratch is the per-query state, pooled: arrays sized by the catalog that
+// a query leaves all zero, and the lists of what it touched.
 type scratch struct {
 	tool    []float32 // BM25F score per tool
 	best    []float32 // best example cosine per tool
@@ -122,7 +124,7 @@ type scratch struct {
 	hits    []Hit
 }
 
-// termIDs collects the term ids of text into the builder.
+// builder gives the words of a catalog their term ids while it is indexed.
 type builder struct {
 	dict  map[string]uint32
 	words map[string]int32
@@ -157,103 +159,178 @@ func (b *builder) each(s string, fn func(id uint32)) {
 	})
 }
 
+// The fields of a tool's BM25F document, in Params order.
+const (
+	fieldName = iota
+	fieldNamespace
+	fieldDescription
+	fieldTags
+	fieldExamples
+	numFields
+)
+
+// fieldTerms holds one field of every tool: its distinct terms with their
+// frequencies, flat, tool after tool.
+type fieldTerms struct {
+	off []uint32 // per tool: start in id and tf; one more entry at the end
+	id  []uint32
+	tf  []float32
+	len []float32 // per tool: the field's length in terms
+}
+
+// sentenceSets holds the term sets of examples or anti-patterns, flat.
+type sentenceSets struct {
+	off   []uint32 // per sentence: start in ids; one more entry at the end
+	ids   []uint32 // sorted distinct term ids
+	owner []uint32 // sentence -> tool
+}
+
 func newIndex(entries []Entry, p Params) *termIndex {
 	b := &builder{dict: map[string]uint32{}, words: map[string]int32{}}
 	n := len(entries)
-	type fieldTF struct {
-		tf  map[uint32]float32
-		len float32
+	weights := [numFields]Field{p.Name, p.Namespace, p.Description, p.Tags, p.Examples}
+
+	// Pass 1: the terms of every field of every tool, and of every example
+	// and anti-pattern. acc counts per term id; touched lists what to reset.
+	var fields [numFields]fieldTerms
+	var acc []float32
+	var touched []uint32
+	add := func(id uint32) {
+		if int(id) >= len(acc) {
+			acc = append(acc, make([]float32, int(id)+1-len(acc))...)
+		}
+		if acc[id] == 0 {
+			touched = append(touched, id)
+		}
+		acc[id]++
 	}
-	const nf = 5
-	fields := [nf]*Field{&p.Name, &p.Namespace, &p.Description, &p.Tags, &p.Examples}
-	docs := make([][nf]fieldTF, n)
-	var avg [nf]float64
-	var exTerms, antiTerms [][]uint32
-	var exOwner, antiOwner []uint32
+	flush := func(f *fieldTerms, once bool) {
+		f.off = append(f.off, uint32(len(f.id)))
+		slices.Sort(touched)
+		var l float32
+		for _, id := range touched {
+			tf := acc[id]
+			if once {
+				tf = 1
+			}
+			f.id = append(f.id, id)
+			f.tf = append(f.tf, tf)
+			l += tf
+			acc[id] = 0
+		}
+		f.len = append(f.len, l)
+		touched = touched[:0]
+	}
+	var ex, anti sentenceSets
+	var words []uint32
+	sentence := func(s *sentenceSets, text string, owner int) {
+		words = words[:0]
+		b.each(text, func(id uint32) { words = append(words, id) })
+		slices.Sort(words)
+		s.off = append(s.off, uint32(len(s.ids)))
+		s.ids = append(s.ids, slices.Compact(words)...)
+		s.owner = append(s.owner, uint32(owner))
+	}
 	for i := range entries {
 		t := &entries[i].Tool
-		d := &docs[i]
-		for f := range d {
-			d[f].tf = map[uint32]float32{}
-		}
-		add := func(f int, s string) {
-			b.each(s, func(id uint32) { d[f].tf[id]++; d[f].len++ })
-		}
 		// Name words count once each: "create" of create_invoice is one
 		// word, not three mentions. The whole name joins them, so a query
 		// naming the tool (ABCmouse) finds it.
-		b.each(nameWords(t.Name)+" "+t.Name, func(id uint32) {
-			if d[0].tf[id] == 0 {
-				d[0].tf[id] = 1
-				d[0].len++
-			}
-		})
-		add(1, nameWords(t.Namespace))
-		add(2, t.Description)
-		add(3, strings.Join(t.Tags, " "))
+		b.each(nameWords(t.Name)+" "+t.Name, add)
+		flush(&fields[fieldName], true)
+		b.each(nameWords(t.Namespace), add)
+		flush(&fields[fieldNamespace], false)
+		b.each(t.Description, add)
+		flush(&fields[fieldDescription], false)
+		for _, tag := range t.Tags {
+			b.each(tag, add)
+		}
+		flush(&fields[fieldTags], false)
 		for _, e := range t.Examples {
-			add(4, e)
-			exTerms = append(exTerms, b.set(e))
-			exOwner = append(exOwner, uint32(i))
+			b.each(e, add)
+			sentence(&ex, e, i)
 		}
+		flush(&fields[fieldExamples], false)
 		for _, a := range t.AntiPatterns {
-			antiTerms = append(antiTerms, b.set(a))
-			antiOwner = append(antiOwner, uint32(i))
-		}
-		for f := range d {
-			avg[f] += float64(d[f].len)
+			sentence(&anti, a, i)
 		}
 	}
-	for f := range avg {
+	for f := range fields {
+		fields[f].off = append(fields[f].off, uint32(len(fields[f].id)))
+	}
+	ex.off = append(ex.off, uint32(len(ex.ids)))
+	anti.off = append(anti.off, uint32(len(anti.ids)))
+	acc = append(acc, make([]float32, b.n-len(acc))...)
+
+	// Pass 2: BM25F, tf~ = Σ_f w_f·tf_f / (1 − b_f + b_f·len_f/avg_f). A
+	// query only multiplies idf by tf~/(k1+tf~), so that part is computed
+	// here, tool by tool, then scattered into per-term postings.
+	var avg [numFields]float64
+	for f := range fields {
+		for _, l := range fields[f].len {
+			avg[f] += float64(l)
+		}
 		avg[f] = max(avg[f]/float64(max(n, 1)), 1)
 	}
-	// BM25F: tf~ = Σ_f w_f·tf_f / (1 − b_f + b_f·len_f/avg_f); the query
-	// only multiplies idf by tf~/(k1+tf~), so that part is computed here.
-	type post struct {
-		tool uint32
-		sat  float32
-	}
-	postings := make([][]post, b.n)
-	tfs := map[uint32]float64{}
-	var ids []uint32
-	for i := range docs {
-		clear(tfs)
-		for f := range docs[i] {
-			fd := &docs[i][f]
-			norm := 1 - fields[f].B + fields[f].B*float64(fd.len)/avg[f]
-			for id, tf := range fd.tf {
-				tfs[id] += fields[f].Weight * float64(tf) / norm
-			}
-		}
-		ids = ids[:0]
-		for id, tf := range tfs {
-			if tf > 0 {
-				ids = append(ids, id)
-			}
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			tf := tfs[id]
-			postings[id] = append(postings[id], post{uint32(i), float32(tf / (tf + p.K1))})
-		}
-	}
 	ix := &termIndex{p: p, dict: b.dict, words: b.words}
-	// The term sets of the choice graph: what a tool says about itself,
-	// without its examples.
 	ix.setOff = make([]uint32, n+1)
-	for i := range docs {
-		ix.setOff[i] = uint32(len(ix.sets))
-		start := len(ix.sets)
-		for f := range 4 {
-			for id := range docs[i][f].tf {
-				ix.sets = append(ix.sets, id)
+	df := make([]uint32, b.n)
+	var byTool fieldTerms // per tool: its terms with tf~/(k1+tf~)
+	for i := range n {
+		for f := range fields {
+			fd := &fields[f]
+			lo, hi := fd.off[i], fd.off[i+1]
+			if f < fieldExamples {
+				// The choice graph compares tools by what they say about
+				// themselves, examples aside.
+				ix.sets = append(ix.sets, fd.id[lo:hi]...)
+			}
+			w := weights[f].Weight / (1 - weights[f].B + weights[f].B*float64(fd.len[i])/avg[f])
+			if w <= 0 {
+				continue
+			}
+			for j := lo; j < hi; j++ {
+				id := fd.id[j]
+				if acc[id] == 0 {
+					touched = append(touched, id)
+				}
+				acc[id] += float32(w * float64(fd.tf[j]))
 			}
 		}
-		set := ix.sets[start:]
+		set := ix.sets[ix.setOff[i]:]
 		slices.Sort(set)
-		ix.sets = append(ix.sets[:start], slices.Compact(set)...)
+		ix.sets = append(ix.sets[:ix.setOff[i]], slices.Compact(set)...)
+		ix.setOff[i+1] = uint32(len(ix.sets))
+		slices.Sort(touched)
+		byTool.off = append(byTool.off, uint32(len(byTool.id)))
+		for _, id := range touched {
+			tf := float64(acc[id])
+			byTool.id = append(byTool.id, id)
+			byTool.tf = append(byTool.tf, float32(tf/(tf+p.K1)))
+			df[id]++
+			acc[id] = 0
+		}
+		touched = touched[:0]
 	}
-	ix.setOff[n] = uint32(len(ix.sets))
+	byTool.off = append(byTool.off, uint32(len(byTool.id)))
+	ix.toolOff = make([]uint32, b.n+1)
+	ix.toolIDF = make([]float32, b.n)
+	for id, d := range df {
+		ix.toolOff[id+1] = ix.toolOff[id] + d
+		ix.toolIDF[id] = float32(math.Log(1 + (float64(n)-float64(d)+0.5)/(float64(d)+0.5)))
+	}
+	ix.toolDoc = make([]uint32, len(byTool.id))
+	ix.toolSat = make([]float32, len(byTool.id))
+	next := slices.Clone(ix.toolOff[:b.n])
+	for i := range n {
+		for j := byTool.off[i]; j < byTool.off[i+1]; j++ {
+			id := byTool.id[j]
+			ix.toolDoc[next[id]] = uint32(i)
+			ix.toolSat[next[id]] = byTool.tf[j]
+			next[id]++
+		}
+	}
+
 	ix.surface = make([]string, b.n)
 	for w, id := range b.words {
 		if id < 0 {
@@ -263,79 +340,52 @@ func newIndex(entries []Entry, p Params) *termIndex {
 			ix.surface[id] = w
 		}
 	}
-	ix.toolOff = make([]uint32, b.n+1)
-	ix.toolIDF = make([]float32, b.n)
-	for id, ps := range postings {
-		ix.toolOff[id] = uint32(len(ix.toolDoc))
-		df := float64(len(ps))
-		ix.toolIDF[id] = float32(math.Log(1 + (float64(n)-df+0.5)/(df+0.5)))
-		for _, q := range ps {
-			ix.toolDoc = append(ix.toolDoc, q.tool)
-			ix.toolSat = append(ix.toolSat, q.sat)
-		}
-	}
-	ix.toolOff[b.n] = uint32(len(ix.toolDoc))
-	idf2 := make([]float32, b.n)
+	ix.idf2 = make([]float32, b.n)
 	for t, idf := range ix.toolIDF {
-		idf2[t] = idf * idf
+		ix.idf2[t] = idf * idf
 	}
-	ix.examples = newSentences(exTerms, exOwner, idf2)
-	ix.anti = newSentences(antiTerms, antiOwner, idf2)
-	nEx, nAnti := len(exOwner), len(antiOwner)
+	ix.examples = newSentences(&ex, ix.idf2)
+	ix.anti = newSentences(&anti, ix.idf2)
+	most := max(len(ex.owner), len(anti.owner))
 	ix.pool.New = func() any {
 		return &scratch{
 			tool:    make([]float32, n),
 			best:    make([]float32, n),
 			antiSim: make([]float32, n),
-			sent:    make([]float32, max(nEx, nAnti)),
+			sent:    make([]float32, most),
 		}
 	}
 	return ix
 }
 
-// set returns the distinct term ids of s, sorted.
-func (b *builder) set(s string) []uint32 {
-	var ids []uint32
-	b.each(s, func(id uint32) { ids = append(ids, id) })
-	slices.Sort(ids)
-	return slices.Compact(ids)
-}
-
 // newSentences indexes sentences with the catalog's squared idf (idf2),
 // so that a question word the sentences lack still counts in the
 // question's norm.
-func newSentences(terms [][]uint32, owner []uint32, idf2 []float32) sentences {
+func newSentences(ss *sentenceSets, idf2 []float32) sentences {
 	nTerms := len(idf2)
-	s := sentences{owner: owner, idf2: idf2, off: make([]uint32, nTerms+1)}
-	if len(terms) == 0 {
-		return s
-	}
+	s := sentences{owner: ss.owner, idf2: idf2, off: make([]uint32, nTerms+1)}
 	df := make([]uint32, nTerms)
-	for _, ts := range terms {
-		for _, t := range ts {
-			df[t]++
-		}
+	for _, t := range ss.ids {
+		df[t]++
 	}
 	// Counting sort of (term, sentence) pairs into flat postings.
-	var total uint32
 	for t, d := range df {
-		s.off[t] = total
-		total += d
+		s.off[t+1] = s.off[t] + d
 	}
-	s.off[nTerms] = total
-	s.doc = make([]uint32, total)
-	s.w = make([]float32, total)
+	s.doc = make([]uint32, len(ss.ids))
+	s.w = make([]float32, len(ss.ids))
 	next := slices.Clone(s.off[:nTerms])
-	for i, ts := range terms {
+	for i := range ss.owner {
+		terms := ss.ids[ss.off[i]:ss.off[i+1]]
 		var norm float64
-		for _, t := range ts {
-			norm += float64(s.idf2[t])
+		for _, t := range terms {
+			norm += float64(idf2[t])
 		}
 		w := float32(0)
 		if norm > 0 {
 			w = float32(1 / math.Sqrt(norm))
 		}
-		for _, t := range ts {
+		for _, t := range terms {
 			s.doc[next[t]] = uint32(i)
 			s.w[next[t]] = w
 			next[t]++
@@ -410,18 +460,20 @@ func (s *sentences) match(sc *scratch, terms []uint32, best []float32, allowed [
 	sc.sentHit = sc.sentHit[:0]
 }
 
-// tieLess orders tools of equal score by (source, id).
+// tieOrder ranks entries by (source, id, position): the order of tools of
+// equal score.
 func tieOrder(entries []Entry) []uint32 {
+	ids := make([]string, len(entries))
 	order := make([]int, len(entries))
-	for i := range order {
+	for i := range entries {
+		ids[i] = entries[i].Tool.ID()
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int {
-		ea, eb := &entries[a], &entries[b]
-		if c := cmp.Compare(ea.Source, eb.Source); c != 0 {
+		if c := cmp.Compare(entries[a].Source, entries[b].Source); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ea.Tool.ID(), eb.Tool.ID()); c != 0 {
+		if c := cmp.Compare(ids[a], ids[b]); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
