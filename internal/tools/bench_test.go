@@ -1,6 +1,10 @@
 package tools
 
-import "testing"
+import (
+	"slices"
+	"testing"
+	"time"
+)
 
 var benchQueries = []string{
 	"create a stripe invoice for the customer",
@@ -32,11 +36,18 @@ func benchSearch(b *testing.B, allowed func(i int) bool) {
 		}
 	}
 	b.ReportAllocs()
+	// Per-query percentiles besides the mean: the target is a p50.
+	var lat []time.Duration
 	i := 0
 	for b.Loop() {
+		start := time.Now()
 		ix.Search(benchQueries[i%len(benchQueries)], 10, mask)
+		lat = append(lat, time.Since(start))
 		i++
 	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
 }
 
 func BenchmarkToolSearch10k(b *testing.B) { benchSearch(b, nil) }
