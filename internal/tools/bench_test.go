@@ -1,7 +1,9 @@
 package tools
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,4 +64,39 @@ func BenchmarkToolGraph10k(b *testing.B) {
 	for b.Loop() {
 		ix.Graph(nil)
 	}
+}
+
+// BenchmarkToolSearchLongQuery asks the longest question a request may
+// carry (64 KiB) made of distinct catalog words, in a catalog where every
+// tool has a word of its own: its cost must stay linear in its terms.
+func BenchmarkToolSearchLongQuery(b *testing.B) {
+	entries := genCatalog(10000, 1)
+	for i := range entries {
+		entries[i].Tool.Description += fmt.Sprintf(" Code k%05d.", i)
+	}
+	ix := NewIndex(entries, Options{})
+	q := longQuery(entries, 64<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		ix.Search(q, 10, nil)
+	}
+}
+
+// longQuery joins the distinct words of the catalog's names and
+// descriptions, then numbers, up to size bytes.
+func longQuery(entries []Entry, size int) string {
+	var sb strings.Builder
+	seen := map[string]bool{}
+	for _, e := range entries {
+		for _, w := range strings.Fields(nameWords(e.Tool.Name) + " " + e.Tool.Description) {
+			if !seen[w] && sb.Len()+len(w)+1 <= size {
+				seen[w] = true
+				sb.WriteString(w + " ")
+			}
+		}
+	}
+	for i := 0; sb.Len()+8 <= size; i++ {
+		fmt.Fprintf(&sb, "w%06d ", i)
+	}
+	return sb.String()
 }

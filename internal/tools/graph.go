@@ -277,7 +277,7 @@ func (ix *Index) similarLabel(g, all []member) string {
 		for _, t := range m.set {
 			inGroup[t]++
 		}
-		names = ix.ix.queryTerms(names[:0], nameWords(ix.entries[m.tool].Tool.Name))
+		names = ix.ix.queryTerms(names[:0], nameWords(ix.entries[m.tool].Tool.Name), nil)
 		for _, t := range names {
 			inGroup[t]++
 		}

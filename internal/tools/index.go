@@ -121,6 +121,7 @@ type scratch struct {
 	antiHit []uint32  // tools with an anti-pattern cosine
 	sentHit []uint32  // sentences with a score
 	terms   []uint32
+	seen    []bool // per term: in terms
 	hits    []Hit
 }
 
@@ -353,6 +354,7 @@ func newIndex(entries []Entry, p Params) *termIndex {
 			best:    make([]float32, n),
 			antiSim: make([]float32, n),
 			sent:    make([]float32, most),
+			seen:    make([]bool, b.n),
 		}
 	}
 	return ix
@@ -395,7 +397,9 @@ func newSentences(ss *sentenceSets, idf2 []float32) sentences {
 }
 
 // queryTerms appends the distinct term ids of text known to the catalog.
-func (ix *termIndex) queryTerms(dst []uint32, text string) []uint32 {
+// seen (per term id, all false; nil for a short text) makes repeats cost
+// O(1) on a long question; the caller clears it through the result.
+func (ix *termIndex) queryTerms(dst []uint32, text string, seen []bool) []uint32 {
 	tokenize.EachWord(text, func(w []byte) {
 		id, ok := ix.words[string(w)]
 		if !ok {
@@ -409,7 +413,14 @@ func (ix *termIndex) queryTerms(dst []uint32, text string) []uint32 {
 			}
 			id = int32(tid)
 		}
-		if id >= 0 && !slices.Contains(dst, uint32(id)) {
+		switch {
+		case id < 0:
+		case seen != nil:
+			if !seen[id] {
+				seen[id] = true
+				dst = append(dst, uint32(id))
+			}
+		case !slices.Contains(dst, uint32(id)):
 			dst = append(dst, uint32(id))
 		}
 	})

@@ -75,7 +75,10 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	x := ix.ix
 	sc := x.pool.Get().(*scratch)
 	defer x.pool.Put(sc)
-	sc.terms = x.queryTerms(sc.terms[:0], query)
+	sc.terms = x.queryTerms(sc.terms[:0], query, sc.seen)
+	for _, t := range sc.terms {
+		sc.seen[t] = false
+	}
 	for _, t := range sc.terms {
 		idf := x.toolIDF[t]
 		lo, hi := x.toolOff[t], x.toolOff[t+1]
