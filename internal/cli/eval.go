@@ -3,10 +3,12 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +18,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/eval"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
 func newEvalCommand() *cobra.Command {
@@ -23,8 +26,67 @@ func newEvalCommand() *cobra.Command {
 		Use:   "eval",
 		Short: "Measure quality on public datasets",
 	}
-	cmd.AddCommand(newEvalRetrievalCommand())
+	cmd.AddCommand(newEvalRetrievalCommand(), newEvalToolsCommand())
 	return cmd
+}
+
+func newEvalToolsCommand() *cobra.Command {
+	var dataset, split, examples, output string
+	cmd := &cobra.Command{
+		Use:   "tools --dataset DIR [--split test] [--examples FILE] [-o text|json]",
+		Short: "Tool selection quality (recall@1/3/5/10, nDCG@5) on a BEIR-layout tool set",
+		Long: `eval tools makes corpus.jsonl a tool catalog (_id the tool id, split at its last "." into
+namespace and name; text the description), indexes it as the router does, shortlists the top 10 tools
+for every query of qrels/SPLIT.tsv, and reports recall@1, @3, @5, @10, nDCG@5, the latency of the
+shortlist and, per confidence band of the top tool, how often that tool is relevant. --examples reads
+{"text", "tool"} lines and makes them the tools' examples.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output: must be text or json, not %q", output)
+			}
+			ds, err := eval.LoadBEIR(dataset, split)
+			if err != nil {
+				return err
+			}
+			var ex []eval.ToolExample
+			if examples != "" {
+				if ex, err = eval.LoadToolExamples(examples, ds); err != nil {
+					return err
+				}
+			}
+			report := eval.Tools(ds, ex, tools.Options{})
+			report.Dataset = filepath.Base(filepath.Clean(dataset))
+			report.Split = split
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(report)
+			}
+			return printToolReport(cmd.OutOrStdout(), report)
+		},
+	}
+	cmd.Flags().StringVar(&dataset, "dataset", "", "BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+	cmd.Flags().StringVar(&split, "split", eval.DefaultSplit, "qrels split to evaluate")
+	cmd.Flags().StringVar(&examples, "examples", "", `JSON lines {"text", "tool"}: example questions of the tools`)
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	_ = cmd.MarkFlagRequired("dataset")
+	return cmd
+}
+
+func printToolReport(w io.Writer, r eval.ToolReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "dataset:\t%s (split %s)\n", r.Dataset, r.Split)
+	fmt.Fprintf(tw, "tools:\t%d (%d examples)\n", r.Tools, r.Examples)
+	fmt.Fprintf(tw, "queries:\t%d\n", r.Queries)
+	fmt.Fprintf(tw, "recall@1/3/5/10:\t%.4f  %.4f  %.4f  %.4f\n", r.Recall1, r.Recall3, r.Recall5, r.Recall10)
+	fmt.Fprintf(tw, "ndcg@5:\t%.4f\n", r.NDCG5)
+	fmt.Fprintf(tw, "latency (µs):\tp50 %.1f  p99 %.1f\n", r.Latency.P50, r.Latency.P99)
+	fmt.Fprintf(tw, "top-1 confidence:\tqueries  top-1 relevant\n")
+	for _, b := range r.Calibration {
+		fmt.Fprintf(tw, "  [%.1f, %.1f%s\t%7d  %.4f\n", b.Min, b.Max, map[bool]string{true: "]", false: ")"}[b.Max == 1], b.Queries, b.Top1Relevant)
+	}
+	return tw.Flush()
 }
 
 func newEvalRetrievalCommand() *cobra.Command {

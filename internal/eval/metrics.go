@@ -128,14 +128,7 @@ type Accumulator struct {
 // Add records one query's ranking. Queries without a relevant doc are skipped entirely: they would add a
 // constant 0 to every metric and say nothing about the ranker, and their latency is not recorded either.
 func (a *Accumulator) Add(ranked []string, rel map[string]int, latency time.Duration) {
-	relevant := false
-	for _, g := range rel {
-		if g > 0 {
-			relevant = true
-			break
-		}
-	}
-	if !relevant {
+	if !hasRelevant(rel) {
 		return
 	}
 	a.n++
@@ -161,10 +154,25 @@ func (a *Accumulator) Report() Report {
 	r.Recall100 = mean(a.r100)
 	r.P1 = mean(a.p1)
 	r.MRR10 = mean(a.mrr10)
-	sorted := slices.Clone(a.latencies)
-	slices.Sort(sorted)
-	r.Latency = Latency{P50: micros(nearestRank(sorted, 50)), P99: micros(nearestRank(sorted, 99))}
+	r.Latency = latencyOf(a.latencies)
 	return r
+}
+
+// hasRelevant reports whether a query has a relevant doc (grade > 0).
+func hasRelevant(rel map[string]int) bool {
+	for _, g := range rel {
+		if g > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// latencyOf is the p50 and p99 of a non-empty list of latencies.
+func latencyOf(latencies []time.Duration) Latency {
+	sorted := slices.Clone(latencies)
+	slices.Sort(sorted)
+	return Latency{P50: micros(nearestRank(sorted, 50)), P99: micros(nearestRank(sorted, 99))}
 }
 
 // nearestRank is the nearest-rank percentile of an ascending, non-empty slice: the value at 1-based rank

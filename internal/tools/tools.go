@@ -5,17 +5,13 @@
 package tools
 
 import (
-	"cmp"
 	"slices"
-	"strings"
-	"unicode"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
-	"github.com/contextrouter/contextrouter/internal/index"
 )
 
-// MaxTools bounds the tools of one index (the entry index must fit the
-// index's group numbers).
+// MaxTools bounds the tools of one index; callers enforce it (memory and
+// the cost of a query grow with the catalog).
 const MaxTools = 1 << 16
 
 // Entry is one tool of a source, as a snapshot holds it.
@@ -27,25 +23,26 @@ type Entry struct {
 }
 
 // Options tune the ranking; the zero value is the tuned default.
-type Options struct{}
+type Options struct {
+	// Params overrides DefaultParams (for tuning on dev data).
+	Params *Params
+}
 
 // Index ranks tools. It is immutable and safe for concurrent use.
 type Index struct {
 	entries []Entry
-	ix      *index.Index
+	ix      *termIndex
+	tie     []uint32 // entry -> rank in (source, id) order
 }
 
 // NewIndex indexes entries (at most MaxTools). Hits refer to entries by
 // their position in this slice.
-func NewIndex(entries []Entry, _ Options) *Index {
-	b := index.NewBuilder(index.DefaultParams, false)
-	for i := range entries {
-		t := &entries[i].Tool
-		title := nameWords(t.Name) + " " + strings.ReplaceAll(t.Namespace, ".", " ")
-		body := t.Description + "\n" + strings.Join(t.Tags, " ") + "\n" + strings.Join(t.Examples, "\n")
-		b.Add(uint16(i), title, body)
+func NewIndex(entries []Entry, opts Options) *Index {
+	p := DefaultParams
+	if opts.Params != nil {
+		p = *opts.Params
 	}
-	return &Index{entries: entries, ix: b.Build()}
+	return &Index{entries: entries, ix: newIndex(entries, p), tie: tieOrder(entries)}
 }
 
 // Len is the number of tools.
@@ -68,80 +65,133 @@ type Hit struct {
 // allowed (allowed[i] for entry i; nil allows every tool). Ties are broken
 // by source, then id. Tools with no evidence for the question are left out.
 func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
-	if allowed == nil {
-		allowed = make([]bool, len(ix.entries))
-		for i := range allowed {
-			allowed[i] = true
+	if k <= 0 || len(ix.entries) == 0 {
+		return nil
+	}
+	if allowed != nil && len(allowed) < len(ix.entries) {
+		// A short mask allows nothing past its end.
+		allowed = append(slices.Clip(allowed), make([]bool, len(ix.entries)-len(allowed))...)
+	}
+	x := ix.ix
+	sc := x.pool.Get().(*scratch)
+	defer x.pool.Put(sc)
+	sc.terms = x.queryTerms(sc.terms[:0], query, sc.seen)
+	for _, t := range sc.terms {
+		sc.seen[t] = false
+	}
+	for _, t := range sc.terms {
+		idf := x.toolIDF[t]
+		lo, hi := x.toolOff[t], x.toolOff[t+1]
+		docs, sats := x.toolDoc[lo:hi], x.toolSat[lo:hi]
+		for i, d := range docs {
+			if allowed != nil && !allowed[d] {
+				continue
+			}
+			if sc.tool[d] == 0 {
+				sc.touched = append(sc.touched, d)
+			}
+			sc.tool[d] += idf * sats[i]
 		}
 	}
-	q := ix.ix.NewQuery(query, false)
-	raw := ix.ix.BM25(nil, q, allowed)
-	hits := make([]Hit, len(raw))
-	total := 0.0
-	for i, h := range raw {
-		hits[i] = Hit{Entry: int(ix.ix.Group(h.Doc)), Score: h.Score}
-		total += h.Score
+	x.examples.match(sc, sc.terms, sc.best, allowed, &sc.touched, sc.tool)
+	x.anti.match(sc, sc.terms, sc.antiSim, allowed, &sc.antiHit, nil)
+	var top float32
+	for _, d := range sc.touched {
+		top = max(top, sc.tool[d])
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
+	exWeight := float32(x.p.ExampleMatch) * top
+	hits := sc.hits[:0]
+	for _, d := range sc.touched {
+		s := sc.tool[d] + exWeight*sc.best[d]
+		// An anti-pattern closer to the question than the tool's own words
+		// and examples costs the square of the difference: a question like
+		// the anti-pattern loses almost everything, one that shares a word
+		// or two with it little.
+		if sc.antiSim[d] > sc.best[d] {
+			pos := max(sc.best[d], x.selfCosine(d, sc.terms))
+			if pen := min(sc.antiSim[d]-pos, 1); pen > 0 {
+				s *= 1 - pen*pen
+			}
 		}
-		ea, eb := &ix.entries[a.Entry], &ix.entries[b.Entry]
-		if c := cmp.Compare(ea.Source, eb.Source); c != 0 {
-			return c
+		if s > 0 {
+			hits = append(hits, Hit{Entry: int(d), Score: float64(s)})
 		}
-		return cmp.Compare(ea.Tool.ID(), eb.Tool.ID())
+		sc.tool[d], sc.best[d] = 0, 0
+	}
+	sc.touched = sc.touched[:0]
+	for _, d := range sc.antiHit {
+		sc.antiSim[d] = 0
+	}
+	sc.antiHit = sc.antiHit[:0]
+	out := ix.top(hits, k)
+	if len(hits) <= max(k, confidenceDepth) {
+		out = slices.Clone(out) // top sorted the pooled slice in place
+	}
+	sc.hits = hits[:0]
+	return out
+}
+
+// top returns the k best hits in rank order, with their confidence. It
+// keeps the best max(k, confidenceDepth) in a bounded heap (worst at the
+// root), so a query costs O(n log k) in its candidates, not a full sort.
+func (ix *Index) top(hits []Hit, k int) []Hit {
+	m := max(k, confidenceDepth)
+	// better orders by score, then (source, id).
+	better := func(a, b Hit) bool {
+		if a.Score != b.Score {
+			return a.Score > b.Score
+		}
+		return ix.tie[a.Entry] < ix.tie[b.Entry]
+	}
+	var heap []Hit
+	down := func(i int) {
+		for {
+			w, l, r := i, 2*i+1, 2*i+2
+			if l < len(heap) && better(heap[w], heap[l]) {
+				w = l
+			}
+			if r < len(heap) && better(heap[w], heap[r]) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			heap[i], heap[w] = heap[w], heap[i]
+			i = w
+		}
+	}
+	best := hits
+	if len(hits) > m {
+		heap = make([]Hit, 0, m)
+		for _, h := range hits {
+			switch {
+			case len(heap) < m:
+				heap = append(heap, h)
+				for i := len(heap) - 1; i > 0 && better(heap[(i-1)/2], heap[i]); i = (i - 1) / 2 {
+					heap[i], heap[(i-1)/2] = heap[(i-1)/2], heap[i]
+				}
+			case better(h, heap[0]):
+				heap[0] = h
+				down(0)
+			}
+		}
+		best = heap
+	}
+	slices.SortFunc(best, func(a, b Hit) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
 	})
-	if len(hits) > k {
-		hits = hits[:k]
-	}
-	for i := range hits {
-		hits[i].Confidence = hits[i].Score / total
-	}
-	return hits
-}
-
-// nameWords splits a tool name into words: create_invoice, createInvoice
-// and create-invoice all give "create invoice".
-func nameWords(name string) string {
-	var b strings.Builder
-	prev := rune(0)
-	for _, r := range name {
-		switch {
-		case r == '_' || r == '-':
-			b.WriteByte(' ')
-		case unicode.IsUpper(r) && unicode.IsLower(prev):
-			b.WriteByte(' ')
-			b.WriteRune(r)
-		default:
-			b.WriteRune(r)
+	if len(best) > 0 {
+		t := ix.ix.p.Temperature
+		if len(ix.entries[best[0].Entry].Tool.Examples) == 0 {
+			t = ix.ix.p.PlainTemperature
 		}
-		prev = r
+		setConfidence(best, t)
 	}
-	return b.String()
-}
-
-// Node is a node of the choice graph: a labelled group of tools and
-// subgroups.
-type Node struct {
-	Label    string  `json:"label"`
-	Children []*Node `json:"children,omitempty"`
-	// Tools are entries of the index.
-	Tools []int `json:"-"`
-}
-
-// MaxFanout bounds the children plus tools of a graph node.
-const MaxFanout = 20
-
-// Graph builds the choice graph of the allowed tools (nil: all): grouped
-// by namespace level, a group of more than MaxFanout members split by
-// similarity, then alphabetically.
-func (ix *Index) Graph(allowed []bool) *Node {
-	root := &Node{Label: "tools"}
-	for i := range ix.entries {
-		if allowed == nil || allowed[i] {
-			root.Tools = append(root.Tools, i)
-		}
-	}
-	return root
+	return best[:min(k, len(best)):min(k, len(best))]
 }

@@ -1,0 +1,497 @@
+package tools
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/contextrouter/contextrouter/internal/tokenize"
+)
+
+// Field weights a kind of evidence in the BM25F sum: its term frequencies
+// count Weight times, normalised by the field's length with B (0: none,
+// 1: fully).
+type Field struct {
+	Weight float64
+	B      float64
+}
+
+// Params weight the evidence of a tool. DefaultParams is what Options{}
+// uses.
+type Params struct {
+	// K1 is the BM25F saturation of a term's weighted frequency.
+	K1 float64
+	// Fields of the BM25F document of a tool: its name words (and the whole
+	// name), its namespace words, description, tags, and every example
+	// question concatenated.
+	Name, Namespace, Description, Tags, Examples Field
+	// ExampleMatch weighs the closest single example (cosine of tf-idf term
+	// sets) against the BM25F score, as a share of the query's best BM25F
+	// score: a tool whose example is the query gets that much on top.
+	ExampleMatch float64
+	// Temperature of the confidence softmax over score/top score when the
+	// top tool has examples, and PlainTemperature when it has none: the
+	// scores of the two kinds spread differently (docs/api.md §10.3).
+	Temperature, PlainTemperature float64
+}
+
+// DefaultParams were tuned on MetaTool dev and dev-multi only
+// (docs/benchmarks.md, "Tool selection").
+var DefaultParams = Params{
+	K1:               1.6,
+	Name:             Field{Weight: 3, B: 0},
+	Namespace:        Field{Weight: 2, B: 0},
+	Description:      Field{Weight: 1, B: 0.25},
+	Tags:             Field{Weight: 1.5, B: 0},
+	Examples:         Field{Weight: 0.05, B: 0.25},
+	ExampleMatch:     1,
+	Temperature:      0.15,
+	PlainTemperature: 0.25,
+}
+
+// termIndex is the compact term index of a catalog: postings flattened into
+// single arrays, per-query state in pooled accumulators.
+type termIndex struct {
+	p    Params
+	dict map[string]uint32 // term -> id
+	// words caches the term id of every lower-cased word of the catalog (-1:
+	// not a term), so most query words need no stemming.
+	words map[string]int32
+
+	// BM25F postings: per term, the tools with its saturated weight
+	// tf~/(k1+tf~), tf~ the field-weighted, length-normalised frequency.
+	toolOff  []uint32
+	toolDoc  []uint32
+	toolSat  []float32
+	toolIDF  []float32 // per term, over tools
+	examples sentences
+	anti     sentences
+
+	idf2    []float32 // per term: toolIDF squared, the weight of cosines
+	setOff  []uint32  // per tool: range of sets
+	sets    []uint32  // sorted distinct term ids of name, namespace, description, tags
+	surface []string  // per term: its shortest word, for labels
+
+	pool sync.Pool
+}
+
+// set returns the term set of tool i.
+func (ix *termIndex) set(i int) []uint32 { return ix.sets[ix.setOff[i]:ix.setOff[i+1]] }
+
+// selfCosine is the cosine of the question's terms and tool i's term set,
+// idf-weighted as sentences are.
+func (ix *termIndex) selfCosine(i uint32, terms []uint32) float32 {
+	set := ix.set(int(i))
+	var dot, qn, sn float32
+	for _, t := range terms {
+		w := ix.idf2[t]
+		qn += w
+		if _, ok := slices.BinarySearch(set, t); ok {
+			dot += w
+		}
+	}
+	for _, t := range set {
+		sn += ix.idf2[t]
+	}
+	if dot == 0 {
+		return 0
+	}
+	return dot / float32(math.Sqrt(float64(qn)*float64(sn)))
+}
+
+// sentences is an index of short texts (examples, anti-patterns) that
+// belong to tools, scored by cosine of idf-weighted term sets.
+type sentences struct {
+	off   []uint32  // per term: range of doc and w
+	doc   []uint32  // sentence ids
+	w     []float32 // 1/‖sentence‖, the norm of its idf-weighted terms
+	idf2  []float32 // per term: squared idf over the catalog's tools
+	owner []uint32  // sentence -> tool
+}
+
+// scratch is the per-query state, pooled: arrays sized by the catalog that
+// a query leaves all zero, and the lists of what it touched.
+type scratch struct {
+	tool    []float32 // BM25F score per tool
+	best    []float32 // best example cosine per tool
+	antiSim []float32 // best anti-pattern cosine per tool
+	sent    []float32 // cosine numerator per sentence
+	touched []uint32  // tools with a score
+	antiHit []uint32  // tools with an anti-pattern cosine
+	sentHit []uint32  // sentences with a score
+	terms   []uint32
+	seen    []bool // per term: in terms
+	hits    []Hit
+}
+
+// builder gives the words of a catalog their term ids while it is indexed.
+type builder struct {
+	dict  map[string]uint32
+	words map[string]int32
+	n     int // terms
+}
+
+func (b *builder) term(w []byte) int32 {
+	if id, ok := b.words[string(w)]; ok {
+		return id
+	}
+	word := string(w)
+	id := int32(-1)
+	if t, ok := tokenize.Term(word); ok {
+		tid, seen := b.dict[t]
+		if !seen {
+			tid = uint32(b.n)
+			b.dict[t] = tid
+			b.n++
+		}
+		id = int32(tid)
+	}
+	b.words[word] = id
+	return id
+}
+
+// each calls fn with the term id of every term of s, repeats included.
+func (b *builder) each(s string, fn func(id uint32)) {
+	tokenize.EachWord(s, func(w []byte) {
+		if id := b.term(w); id >= 0 {
+			fn(uint32(id))
+		}
+	})
+}
+
+// The fields of a tool's BM25F document, in Params order.
+const (
+	fieldName = iota
+	fieldNamespace
+	fieldDescription
+	fieldTags
+	fieldExamples
+	numFields
+)
+
+// fieldTerms holds one field of every tool: its distinct terms with their
+// frequencies, flat, tool after tool.
+type fieldTerms struct {
+	off []uint32 // per tool: start in id and tf; one more entry at the end
+	id  []uint32
+	tf  []float32
+	len []float32 // per tool: the field's length in terms
+}
+
+// sentenceSets holds the term sets of examples or anti-patterns, flat.
+type sentenceSets struct {
+	off   []uint32 // per sentence: start in ids; one more entry at the end
+	ids   []uint32 // sorted distinct term ids
+	owner []uint32 // sentence -> tool
+}
+
+func newIndex(entries []Entry, p Params) *termIndex {
+	b := &builder{dict: map[string]uint32{}, words: map[string]int32{}}
+	n := len(entries)
+	weights := [numFields]Field{p.Name, p.Namespace, p.Description, p.Tags, p.Examples}
+
+	// Pass 1: the terms of every field of every tool, and of every example
+	// and anti-pattern. acc counts per term id; touched lists what to reset.
+	var fields [numFields]fieldTerms
+	var acc []float32
+	var touched []uint32
+	add := func(id uint32) {
+		if int(id) >= len(acc) {
+			acc = append(acc, make([]float32, int(id)+1-len(acc))...)
+		}
+		if acc[id] == 0 {
+			touched = append(touched, id)
+		}
+		acc[id]++
+	}
+	flush := func(f *fieldTerms, once bool) {
+		f.off = append(f.off, uint32(len(f.id)))
+		slices.Sort(touched)
+		var l float32
+		for _, id := range touched {
+			tf := acc[id]
+			if once {
+				tf = 1
+			}
+			f.id = append(f.id, id)
+			f.tf = append(f.tf, tf)
+			l += tf
+			acc[id] = 0
+		}
+		f.len = append(f.len, l)
+		touched = touched[:0]
+	}
+	var ex, anti sentenceSets
+	var words []uint32
+	sentence := func(s *sentenceSets, text string, owner int) {
+		words = words[:0]
+		b.each(text, func(id uint32) { words = append(words, id) })
+		slices.Sort(words)
+		s.off = append(s.off, uint32(len(s.ids)))
+		s.ids = append(s.ids, slices.Compact(words)...)
+		s.owner = append(s.owner, uint32(owner))
+	}
+	for i := range entries {
+		t := &entries[i].Tool
+		// Name words count once each: "create" of create_invoice is one
+		// word, not three mentions. The whole name joins them, so a query
+		// naming the tool (ABCmouse) finds it.
+		b.each(nameWords(t.Name)+" "+t.Name, add)
+		flush(&fields[fieldName], true)
+		b.each(nameWords(t.Namespace), add)
+		flush(&fields[fieldNamespace], false)
+		b.each(t.Description, add)
+		flush(&fields[fieldDescription], false)
+		for _, tag := range t.Tags {
+			b.each(tag, add)
+		}
+		flush(&fields[fieldTags], false)
+		for _, e := range t.Examples {
+			b.each(e, add)
+			sentence(&ex, e, i)
+		}
+		flush(&fields[fieldExamples], false)
+		for _, a := range t.AntiPatterns {
+			sentence(&anti, a, i)
+		}
+	}
+	for f := range fields {
+		fields[f].off = append(fields[f].off, uint32(len(fields[f].id)))
+	}
+	ex.off = append(ex.off, uint32(len(ex.ids)))
+	anti.off = append(anti.off, uint32(len(anti.ids)))
+	acc = append(acc, make([]float32, b.n-len(acc))...)
+
+	// Pass 2: BM25F, tf~ = Σ_f w_f·tf_f / (1 − b_f + b_f·len_f/avg_f). A
+	// query only multiplies idf by tf~/(k1+tf~), so that part is computed
+	// here, tool by tool, then scattered into per-term postings.
+	var avg [numFields]float64
+	for f := range fields {
+		for _, l := range fields[f].len {
+			avg[f] += float64(l)
+		}
+		avg[f] = max(avg[f]/float64(max(n, 1)), 1)
+	}
+	ix := &termIndex{p: p, dict: b.dict, words: b.words}
+	ix.setOff = make([]uint32, n+1)
+	df := make([]uint32, b.n)
+	var byTool fieldTerms // per tool: its terms with tf~/(k1+tf~)
+	for i := range n {
+		for f := range fields {
+			fd := &fields[f]
+			lo, hi := fd.off[i], fd.off[i+1]
+			if f < fieldExamples {
+				// The choice graph compares tools by what they say about
+				// themselves, examples aside.
+				ix.sets = append(ix.sets, fd.id[lo:hi]...)
+			}
+			w := weights[f].Weight / (1 - weights[f].B + weights[f].B*float64(fd.len[i])/avg[f])
+			if w <= 0 {
+				continue
+			}
+			for j := lo; j < hi; j++ {
+				id := fd.id[j]
+				if acc[id] == 0 {
+					touched = append(touched, id)
+				}
+				acc[id] += float32(w * float64(fd.tf[j]))
+			}
+		}
+		set := ix.sets[ix.setOff[i]:]
+		slices.Sort(set)
+		ix.sets = append(ix.sets[:ix.setOff[i]], slices.Compact(set)...)
+		ix.setOff[i+1] = uint32(len(ix.sets))
+		slices.Sort(touched)
+		byTool.off = append(byTool.off, uint32(len(byTool.id)))
+		for _, id := range touched {
+			tf := float64(acc[id])
+			byTool.id = append(byTool.id, id)
+			byTool.tf = append(byTool.tf, float32(tf/(tf+p.K1)))
+			df[id]++
+			acc[id] = 0
+		}
+		touched = touched[:0]
+	}
+	byTool.off = append(byTool.off, uint32(len(byTool.id)))
+	ix.toolOff = make([]uint32, b.n+1)
+	ix.toolIDF = make([]float32, b.n)
+	for id, d := range df {
+		ix.toolOff[id+1] = ix.toolOff[id] + d
+		ix.toolIDF[id] = float32(math.Log(1 + (float64(n)-float64(d)+0.5)/(float64(d)+0.5)))
+	}
+	ix.toolDoc = make([]uint32, len(byTool.id))
+	ix.toolSat = make([]float32, len(byTool.id))
+	next := slices.Clone(ix.toolOff[:b.n])
+	for i := range n {
+		for j := byTool.off[i]; j < byTool.off[i+1]; j++ {
+			id := byTool.id[j]
+			ix.toolDoc[next[id]] = uint32(i)
+			ix.toolSat[next[id]] = byTool.tf[j]
+			next[id]++
+		}
+	}
+
+	ix.surface = make([]string, b.n)
+	for w, id := range b.words {
+		if id < 0 {
+			continue
+		}
+		if cur := ix.surface[id]; cur == "" || len(w) < len(cur) || len(w) == len(cur) && w < cur {
+			ix.surface[id] = w
+		}
+	}
+	ix.idf2 = make([]float32, b.n)
+	for t, idf := range ix.toolIDF {
+		ix.idf2[t] = idf * idf
+	}
+	ix.examples = newSentences(&ex, ix.idf2)
+	ix.anti = newSentences(&anti, ix.idf2)
+	most := max(len(ex.owner), len(anti.owner))
+	ix.pool.New = func() any {
+		return &scratch{
+			tool:    make([]float32, n),
+			best:    make([]float32, n),
+			antiSim: make([]float32, n),
+			sent:    make([]float32, most),
+			seen:    make([]bool, b.n),
+		}
+	}
+	return ix
+}
+
+// newSentences indexes sentences with the catalog's squared idf (idf2),
+// so that a question word the sentences lack still counts in the
+// question's norm.
+func newSentences(ss *sentenceSets, idf2 []float32) sentences {
+	nTerms := len(idf2)
+	s := sentences{owner: ss.owner, idf2: idf2, off: make([]uint32, nTerms+1)}
+	df := make([]uint32, nTerms)
+	for _, t := range ss.ids {
+		df[t]++
+	}
+	// Counting sort of (term, sentence) pairs into flat postings.
+	for t, d := range df {
+		s.off[t+1] = s.off[t] + d
+	}
+	s.doc = make([]uint32, len(ss.ids))
+	s.w = make([]float32, len(ss.ids))
+	next := slices.Clone(s.off[:nTerms])
+	for i := range ss.owner {
+		terms := ss.ids[ss.off[i]:ss.off[i+1]]
+		var norm float64
+		for _, t := range terms {
+			norm += float64(idf2[t])
+		}
+		w := float32(0)
+		if norm > 0 {
+			w = float32(1 / math.Sqrt(norm))
+		}
+		for _, t := range terms {
+			s.doc[next[t]] = uint32(i)
+			s.w[next[t]] = w
+			next[t]++
+		}
+	}
+	return s
+}
+
+// queryTerms appends the distinct term ids of text known to the catalog.
+// seen (per term id, all false; nil for a short text) makes repeats cost
+// O(1) on a long question; the caller clears it through the result.
+func (ix *termIndex) queryTerms(dst []uint32, text string, seen []bool) []uint32 {
+	tokenize.EachWord(text, func(w []byte) {
+		id, ok := ix.words[string(w)]
+		if !ok {
+			t, isTerm := tokenize.Term(string(w))
+			if !isTerm {
+				return
+			}
+			tid, known := ix.dict[t]
+			if !known {
+				return
+			}
+			id = int32(tid)
+		}
+		switch {
+		case id < 0:
+		case seen != nil:
+			if !seen[id] {
+				seen[id] = true
+				dst = append(dst, uint32(id))
+			}
+		case !slices.Contains(dst, uint32(id)):
+			dst = append(dst, uint32(id))
+		}
+	})
+	return dst
+}
+
+// match scores the sentences of s against the query terms and keeps, per
+// tool, the best cosine in best. A tool gets its first cosine is appended
+// to list unless other (when given) already has a score for it.
+func (s *sentences) match(sc *scratch, terms []uint32, best []float32, allowed []bool, list *[]uint32, other []float32) {
+	if len(s.owner) == 0 {
+		return
+	}
+	var qnorm float32
+	for _, t := range terms {
+		qnorm += s.idf2[t]
+	}
+	if qnorm == 0 {
+		return
+	}
+	for _, t := range terms {
+		idf2 := s.idf2[t]
+		lo, hi := s.off[t], s.off[t+1]
+		docs, ws := s.doc[lo:hi], s.w[lo:hi]
+		for i, d := range docs {
+			if allowed != nil && !allowed[s.owner[d]] {
+				continue
+			}
+			if sc.sent[d] == 0 {
+				sc.sentHit = append(sc.sentHit, d)
+			}
+			sc.sent[d] += idf2 * ws[i]
+		}
+	}
+	inv := 1 / float32(math.Sqrt(float64(qnorm)))
+	for _, d := range sc.sentHit {
+		c := sc.sent[d] * inv
+		sc.sent[d] = 0
+		o := s.owner[d]
+		if c <= best[o] {
+			continue
+		}
+		if best[o] == 0 && (other == nil || other[o] == 0) {
+			*list = append(*list, o)
+		}
+		best[o] = c
+	}
+	sc.sentHit = sc.sentHit[:0]
+}
+
+// tieOrder ranks entries by (source, id, position): the order of tools of
+// equal score.
+func tieOrder(entries []Entry) []uint32 {
+	ids := make([]string, len(entries))
+	order := make([]int, len(entries))
+	for i := range entries {
+		ids[i] = entries[i].Tool.ID()
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(entries[a].Source, entries[b].Source); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ids[a], ids[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	rank := make([]uint32, len(entries))
+	for r, i := range order {
+		rank[i] = uint32(r)
+	}
+	return rank
+}
