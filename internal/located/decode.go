@@ -453,3 +453,37 @@ func YAMLErrors(err error, text []byte, lineOffset int) []YAMLError {
 	}
 	return out
 }
+
+// JSONValueKind names the kind of a JSON value for messages: "an object", "a
+// list", "a string", "a boolean", "null", "a number", or "nothing".
+func JSONValueKind(t []byte) string {
+	t = bytes.TrimSpace(t)
+	switch {
+	case len(t) == 0:
+		return "nothing"
+	case t[0] == '{':
+		return "an object"
+	case t[0] == '[':
+		return "a list"
+	case t[0] == '"':
+		return "a string"
+	case bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")):
+		return "a boolean"
+	case bytes.Equal(t, []byte("null")):
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// JoinIndex prefixes a field path with a list position: "[2]" and "name"
+// give "[2].name", "[2]" and "" give "[2]".
+func JoinIndex(prefix, path string) string {
+	switch {
+	case path == "":
+		return prefix
+	case path[0] == '[':
+		return prefix + path
+	}
+	return prefix + "." + path
+}

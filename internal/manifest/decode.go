@@ -242,7 +242,7 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 	o := d.origin(line)
 	if t := bytes.TrimSpace(j); len(t) == 0 || t[0] != '{' {
 		p.problem(Problem{Location: loc(o), Message: fmt.Sprintf(
-			"a manifest must be an object with apiVersion and kind, not %s", jsonValueKind(t))})
+			"a manifest must be an object with apiVersion and kind, not %s", located.JSONValueKind(t))})
 		return
 	}
 	h, field, msg := readHeader(j)
@@ -440,21 +440,4 @@ func (p *parser) decode(d *document, j []byte, node *yamlv3.Node, obj any, pr fu
 		p.problem(pb)
 	}
 	return len(strict) == 0
-}
-
-func jsonValueKind(t []byte) string {
-	switch {
-	case len(t) == 0:
-		return "nothing"
-	case t[0] == '[':
-		return "a list"
-	case t[0] == '"':
-		return "a string"
-	case bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")):
-		return "a boolean"
-	case bytes.Equal(t, []byte("null")):
-		return "null"
-	default:
-		return "a number"
-	}
 }
