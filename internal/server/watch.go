@@ -39,7 +39,8 @@ type watchRoot struct {
 	kind rootKind
 }
 
-// watchRoots are the -f paths and the folders of the Directory sources of cfg.
+// watchRoots are the -f paths and the folders of the Directory sources and
+// the catalog folders of the Tools sources of cfg.
 func watchRoots(paths []string, cfg *engine.Config) []watchRoot {
 	var roots []watchRoot
 	for _, p := range paths {
@@ -53,7 +54,12 @@ func watchRoots(paths []string, cfg *engine.Config) []watchRoot {
 	}
 	for _, src := range cfg.Sources {
 		d := src.Spec.Directory
-		if src.Spec.Type != v1alpha1.SourceDirectory || d == nil {
+		if t := src.Spec.Tools; src.Spec.Type == v1alpha1.SourceTools && t != nil {
+			d = t.Directory // a tool catalog's files
+		} else if src.Spec.Type != v1alpha1.SourceDirectory {
+			continue
+		}
+		if d == nil {
 			continue
 		}
 		root, err := sources.DirectoryRoot(src.Name, d, cfg.BaseDirs[src.Name])
