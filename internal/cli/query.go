@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -32,18 +31,7 @@ func newQueryCommand() *cobra.Command {
   contextrouter query -f examples/quickstart -a eng-assistant -m department=engineering -o json "How do I roll back a deploy?"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			if timeout <= 0 {
-				return fmt.Errorf("--query-timeout: %s must be positive", timeout)
-			}
-			req.Text = strings.Join(args, " ")
-			var err error
-			if req.Metadata, err = parseMetadata(metadata); err != nil {
-				return err
-			}
-			snap, err := sf.compile(cmd.Context())
+			snap, err := sf.question(cmd.Context(), &req, args, metadata, output, timeout)
 			if err != nil {
 				return err
 			}
@@ -51,12 +39,8 @@ func newQueryCommand() *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			resp, err := snap.Query(ctx, req)
-			var stopped *engine.StoppedError
-			if errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded) {
-				return errors.New(stopped.TimeoutMessage(timeout) + " (--query-timeout)")
-			}
 			if err != nil {
-				return err
+				return timeoutError(err, timeout)
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)

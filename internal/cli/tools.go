@@ -33,30 +33,15 @@ must be quoted with another word first, or "tree" is the subcommand.`,
   contextrouter tools -f examples/quickstart --max-tools 2 -o json "open a ticket"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			if timeout <= 0 {
-				return fmt.Errorf("--query-timeout: %s must be positive", timeout)
-			}
-			req.Text = strings.Join(args, " ")
-			var err error
-			if req.Metadata, err = parseMetadata(metadata); err != nil {
-				return err
-			}
-			snap, err := sf.compile(cmd.Context())
+			snap, err := sf.question(cmd.Context(), &req, args, metadata, output, timeout)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			resp, err := snap.FindTools(ctx, req)
-			var stopped *engine.StoppedError
-			if errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded) {
-				return errors.New(stopped.TimeoutMessage(timeout) + " (--query-timeout)")
-			}
 			if err != nil {
-				return err
+				return timeoutError(err, timeout)
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
@@ -117,6 +102,33 @@ split by similarity. No route is evaluated.`,
 	cmd.Flags().StringVarP(&agent, "agent", "a", "", "agent whose tools to show")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// question checks the flags that query and tools share, fills req from
+// them and the arguments, and compiles the router.
+func (f *sourceFlags) question(ctx context.Context, req *engine.Request, args, metadata []string, output string, timeout time.Duration) (*engine.Snapshot, error) {
+	if err := checkOutput(output); err != nil {
+		return nil, err
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("--query-timeout: %s must be positive", timeout)
+	}
+	req.Text = strings.Join(args, " ")
+	var err error
+	if req.Metadata, err = parseMetadata(metadata); err != nil {
+		return nil, err
+	}
+	return f.compile(ctx)
+}
+
+// timeoutError words a question stopped by --query-timeout; other errors
+// pass as they are.
+func timeoutError(err error, timeout time.Duration) error {
+	var stopped *engine.StoppedError
+	if errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded) {
+		return errors.New(stopped.TimeoutMessage(timeout) + " (--query-timeout)")
+	}
+	return err
 }
 
 func checkOutput(output string) error {

@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -215,7 +217,7 @@ func findBadValue(raw any, t reflect.Type, path string) (string, reflect.Type, e
 			return "", nil, nil, false
 		}
 		fields := jsonFields(t)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if ft, ok := fields[k]; ok {
 				if r, rt, err, ok := findBadValue(m[k], ft, joinPath(path, k)); ok {
 					return r, rt, err, true
@@ -227,7 +229,7 @@ func findBadValue(raw any, t reflect.Type, path string) (string, reflect.Type, e
 		if !ok {
 			return "", nil, nil, false
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if r, rt, err, ok := findBadValue(m[k], t.Elem(), joinPath(path, k)); ok {
 				return r, rt, err, true
 			}
@@ -359,7 +361,7 @@ func SuggestField(t reflect.Type, path string) string {
 	if parent == nil || parent.Kind() != reflect.Struct {
 		return ""
 	}
-	return Closest(segs[len(segs)-1].key, sortedKeys(jsonFields(parent)))
+	return Closest(segs[len(segs)-1].key, slices.Sorted(maps.Keys(jsonFields(parent))))
 }
 
 // Closest returns the candidate nearest to s by case-insensitive edit

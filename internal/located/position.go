@@ -1,7 +1,6 @@
 package located
 
 import (
-	"sort"
 	"strconv"
 	"strings"
 
@@ -170,13 +169,4 @@ func DuplicateKeys(n *yamlv3.Node, path string) []DupKey {
 
 func isMergeKey(k *yamlv3.Node) bool {
 	return k.Value == "<<" && (k.Tag == "" || k.Tag == "!!merge" || k.Tag == "tag:yaml.org,2002:merge")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
