@@ -144,11 +144,12 @@ func (s *Snapshot) selectTools(req *Request, access *Access, srcs []*sourceState
 	if n > 0 {
 		hits := s.toolIx.Search(req.Text, k, allowed)
 		for _, h := range hits {
-			best = math.Max(best, h.Confidence)
 			if h.Score < s.tools.minScore {
 				stats.BelowThreshold++
 				continue
 			}
+			// The gate compares the best card's confidence: cards left out do not count.
+			best = math.Max(best, h.Confidence)
 			cards = append(cards, s.toolCard(h.Entry, h.Score, h.Confidence))
 		}
 	}
@@ -243,16 +244,21 @@ func (s *Snapshot) FindTools(ctx context.Context, req Request) (*ToolsResponse, 
 	}
 	access := s.accessFor(req.Agent)
 	var srcs []*sourceState
+	hasTools := false
 	for _, n := range srcNames {
 		if st := s.sources[n]; st.isToolSource() {
+			hasTools = true
 			srcs = s.routeToolSource(st, access, r, srcs)
 		}
 	}
 	resp := &ToolsResponse{
-		MatchedRoutes: r.MatchedRoutes, RouteErrors: r.RouteErrors,
+		Tools: []ToolCard{}, MatchedRoutes: r.MatchedRoutes, RouteErrors: r.RouteErrors,
 		DeniedSources: r.DeniedSources, FailedSources: r.FailedSources,
 	}
-	resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, srcs)
+	// As in Query: no route naming a tool source, no cards (not even fallbacks).
+	if hasTools {
+		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, srcs)
+	}
 	return resp, nil
 }
 

@@ -178,6 +178,29 @@ func TestMinScoreAndFallback(t *testing.T) {
 			t.Errorf("unknown question: cards = %q", ids)
 		}
 	})
+	t.Run("cards under minScore do not make the gate confident", func(t *testing.T) {
+		s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) {
+			fallback(r)
+			r.Tools.MinConfidence = "0.5"
+			r.Tools.MinScore = "1000"
+		}))
+		resp := query(t, s, Request{Text: "create an invoice for a customer and send it by e-mail"})
+		if ids := cardIDs(resp.Tools); !slices.Equal(ids, []string{"web_search(fallback)"}) || resp.Stats.Tools.BelowThreshold == 0 {
+			t.Errorf("cards = %q, stats %+v; want every card under minScore and the fallback", ids, resp.Stats.Tools)
+		}
+	})
+	t.Run("no fallback without a routed tool source", func(t *testing.T) {
+		cfg := toolsConfig(func(r *v1alpha1.ContextRouterSpec) { fallback(r); r.Tools.MinConfidence = "0.99" })
+		cfg.Routes = []v1alpha1.ContextRoute{routeTo("all", "", "prompt")}
+		s := compile(t, cfg)
+		if resp := query(t, s, Request{Text: "weather"}); len(resp.Tools) != 0 {
+			t.Errorf("query: cards = %q", cardIDs(resp.Tools))
+		}
+		found, err := s.FindTools(context.Background(), Request{Text: "weather"})
+		if err != nil || found.Tools == nil || len(found.Tools) != 0 {
+			t.Errorf("FindTools: %+v, %v", found, err)
+		}
+	})
 	t.Run("a confident card needs no fallback", func(t *testing.T) {
 		s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) { fallback(r); r.Tools.MinConfidence = "0" }))
 		resp := query(t, s, Request{Text: "weather in Munich tomorrow"})
