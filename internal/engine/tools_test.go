@@ -181,7 +181,7 @@ func TestMinScoreAndFallback(t *testing.T) {
 	t.Run("cards under minScore do not make the gate confident", func(t *testing.T) {
 		s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) {
 			fallback(r)
-			r.Tools.MinConfidence = "0.5"
+			r.Tools.MinConfidence = "0.01"
 			r.Tools.MinScore = "1000"
 		}))
 		resp := query(t, s, Request{Text: "create an invoice for a customer and send it by e-mail"})
