@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -427,5 +428,33 @@ func TestStaleToolSource(t *testing.T) {
 	}
 	if st := s2.Sources()[0]; st.Tools != 1 || st.Error == "" {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+// TestToolIndexLimit: the tools of all tool sources must fit one index; the
+// source that passes tools.MaxTools fails, the others answer.
+func TestToolIndexLimit(t *testing.T) {
+	const perSource = 9400 // 7 sources: 65,800 tools, past 65,536
+	var srcs []v1alpha1.ContextSource
+	route := routeTo("all", "")
+	for i := range 7 {
+		catalog := make([]v1alpha1.Tool, perSource)
+		for j := range catalog {
+			catalog[j] = tool("", "tool"+strconv.Itoa(j), "Does thing number "+strconv.Itoa(j)+".", v1alpha1.SideEffectsRead)
+		}
+		name := "tools-" + strconv.Itoa(i)
+		srcs = append(srcs, toolsSource(name, catalog...))
+		route.Spec.Sources = append(route.Spec.Sources, v1alpha1.LocalObjectReference{Name: name})
+	}
+	s := compile(t, &Config{Router: router(nil), Routes: []v1alpha1.ContextRoute{route}, Sources: srcs})
+	if s.Tools() != 6*perSource {
+		t.Errorf("%d tools indexed, want %d", s.Tools(), 6*perSource)
+	}
+	resp := query(t, s, Request{Text: "thing number 42"})
+	if len(resp.FailedSources) != 1 || resp.FailedSources[0].Source != "tools-6" || !strings.Contains(resp.FailedSources[0].Error, "more than 65536 tools") {
+		t.Errorf("failed_sources = %+v", resp.FailedSources)
+	}
+	if len(resp.Tools) == 0 {
+		t.Error("the sources within the limit do not answer")
 	}
 }

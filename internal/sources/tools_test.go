@@ -343,3 +343,25 @@ func TestToolsDirectoryFilesStayWhole(t *testing.T) {
 }
 
 func discardTestLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestToolsCatalogSizeLimit: catalog files holding more than MaxCatalogTools
+// tools fail the source.
+func TestToolsCatalogSizeLimit(t *testing.T) {
+	root := t.TempDir()
+	for f := range 2 {
+		var b strings.Builder
+		for i := range MaxCatalogTools/2 + f { // 10,001 in all
+			b.WriteString("- {name: t" + strconv.Itoa(f) + "_" + strconv.Itoa(i) + ", description: D.}\n")
+		}
+		writeTestFile(t, root, "part"+strconv.Itoa(f)+".yaml", b.String())
+	}
+	max := resource.MustParse("10Mi")
+	src, err := New(toolsSpec("tools", &v1alpha1.ToolsSource{Directory: &v1alpha1.DirectorySource{Path: root, MaxFileSize: &max}}), Env{Logger: discardTestLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := loadToolIDs(t, src)
+	if err == nil || ids != nil || !strings.Contains(err.Error(), "part1.yaml:5001: more than 10000 tools in the catalog") {
+		t.Errorf("%d tools, err = %v", len(ids), err)
+	}
+}
