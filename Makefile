@@ -79,6 +79,7 @@ FUZZ_TARGETS := \
 	./internal/engine:FuzzCondition \
 	./internal/sources:FuzzSplitDocument \
 	./internal/sources:FuzzHTTPAPIResponse \
+	./internal/sources:FuzzParseCatalog \
 	./internal/server/fuzz:FuzzQuery
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 5s) each; longer: make fuzz FUZZTIME=5m.

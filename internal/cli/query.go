@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -33,22 +31,7 @@ func newQueryCommand() *cobra.Command {
   contextrouter query -f examples/quickstart -a eng-assistant -m department=engineering -o json "How do I roll back a deploy?"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("--output: must be text or json, not %q", output)
-			}
-			if timeout <= 0 {
-				return fmt.Errorf("--query-timeout: %s must be positive", timeout)
-			}
-			req.Text = strings.Join(args, " ")
-			req.Metadata = map[string]string{}
-			for _, kv := range metadata {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--metadata %q: want KEY=VALUE", kv)
-				}
-				req.Metadata[k] = v
-			}
-			snap, err := sf.compile(cmd.Context())
+			snap, err := sf.question(cmd.Context(), &req, args, metadata, output, timeout)
 			if err != nil {
 				return err
 			}
@@ -56,18 +39,11 @@ func newQueryCommand() *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			resp, err := snap.Query(ctx, req)
-			var stopped *engine.StoppedError
-			if errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded) {
-				return errors.New(stopped.TimeoutMessage(timeout) + " (--query-timeout)")
-			}
 			if err != nil {
-				return err
+				return timeoutError(err, timeout)
 			}
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				return enc.Encode(resp)
+				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			printText(cmd.OutOrStdout(), snap, resp, showFull)
 			return nil
@@ -79,6 +55,7 @@ func newQueryCommand() *cobra.Command {
 	cmd.Flags().StringArrayVarP(&metadata, "metadata", "m", nil, "metadata KEY=VALUE (repeatable)")
 	cmd.Flags().IntVar(&req.MaxTokens, "max-tokens", 0, "lower the router's token budget for this question")
 	cmd.Flags().IntVar(&req.MaxChunks, "max-chunks", 0, "return at most this many chunks")
+	cmd.Flags().IntVar(&req.MaxTools, "max-tools", 0, fmt.Sprintf("number of tool cards when a route names tool sources (0 = the router's spec.tools.topK; at most %d)", engine.MaxToolsPerRequest))
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&showFull, "full", false, "print whole chunks instead of previews")
 	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the question may take once the manifests are loaded, fetches included")
@@ -88,23 +65,7 @@ func newQueryCommand() *cobra.Command {
 // printText renders a response for people: what matched, what was refused,
 // then each chunk with its score, size, origin and a preview.
 func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool) {
-	list := func(xs []string) string {
-		if len(xs) == 0 {
-			return "(none)"
-		}
-		return strings.Join(xs, ", ")
-	}
-	fmt.Fprintf(w, "router:          %s\n", snap.Router())
-	fmt.Fprintf(w, "matched routes:  %s\n", list(r.MatchedRoutes))
-	fmt.Fprintf(w, "denied sources:  %s\n", list(r.DeniedSources))
-	var failed []string
-	for _, f := range r.FailedSources {
-		failed = append(failed, fmt.Sprintf("%s (%s)", f.Source, f.Error))
-	}
-	fmt.Fprintf(w, "failed sources:  %s\n", list(failed))
-	for _, e := range r.RouteErrors {
-		fmt.Fprintf(w, "route error:     %s: %s\n", e.Route, e.Error)
-	}
+	printRouting(w, snap, r.MatchedRoutes, r.DeniedSources, r.FailedSources, r.RouteErrors)
 	d := r.Stats.Dropped
 	var drops []string
 	for _, x := range []struct {
@@ -143,6 +104,32 @@ func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool
 	}
 	if len(r.Chunks) == 0 {
 		fmt.Fprintln(w, "\n(no context for this question)")
+	}
+	if r.Stats.Tools.Candidates > 0 || len(r.Tools) > 0 {
+		fmt.Fprintln(w)
+		printTools(w, r.Tools, r.Stats.Tools)
+	}
+}
+
+// printRouting renders what routing decided: the router, the matched
+// routes, denied and failed sources, and route errors.
+func printRouting(w io.Writer, snap *engine.Snapshot, matched, denied []string, failedSources []engine.SourceFailure, routeErrors []engine.RouteError) {
+	list := func(xs []string) string {
+		if len(xs) == 0 {
+			return "(none)"
+		}
+		return strings.Join(xs, ", ")
+	}
+	fmt.Fprintf(w, "router:          %s\n", snap.Router())
+	fmt.Fprintf(w, "matched routes:  %s\n", list(matched))
+	fmt.Fprintf(w, "denied sources:  %s\n", list(denied))
+	var failed []string
+	for _, f := range failedSources {
+		failed = append(failed, fmt.Sprintf("%s (%s)", f.Source, f.Error))
+	}
+	fmt.Fprintf(w, "failed sources:  %s\n", list(failed))
+	for _, e := range routeErrors {
+		fmt.Fprintf(w, "route error:     %s: %s\n", e.Route, e.Error)
 	}
 }
 

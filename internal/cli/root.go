@@ -40,7 +40,7 @@ func NewRootCommand() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(newQueryCommand(), newValidateCommand(), newEvalCommand(), newOperatorCommand(), newProbeCommand())
+	root.AddCommand(newQueryCommand(), newToolsCommand(), newValidateCommand(), newEvalCommand(), newOperatorCommand(), newProbeCommand())
 	root.AddCommand(newCacheCommand())
 	root.AddCommand(newServeCommand())
 	return root

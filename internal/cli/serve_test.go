@@ -163,7 +163,7 @@ func TestServeQuickstart(t *testing.T) {
 	if err := json.Unmarshal([]byte(s.get(t, "/v1/status")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Router != "acme" || !st.Ready || len(st.Sources) != 4 {
+	if st.Router != "acme" || !st.Ready || len(st.Sources) != 5 {
 		t.Fatalf("status %+v", st)
 	}
 	if m := s.get(t, "/metrics"); !strings.Contains(m, `contextrouter_route_matches_total{route="engineering"} 1`) {

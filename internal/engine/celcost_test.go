@@ -345,6 +345,9 @@ func TestRequestBounds(t *testing.T) {
 		{"key past the limit", Request{Text: "q", Metadata: map[string]string{n('k', 300): "v"}}, `bad request: metadata key "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"… is 300 bytes; keys are limited to 256 bytes`},
 		{"smallest bad key is named", Request{Text: "q", Metadata: map[string]string{"b": n('v', 2000), "a": n('v', 2000), "c": "ok"}}, `bad request: metadata["a"] is 2000 bytes`},
 		{"negative max_tokens", Request{Text: "q", MaxTokens: -1}, "bad request: max_tokens and max_chunks must not be negative"},
+		{"max_tools at the limit", Request{Text: "q", MaxTools: MaxToolsPerRequest}, ""},
+		{"max_tools past the limit", Request{Text: "q", MaxTools: MaxToolsPerRequest + 1}, "bad request: max_tools is 101; it must be between 0 and 100"},
+		{"negative max_tools", Request{Text: "q", MaxTools: -1}, "bad request: max_tools is -1; it must be between 0 and 100"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

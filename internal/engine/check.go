@@ -56,6 +56,14 @@ func CheckRoute(r *v1alpha1.ContextRoute) field.ErrorList {
 // reading files, cloning or calling anything, and without secrets.
 func CheckSource(s *v1alpha1.ContextSource) field.ErrorList {
 	errs := s.Validate()
+	if t := s.Spec.Tools; t != nil && t.Catalog != nil {
+		// Every problem of an inline catalog, not only the factory's first.
+		for _, p := range sources.CheckInlineCatalog(t.Catalog) {
+			if !reported(errs, p.Field) {
+				errs = append(errs, field.Invalid(field.NewPath(p.Field), field.OmitValueType{}, problem.OneLine(p.Message)))
+			}
+		}
+	}
 	if _, err := sources.New(s, checkEnv); err != nil {
 		// As in Compile: no URL user part in any message.
 		path, msg := SplitFieldError(redact.Error(err).Error())

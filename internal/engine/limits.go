@@ -18,6 +18,8 @@ const (
 	MaxMetadataPairs      = 64
 	MaxMetadataKeyBytes   = 256
 	MaxMetadataValueBytes = 1024
+	// MaxToolsPerRequest bounds max_tools, the tool cards a query asks for.
+	MaxToolsPerRequest = 100
 )
 
 // MaxVarsSize bounds the router's spec.variables as the cost check assumes
@@ -70,6 +72,9 @@ func validateRequest(req *Request) error {
 	}
 	if req.MaxTokens < 0 || req.MaxChunks < 0 {
 		return fmt.Errorf("%w: max_tokens and max_chunks must not be negative", ErrBadRequest)
+	}
+	if req.MaxTools < 0 || req.MaxTools > MaxToolsPerRequest {
+		return fmt.Errorf("%w: max_tools is %d; it must be between 0 and %d", ErrBadRequest, req.MaxTools, MaxToolsPerRequest)
 	}
 	return nil
 }

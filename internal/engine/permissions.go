@@ -30,12 +30,15 @@ type Access struct {
 	// against the lower-cased path (what doublestar's own case-insensitive
 	// mode does, rune by rune).
 	DenyPathsIgnoreCase []string
+	// Tools are the merged tool rules.
+	Tools ToolAccess
 }
 
 // ResolveAccess merges the permissions that apply to agent. The rule (API.md):
 // allow and deny lists are unioned; deny beats allow; any Deny default makes
 // the default Deny; maxSensitivity is the minimum; Drop beats Redact; denyPaths
-// are unioned, each glob keeping its own permission's pathMatching. An agent
+// are unioned, each glob keeping its own permission's pathMatching; tool rules
+// merge as ToolAccess says. An agent
 // no permission matches is treated as if one permission applied with
 // default = defaultAccess and every other field at its default (so it may read
 // up to Internal, and drops the rest).
@@ -77,7 +80,9 @@ func ResolveAccess(perms []v1alpha1.AgentPermission, agent string, defaultAccess
 		if p.SensitivityAction != v1alpha1.SensitivityActionRedact {
 			a.SensitivityAction = v1alpha1.SensitivityActionDrop
 		}
+		a.Tools.merge(&p.Tools)
 	}
+	a.Tools.finish()
 	if len(a.Permissions) == 0 {
 		// One permission with default = defaultAccess, the rest defaulted.
 		implied := v1alpha1.AgentPermission{Spec: v1alpha1.AgentPermissionSpec{Default: defaultAccess}}
@@ -139,4 +144,91 @@ func (a *Access) PathDenied(path string) bool {
 // Cleared reports whether the agent may read a source of this sensitivity.
 func (a *Access) Cleared(s v1alpha1.Sensitivity) bool {
 	return s.Level() <= a.MaxSensitivity.Level()
+}
+
+// ToolAccess is the merge of the tool rules (spec.tools) of the applying
+// permissions (api.md §10.4). The zero value restricts nothing.
+type ToolAccess struct {
+	// Allow are the allow globs of every applying permission, as path globs
+	// (ToolGlob); a tool must match one when HasAllow.
+	Allow    []string
+	HasAllow bool
+	// Deny are the deny globs of every applying permission, as path globs; deny beats allow.
+	Deny []string
+	// MaxSideEffects is the lowest maxSideEffects of the applying
+	// permissions ("" = no limit).
+	MaxSideEffects v1alpha1.SideEffects
+	// DenySafetyTags is the union of denySafetyTags.
+	DenySafetyTags []string
+}
+
+// ToolGlob turns a glob over tool ids, whose levels "." separates, into the
+// doublestar glob over a path that ToolPath makes of an id: "billing.*"
+// matches "billing.refund" but not "billing.invoices.create", and
+// "billing.**" everything under billing.
+func ToolGlob(g string) string { return strings.ReplaceAll(g, ".", "/") }
+
+// ToolPath is the path a tool id is matched as.
+func ToolPath(id string) string { return strings.ReplaceAll(id, ".", "/") }
+
+// merge adds one applying permission's rules: allow, deny and
+// denySafetyTags are unioned; maxSideEffects is the lowest set.
+func (t *ToolAccess) merge(r *v1alpha1.ToolRules) {
+	for _, g := range r.Allow {
+		t.Allow = append(t.Allow, ToolGlob(g))
+	}
+	t.HasAllow = t.HasAllow || len(r.Allow) > 0
+	for _, g := range r.Deny {
+		t.Deny = append(t.Deny, ToolGlob(g))
+	}
+	if r.MaxSideEffects != "" && (t.MaxSideEffects == "" || r.MaxSideEffects.Level() < t.MaxSideEffects.Level()) {
+		t.MaxSideEffects = r.MaxSideEffects
+	}
+	t.DenySafetyTags = append(t.DenySafetyTags, r.DenySafetyTags...)
+}
+
+// finish sorts and deduplicates the lists, so equal merges are equal values.
+func (t *ToolAccess) finish() {
+	for _, l := range []*[]string{&t.Allow, &t.Deny, &t.DenySafetyTags} {
+		slices.Sort(*l)
+		*l = slices.Compact(*l)
+	}
+}
+
+// Restricts reports whether some rule can make a tool unusable.
+func (t *ToolAccess) Restricts() bool {
+	return t.HasAllow || len(t.Deny) > 0 || t.MaxSideEffects != "" || len(t.DenySafetyTags) > 0
+}
+
+// Usable reports whether the rules let the agent use a tool of a readable
+// source: its id matches no deny glob; it matches an allow glob if any
+// applying permission lists some; its side effects are at most
+// MaxSideEffects; it carries no denied safety tag.
+func (t *ToolAccess) Usable(tool *v1alpha1.Tool) bool {
+	if !t.Restricts() {
+		return true
+	}
+	if t.MaxSideEffects != "" && tool.SideEffects.Level() > t.MaxSideEffects.Level() {
+		return false
+	}
+	for _, tag := range tool.SafetyTags {
+		if _, found := slices.BinarySearch(t.DenySafetyTags, tag); found {
+			return false
+		}
+	}
+	p := ToolPath(tool.ID())
+	for _, g := range t.Deny {
+		if ok, _ := doublestar.Match(g, p); ok {
+			return false
+		}
+	}
+	if !t.HasAllow {
+		return true
+	}
+	for _, g := range t.Allow {
+		if ok, _ := doublestar.Match(g, p); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -223,3 +223,77 @@ func TestDenyPathsCaseInsensitive(t *testing.T) {
 		})
 	}
 }
+
+// TestToolRules is the merge rule of api.md §10.4 over a small catalog.
+func TestToolRules(t *testing.T) {
+	rules := func(name string, agents []string, r v1alpha1.ToolRules) v1alpha1.AgentPermission {
+		return perm(name, v1alpha1.AgentPermissionSpec{Agents: agents, Default: v1alpha1.AccessAllow, Tools: r})
+	}
+	catalog := []v1alpha1.Tool{
+		{Name: "refund", Namespace: "billing", SideEffects: v1alpha1.SideEffectsWrite, SafetyTags: []string{"financial"}},
+		{Name: "create_invoice", Namespace: "billing.invoices", SideEffects: v1alpha1.SideEffectsWrite},
+		{Name: "delete_invoice", Namespace: "billing.invoices", SideEffects: v1alpha1.SideEffectsDestructive},
+		{Name: "list_invoices", Namespace: "billing.invoices", SideEffects: v1alpha1.SideEffectsRead},
+		{Name: "web_search", SideEffects: v1alpha1.SideEffectsRead},
+		{Name: "lookup", Namespace: "crm", SideEffects: v1alpha1.SideEffectsNone, SafetyTags: []string{"pii"}},
+	}
+	bot := []string{"bot"}
+	tests := []struct {
+		name  string
+		perms []v1alpha1.AgentPermission
+		agent string
+		want  []string
+	}{
+		{"no permission restricts nothing", nil, "bot",
+			[]string{"billing.refund", "billing.invoices.create_invoice", "billing.invoices.delete_invoice", "billing.invoices.list_invoices", "web_search", "crm.lookup"}},
+		{"one level glob", []v1alpha1.AgentPermission{rules("a", bot, v1alpha1.ToolRules{Allow: []string{"billing.*"}})}, "bot",
+			[]string{"billing.refund"}},
+		{"globstar", []v1alpha1.AgentPermission{rules("a", bot, v1alpha1.ToolRules{Allow: []string{"billing.**"}})}, "bot",
+			[]string{"billing.refund", "billing.invoices.create_invoice", "billing.invoices.delete_invoice", "billing.invoices.list_invoices"}},
+		{"deny beats allow", []v1alpha1.AgentPermission{
+			rules("a", bot, v1alpha1.ToolRules{Allow: []string{"billing.**"}}),
+			rules("b", []string{"*"}, v1alpha1.ToolRules{Deny: []string{"billing.**.delete_*", "billing.refund"}}),
+		}, "bot", []string{"billing.invoices.create_invoice", "billing.invoices.list_invoices"}},
+		{"allows are a union, and constrain once one permission lists some", []v1alpha1.AgentPermission{
+			rules("a", bot, v1alpha1.ToolRules{Allow: []string{"web_search"}}),
+			rules("b", bot, v1alpha1.ToolRules{Allow: []string{"crm.*"}}),
+			rules("c", bot, v1alpha1.ToolRules{}),
+		}, "bot", []string{"web_search", "crm.lookup"}},
+		{"lowest maxSideEffects", []v1alpha1.AgentPermission{
+			rules("a", bot, v1alpha1.ToolRules{MaxSideEffects: v1alpha1.SideEffectsWrite}),
+			rules("b", bot, v1alpha1.ToolRules{MaxSideEffects: v1alpha1.SideEffectsRead}),
+			rules("c", bot, v1alpha1.ToolRules{}),
+		}, "bot", []string{"billing.invoices.list_invoices", "web_search", "crm.lookup"}},
+		{"denySafetyTags union", []v1alpha1.AgentPermission{
+			rules("a", bot, v1alpha1.ToolRules{DenySafetyTags: []string{"pii"}}),
+			rules("b", bot, v1alpha1.ToolRules{DenySafetyTags: []string{"financial"}}),
+		}, "bot", []string{"billing.invoices.create_invoice", "billing.invoices.delete_invoice", "billing.invoices.list_invoices", "web_search"}},
+		{"permissions of other agents do not apply", []v1alpha1.AgentPermission{
+			rules("a", []string{"other"}, v1alpha1.ToolRules{Deny: []string{"**"}}),
+			rules("b", bot, v1alpha1.ToolRules{Deny: []string{"crm.**"}}),
+		}, "bot", []string{"billing.refund", "billing.invoices.create_invoice", "billing.invoices.delete_invoice", "billing.invoices.list_invoices", "web_search"}},
+		{"deny everything", []v1alpha1.AgentPermission{rules("a", []string{"*"}, v1alpha1.ToolRules{Deny: []string{"**"}})}, "bot", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := ResolveAccess(tt.perms, tt.agent, v1alpha1.AccessAllow)
+			var got []string
+			for i := range catalog {
+				if a.Tools.Usable(&catalog[i]) {
+					got = append(got, catalog[i].ID())
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("usable = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestToolRulesUnsetSideEffectsIsWorstCase(t *testing.T) {
+	a := ResolveAccess([]v1alpha1.AgentPermission{perm("a", v1alpha1.AgentPermissionSpec{Agents: []string{"*"},
+		Tools: v1alpha1.ToolRules{MaxSideEffects: v1alpha1.SideEffectsWrite}})}, "x", v1alpha1.AccessAllow)
+	if a.Tools.Usable(&v1alpha1.Tool{Name: "undeclared"}) {
+		t.Error("a tool without sideEffects (not defaulted) must count as Destructive")
+	}
+}

@@ -29,20 +29,26 @@ type Request struct {
 	// MaxChunks caps the number of chunks (0 = no cap); an extension for
 	// callers that want a top-k list, such as retrieval evaluation.
 	MaxChunks int `json:"max_chunks,omitempty"`
+	// MaxTools is the number of tool cards to shortlist (0 = the router's
+	// spec.tools.topK; at most MaxToolsPerRequest).
+	MaxTools int `json:"max_tools,omitempty"`
 }
 
 // Response is the assembled context (API.md "Query API").
 type Response struct {
-	Chunks           []Chunk         `json:"chunks"`
-	Text             string          `json:"text"`
-	TotalTokens      int             `json:"total_tokens"`
-	WasTruncated     bool            `json:"was_truncated"`
-	MatchedRoutes    []string        `json:"matched_routes"`
-	DeniedSources    []string        `json:"denied_sources"`
-	FailedSources    []SourceFailure `json:"failed_sources"`
-	RouteErrors      []RouteError    `json:"route_errors"`
-	Stats            Stats           `json:"stats"`
-	EvaluationTimeMS float64         `json:"evaluation_time_ms"`
+	Chunks        []Chunk         `json:"chunks"`
+	Text          string          `json:"text"`
+	TotalTokens   int             `json:"total_tokens"`
+	WasTruncated  bool            `json:"was_truncated"`
+	MatchedRoutes []string        `json:"matched_routes"`
+	DeniedSources []string        `json:"denied_sources"`
+	FailedSources []SourceFailure `json:"failed_sources"`
+	RouteErrors   []RouteError    `json:"route_errors"`
+	// Tools are the shortlisted tool cards (api.md §10.3); [] when no
+	// matched route names a tool source.
+	Tools            []ToolCard `json:"tools"`
+	Stats            Stats      `json:"stats"`
+	EvaluationTimeMS float64    `json:"evaluation_time_ms"`
 }
 
 // Chunk is one piece of the assembled context.
@@ -86,6 +92,8 @@ type Stats struct {
 	Included   int     `json:"included"`
 	Redacted   int     `json:"redacted"`
 	Dropped    Dropped `json:"dropped"`
+	// Tools accounts for the tool candidates; tools never count against the budget.
+	Tools ToolStats `json:"tools"`
 }
 
 // Dropped counts candidates left out, by reason.
@@ -126,7 +134,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 	resp := &Response{
 		Chunks: []Chunk{}, MatchedRoutes: []string{}, DeniedSources: []string{},
-		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{},
+		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Tools: []ToolCard{},
 	}
 
 	// 1. Routes: every matching route contributes its sources, in route order.
@@ -138,9 +146,15 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	// 2. Permissions.
 	access := s.accessFor(req.Agent)
 	allowed := make([]bool, len(s.byGroup))
-	var fetch []*sourceState
+	var fetch, toolSrcs []*sourceState
+	hasTools := false
 	for _, n := range srcNames {
 		st := s.sources[n]
+		if st.tool != nil {
+			hasTools = true
+			toolSrcs = s.routeToolSource(st, access, resp, toolSrcs)
+			continue
+		}
 		if !access.SourceAllowed(n) {
 			resp.DeniedSources = append(resp.DeniedSources, n)
 			continue
@@ -226,6 +240,9 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		}
 	}
 	resp.Stats.Candidates = len(cands)
+	if hasTools {
+		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, toolSrcs)
+	}
 
 	// 4. Path and sensitivity filters.
 	kept := cands[:0]

@@ -11,6 +11,24 @@ import (
 // BenchmarkQueryQuickstart is one full query on examples/quickstart (about
 // 150 chunks): routes, permissions, BM25, ranking, dedup, budget, assembly.
 func BenchmarkQueryQuickstart(b *testing.B) {
+	s := quickstartSnapshot(b)
+	req := engine.Request{Text: "How many vacation days do I get, and can I carry them over?", Agent: "hr-assistant"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := s.Query(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(resp.Chunks) == 0 {
+			b.Fatal("no chunks")
+		}
+	}
+	b.ReportMetric(float64(s.Chunks()), "chunks")
+}
+
+func quickstartSnapshot(b *testing.B) *engine.Snapshot {
+	b.Helper()
 	set, err := manifest.Load("../../examples/quickstart")
 	if err != nil {
 		b.Fatal(err)
@@ -28,17 +46,32 @@ func BenchmarkQueryQuickstart(b *testing.B) {
 			b.Fatalf("source %s: %s", st.Name, st.Error)
 		}
 	}
-	req := engine.Request{Text: "How many vacation days do I get, and can I carry them over?", Agent: "hr-assistant"}
+	return s
+}
+
+// BenchmarkQueryQuickstartTools is a query whose routes name the quickstart's
+// tool source: the query of BenchmarkQueryQuickstart plus the tool
+// shortlist (tool rules, search, cards); FindTools is the shortlist alone.
+func BenchmarkQueryQuickstartTools(b *testing.B) {
+	s := quickstartSnapshot(b)
+	req := engine.Request{Text: "list the open incidents and recent deploys", Agent: "eng-assistant"}
 	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		resp, err := s.Query(ctx, req)
-		if err != nil {
-			b.Fatal(err)
+	b.Run("Query", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := s.Query(ctx, req)
+			if err != nil || len(resp.Tools) == 0 {
+				b.Fatal(err, "no tools")
+			}
 		}
-		if len(resp.Chunks) == 0 {
-			b.Fatal("no chunks")
+	})
+	b.Run("FindTools", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := s.FindTools(ctx, req)
+			if err != nil || len(resp.Tools) == 0 {
+				b.Fatal(err, "no tools")
+			}
 		}
-	}
-	b.ReportMetric(float64(s.Chunks()), "chunks")
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -26,6 +27,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
 // Options are the surroundings of a compile.
@@ -61,6 +63,8 @@ type SourceStatus struct {
 	Name   string              `json:"name"`
 	Type   v1alpha1.SourceType `json:"type"`
 	Chunks int                 `json:"chunks"`
+	// Tools is the size of a tool source's catalog.
+	Tools int `json:"tools,omitempty"`
 	// Error is why the source could not be loaded; the rest of the router still answers.
 	Error  string `json:"error,omitempty"`
 	Commit string `json:"commit,omitempty"`
@@ -80,9 +84,12 @@ type sourceState struct {
 	sensitivity v1alpha1.Sensitivity
 	src         sources.Source
 	query       sources.QuerySource
-	timeout     time.Duration
-	cacheKey    string // SourceFingerprint of a query source ("" = not cached)
-	loadErr     error
+	tool        sources.ToolSource
+	// tools are the index entries of a tool source's catalog.
+	tools    toolEntries
+	timeout  time.Duration
+	cacheKey string // SourceFingerprint of a query source ("" = not cached)
+	loadErr  error
 	// stale: loadErr is a *sources.StaleError and the source serves the chunks it last read.
 	stale  bool
 	always []uint32 // inline chunks: candidates for every query that reaches the source
@@ -118,6 +125,13 @@ type Snapshot struct {
 	docs    []docInfo
 	cache   ResultCache
 
+	// The tools of every tool source, in source then id order, in one index.
+	tools       toolSettings
+	toolEntries []tools.Entry
+	toolIx      *tools.Index
+	toolUsable  sync.Map // agent -> []bool, bounded by nToolUsable
+	nToolUsable atomic.Int64
+
 	hash    string
 	built   time.Time
 	access  sync.Map // agent -> *Access, bounded by nAccess
@@ -149,7 +163,7 @@ func (s *Snapshot) Routes() []string {
 func (s *Snapshot) Sources() []SourceStatus {
 	out := make([]SourceStatus, 0, len(s.byGroup))
 	for _, st := range s.byGroup {
-		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Commit: st.commit}
+		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit}
 		if st.loadErr != nil {
 			ss.Error = st.loadErr.Error()
 		}
@@ -244,6 +258,16 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 				add(v1alpha1.KindAgentPermission, p.Name, fmt.Sprintf("spec.denyPaths[%d]", i), fmt.Sprintf("invalid glob %q", g))
 			}
 		}
+		for _, l := range []struct {
+			field string
+			globs []string
+		}{{"allow", p.Spec.Tools.Allow}, {"deny", p.Spec.Tools.Deny}} {
+			for i, g := range l.globs {
+				if !doublestar.ValidatePattern(ToolGlob(g)) {
+					add(v1alpha1.KindAgentPermission, p.Name, fmt.Sprintf("spec.tools.%s[%d]", l.field, i), fmt.Sprintf("invalid glob %q", g))
+				}
+			}
+		}
 		s.perms = append(s.perms, *p)
 	}
 
@@ -283,6 +307,9 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			add(v1alpha1.KindContextSource, name, path, msg)
 		}
 		st.src = src
+		if t, ok := src.(sources.ToolSource); ok {
+			st.tool = t
+		}
 		if q, ok := src.(sources.QuerySource); ok {
 			st.query = q
 			st.timeout = 5 * time.Second
@@ -296,15 +323,26 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		s.sources[name] = st
 		s.byGroup = append(s.byGroup, st)
 	}
+	for i, ref := range rs.Tools.Fallback {
+		field := fmt.Sprintf("spec.tools.fallback[%d].source", i)
+		switch st := s.sources[ref.Source]; {
+		case st == nil:
+			addReason(v1alpha1.ReasonSourceNotFound, routerKind, r.Name, field, fmt.Sprintf("ContextSource %q not found", ref.Source))
+		case st.src != nil && !st.isToolSource():
+			add(routerKind, r.Name, field, fmt.Sprintf("ContextSource %q is of type %s, not a tool source (Tools or MCP)", ref.Source, st.typ))
+		}
+	}
 	if len(problems) > 0 {
 		return nil, problems
 	}
 
 	var loaded [][]sources.Chunk
+	var catalogs [][]v1alpha1.Tool
 	if opts.SkipLoad {
 		loaded = make([][]sources.Chunk, len(s.byGroup))
+		catalogs = make([][]v1alpha1.Tool, len(s.byGroup))
 	} else {
-		loaded = s.loadStatic(ctx, opts.LoadConcurrency)
+		loaded, catalogs = s.loadStatic(ctx, opts.LoadConcurrency)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -343,6 +381,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 	}
 	s.ix = b.Build()
+	s.indexTools(catalogs, h)
 	s.hash = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return s, nil
 }
@@ -389,19 +428,62 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 		vars[k] = v
 	}
 	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
+
+	ts := &rs.Tools
+	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback}
+	if s.tools.topK <= 0 {
+		add("spec.tools.topK", "must be at least 1")
+	}
+	if s.tools.minScore, err = strconv.ParseFloat(ts.MinScore, 64); err != nil {
+		add("spec.tools.minScore", fmt.Sprintf("%q is not a number", ts.MinScore))
+	}
+	if s.tools.minConfidence, err = strconv.ParseFloat(ts.MinConfidence, 64); err != nil {
+		add("spec.tools.minConfidence", fmt.Sprintf("%q is not a number", ts.MinConfidence))
+	}
 }
 
-// loadStatic loads every static source concurrently; failures are recorded on the source.
-func (s *Snapshot) loadStatic(ctx context.Context, limit int) [][]sources.Chunk {
+// indexTools puts the catalogs of the tool sources into one index, in source
+// (name) then id order, and adds them to the snapshot's hash. A source whose
+// tools would take the index past tools.MaxTools fails.
+func (s *Snapshot) indexTools(catalogs [][]v1alpha1.Tool, h io.Writer) {
+	for _, st := range s.byGroup {
+		catalog := catalogs[st.group]
+		if !st.isToolSource() {
+			continue
+		}
+		if n := len(s.toolEntries) + len(catalog); n > tools.MaxTools {
+			st.loadErr = fmt.Errorf("the tool sources of router %s hold more than %d tools; this source's %d are left out", s.routerName, tools.MaxTools, len(catalog))
+			st.stale = false
+			fmt.Fprintf(h, "%s\x00error\x00%s\x00", st.name, st.loadErr)
+			continue
+		}
+		st.tools.lo = len(s.toolEntries)
+		for _, t := range catalog {
+			s.toolEntries = append(s.toolEntries, tools.Entry{Source: st.name, Tool: t})
+			b, _ := json.Marshal(&t)
+			fmt.Fprintf(h, "%s\x00tool\x00", st.name)
+			h.Write(b)
+		}
+		st.tools.hi = len(s.toolEntries)
+	}
+	if len(s.toolEntries) > 0 {
+		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{})
+	}
+}
+
+// loadStatic loads every static and tool source concurrently; failures are
+// recorded on the source.
+func (s *Snapshot) loadStatic(ctx context.Context, limit int) ([][]sources.Chunk, [][]v1alpha1.Tool) {
 	if limit <= 0 {
 		limit = 4
 	}
 	out := make([][]sources.Chunk, len(s.byGroup))
+	catalogs := make([][]v1alpha1.Tool, len(s.byGroup))
 	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for _, st := range s.byGroup {
 		static, ok := st.src.(sources.StaticSource)
-		if !ok || st.loadErr != nil {
+		if (!ok && st.tool == nil) || st.loadErr != nil {
 			continue
 		}
 		wg.Add(1)
@@ -409,13 +491,26 @@ func (s *Snapshot) loadStatic(ctx context.Context, limit int) [][]sources.Chunk 
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			chunks, err := static.Load(ctx)
-			if err != nil {
+			// failed records err and reports whether the source has nothing to serve.
+			failed := func(err error) bool {
+				if err == nil {
+					return false
+				}
 				st.loadErr = redact.Error(err)
 				var stale *sources.StaleError
-				if st.stale = errors.As(err, &stale); !st.stale {
-					return
+				st.stale = errors.As(err, &stale)
+				return !st.stale
+			}
+			if st.tool != nil {
+				catalog, err := st.tool.LoadTools(ctx)
+				if !failed(err) {
+					catalogs[st.group] = catalog
 				}
+				return
+			}
+			chunks, err := static.Load(ctx)
+			if failed(err) {
+				return
 			}
 			for i := range chunks {
 				chunks[i].Source = st.name
@@ -424,7 +519,7 @@ func (s *Snapshot) loadStatic(ctx context.Context, limit int) [][]sources.Chunk 
 		}()
 	}
 	wg.Wait()
-	return out
+	return out, catalogs
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -2,12 +2,15 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/located"
 	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
@@ -42,7 +45,7 @@ func (s *Set) Check() problem.List {
 		}
 	}
 	sort.Strings(sourceNames)
-	routerNames := sortedKeys(routers)
+	routerNames := slices.Sorted(maps.Keys(routers))
 
 	// parentRef warns about a router reference that attaches to nothing.
 	parentRef := func(o object, refs []v1alpha1.ParentReference, what string) {
@@ -66,7 +69,7 @@ func (s *Set) Check() problem.List {
 			return
 		}
 		msg := fmt.Sprintf("%s not found", describe(v1alpha1.KindContextSource, name))
-		if sug := closest(name, sourceNames); sug != "" {
+		if sug := located.Closest(name, sourceNames); sug != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", sug)
 		}
 		c.add(o, path, msg, sev, v1alpha1.ReasonSourceNotFound)
@@ -144,7 +147,7 @@ func (c *checker) object(kind, name string) object {
 
 func (c *checker) add(o object, path, msg string, sev problem.Severity, reason v1alpha1.ConditionReason) {
 	origin := o.pl.origin
-	if line := lineOf(o.pl.node, path, false); line > 0 {
+	if line := located.LineOf(o.pl.node, path, false); line > 0 {
 		origin.Line = line
 	}
 	c.problems = append(c.problems, Problem{Location: loc(origin), Kind: o.kind, Name: o.name,
@@ -171,7 +174,7 @@ func (s *Set) Locate(ps problem.List) {
 			continue
 		}
 		origin := pl.origin
-		if line := lineOf(pl.node, p.Field, false); line > 0 {
+		if line := located.LineOf(pl.node, p.Field, false); line > 0 {
 			origin.Line = line
 		}
 		p.Location = loc(origin)

@@ -3,24 +3,21 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/located"
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
@@ -88,66 +85,15 @@ func (p *parser) parseFile(name string, data []byte) {
 		return
 	}
 	index := 0
-	for _, c := range splitYAML(data) {
-		first := firstContentLine(c.text)
+	for _, c := range located.SplitYAML(data) {
+		first := located.FirstContentLine(c.Text)
 		if first == 0 {
 			continue // blank or comments only
 		}
 		index++
-		p.document(&document{file: name, index: index, line: c.firstLine + first - 1,
-			lineOffset: c.firstLine - 1, text: c.text})
+		p.document(&document{file: name, index: index, line: c.FirstLine + first - 1,
+			lineOffset: c.FirstLine - 1, text: c.Text})
 	}
-}
-
-// chunk is the text of one YAML document; firstLine is the absolute line of its first line.
-type chunk struct {
-	firstLine int
-	text      []byte
-}
-
-// splitYAML cuts a YAML stream at document markers ("---" and "...") at the
-// start of a line. YAML forbids such lines inside any scalar, so this is exact
-// and, unlike a YAML decoder, tells where each document starts.
-func splitYAML(data []byte) []chunk {
-	var chunks []chunk
-	start, startLine := 0, 1
-	lineNo := 1
-	for off := 0; off < len(data); lineNo++ {
-		end := bytes.IndexByte(data[off:], '\n')
-		next := len(data)
-		if end >= 0 {
-			next = off + end + 1
-		}
-		line := bytes.TrimRight(data[off:next], "\r\n")
-		if isMarker(line, "---") || isMarker(line, "...") {
-			chunks = append(chunks, chunk{startLine, data[start:off]})
-			rest := bytes.TrimSpace(line[3:])
-			if string(line[:3]) == "---" && len(rest) > 0 && rest[0] != '#' {
-				// "--- value": the document starts on the marker's line.
-				start, startLine = off+3, lineNo
-			} else {
-				start, startLine = next, lineNo+1
-			}
-		}
-		off = next
-	}
-	return append(chunks, chunk{startLine, data[start:]})
-}
-
-func isMarker(line []byte, marker string) bool {
-	return bytes.HasPrefix(line, []byte(marker)) && (len(line) == 3 || line[3] == ' ' || line[3] == '\t')
-}
-
-// firstContentLine returns the 1-based line of text's first line that is not
-// blank, a comment or a directive, or 0 if there is none.
-func firstContentLine(text []byte) int {
-	for i, line := range bytes.Split(text, []byte("\n")) {
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && t[0] != '#' && t[0] != '%' {
-			return i + 1
-		}
-	}
-	return 0
 }
 
 // parseJSONStream reads a JSON file: one value, or several one after another.
@@ -161,73 +107,28 @@ func (p *parser) parseJSONStream(name string, data []byte) {
 		}
 		if err != nil {
 			p.set.fill(name)
-			line, col := lineCol(data, jsonErrorOffset(err, dec))
+			line, col := located.LineCol(data, located.JSONErrorOffset(err, dec))
 			p.problem(Problem{Location: problem.Location{File: name, Line: line},
 				Message: fmt.Sprintf("invalid JSON at column %d: %s", col, strings.TrimPrefix(err.Error(), "json: "))})
 			return
 		}
 		// InputOffset is the end of raw; whitespace before it was skipped.
 		startOff := int(dec.InputOffset()) - len(raw)
-		line, _ := lineCol(data, startOff)
+		line, _ := located.LineCol(data, startOff)
 		p.document(&document{file: name, index: index, line: line, lineOffset: line - 1, text: raw, isJSON: true})
 	}
 }
 
-func jsonErrorOffset(err error, dec *json.Decoder) int {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return int(se.Offset) - 1 // Offset counts the offending byte
-	}
-	return int(dec.InputOffset())
-}
-
-// lineCol converts a byte offset to a 1-based line and column.
-func lineCol(data []byte, off int) (line, col int) {
-	off = min(max(off, 0), len(data))
-	before := data[:off]
-	line = bytes.Count(before, []byte("\n")) + 1
-	col = off - (bytes.LastIndexByte(before, '\n') + 1) + 1
-	return line, col
-}
-
 // lines is the number of lines of the document's text.
-func (d *document) lines() int {
-	n := bytes.Count(d.text, []byte("\n"))
-	if len(d.text) > 0 && d.text[len(d.text)-1] != '\n' {
-		n++
-	}
-	return max(n, 1)
-}
-
-// yamlLineRE finds the document-relative line numbers in go-yaml errors.
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+func (d *document) lines() int { return located.Lines(d.text) }
 
 // yamlProblems turns a go-yaml error into problems at absolute lines.
 func (d *document) yamlProblems(err error, kind, name string) []Problem {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	var out []Problem
-	if rest, ok := strings.CutPrefix(msg, "unmarshal errors:\n"); ok {
-		for _, l := range strings.Split(rest, "\n") {
-			if l = strings.TrimSpace(l); l != "" {
-				out = append(out, d.yamlProblem(l, kind, name))
-			}
-		}
-		return out
+	for _, e := range located.YAMLErrors(err, d.text, d.lineOffset) {
+		out = append(out, Problem{Location: loc(d.origin(e.Line)), Kind: kind, Name: name, Message: "invalid YAML: " + e.Message})
 	}
-	return []Problem{d.yamlProblem(msg, kind, name)}
-}
-
-func (d *document) yamlProblem(msg, kind, name string) Problem {
-	line := 0
-	if m := yamlLineRE.FindStringSubmatchIndex(msg); m != nil {
-		rel, _ := strconv.Atoi(msg[m[2]:m[3]])
-		// go-yaml counts the end of a text without a final newline as the
-		// line after it; the problem is on the document's last line.
-		line = min(rel, d.lines()) + d.lineOffset
-		// "line 3: x" -> "x": the location goes in front.
-		msg = strings.TrimPrefix(strings.TrimSpace(msg[m[1]:]), ": ")
-	}
-	return Problem{Location: loc(d.origin(line)), Kind: kind, Name: name, Message: "invalid YAML: " + msg}
+	return out
 }
 
 // readHeader reads apiVersion, kind, metadata.name and metadata.namespace,
@@ -249,7 +150,7 @@ func readHeader(j []byte) (h header, field, msg string) {
 		default:
 			field, msg = path, "must be a string, not "+jsonKindOf(v)
 			if _, ok := v.(bool); ok {
-				msg += yamlBoolHint
+				msg += located.YAMLBoolHint
 			}
 			return false
 		}
@@ -269,8 +170,6 @@ func readHeader(j []byte) (h header, field, msg string) {
 	}
 	return h, "", ""
 }
-
-const yamlBoolHint = " (put it in quotes: YAML reads unquoted yes, no, on, off, y and n as booleans)"
 
 func jsonKindOf(v any) string {
 	switch v.(type) {
@@ -314,7 +213,7 @@ func (p *parser) document(d *document) {
 		}
 	}
 	p.set.fill(d.file)
-	root := parseNode(d.text, d.lineOffset)
+	root := located.ParseNode(d.text, d.lineOffset)
 	if root == nil && !d.isJSON {
 		// Positions are unavailable; still refuse duplicate keys.
 		if _, err := yaml.YAMLToJSONStrict(d.text); err != nil {
@@ -326,24 +225,6 @@ func (p *parser) document(d *document) {
 		}
 	}
 	p.object(d, j, root, d.line, "")
-}
-
-// parseNode parses text for positions, with lines made absolute; nil if it
-// does not parse (the JSON conversion reports real syntax errors).
-func parseNode(text []byte, lineOffset int) *yamlv3.Node {
-	var doc yamlv3.Node
-	if err := yamlv3.Unmarshal(text, &doc); err != nil || doc.Kind != yamlv3.DocumentNode || len(doc.Content) == 0 {
-		return nil
-	}
-	shiftLines(doc.Content[0], lineOffset)
-	return doc.Content[0]
-}
-
-func shiftLines(n *yamlv3.Node, off int) {
-	n.Line += off
-	for _, c := range n.Content {
-		shiftLines(c, off)
-	}
 }
 
 // listItemKinds maps typed list kinds to their item kind.
@@ -361,12 +242,12 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 	o := d.origin(line)
 	if t := bytes.TrimSpace(j); len(t) == 0 || t[0] != '{' {
 		p.problem(Problem{Location: loc(o), Message: fmt.Sprintf(
-			"a manifest must be an object with apiVersion and kind, not %s", jsonValueKind(t))})
+			"a manifest must be an object with apiVersion and kind, not %s", located.JSONValueKind(t))})
 		return
 	}
 	h, field, msg := readHeader(j)
 	if msg != "" {
-		p.problem(Problem{Location: loc(d.origin(lineOf(node, field, false))), Kind: h.Kind, Name: h.Metadata.Name, Field: field, Message: msg})
+		p.problem(Problem{Location: loc(d.origin(located.LineOf(node, field, false))), Kind: h.Kind, Name: h.Metadata.Name, Field: field, Message: msg})
 		p.set.markBroken(h.Kind, h.Metadata.Name)
 		return
 	}
@@ -375,7 +256,7 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 	}
 	kind, name := h.Kind, h.Metadata.Name
 	pr := func(field, msg string) Problem {
-		return Problem{Location: loc(d.origin(lineOf(node, field, false))), Kind: kind, Name: name, Field: field, Message: msg}
+		return Problem{Location: loc(d.origin(located.LineOf(node, field, false))), Kind: kind, Name: name, Field: field, Message: msg}
 	}
 
 	// Lists: kubectl's "v1 List" and the typed lists of this API.
@@ -392,8 +273,8 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 	}
 
 	if !d.isJSON && node != nil {
-		for _, dup := range duplicateKeys(node, "") {
-			p.problem(Problem{Location: loc(d.origin(dup.line)), Kind: kind, Name: name, Field: dup.path, Message: "duplicate field"})
+		for _, dup := range located.DuplicateKeys(node, "") {
+			p.problem(Problem{Location: loc(d.origin(dup.Line)), Kind: kind, Name: name, Field: dup.Path, Message: "duplicate field"})
 		}
 	}
 
@@ -486,7 +367,7 @@ func checkTypeMeta(apiVersion, kind string) (msg, field string) {
 		return fmt.Sprintf("unsupported apiVersion %q for %s: want %s", apiVersion, kind, want), "apiVersion"
 	case !known && apiVersion == want:
 		msg := fmt.Sprintf("unknown kind %q: want one of %s", kind, strings.Join(kinds, ", "))
-		if s := closest(kind, kinds); s != "" {
+		if s := located.Closest(kind, kinds); s != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", s)
 		}
 		return msg, "kind"
@@ -510,9 +391,9 @@ func (p *parser) list(d *document, j []byte, node *yamlv3.Node, o Origin, kind, 
 		return
 	}
 	for _, e := range strict {
-		p.problem(Problem{Location: loc(o), Kind: kind, Field: strictPath(e), Message: strictKind(e)})
+		p.problem(Problem{Location: loc(o), Kind: kind, Field: located.StrictPath(e), Message: located.StrictKind(e)})
 	}
-	items := lookup(node, "items")
+	items := located.Lookup(node, "items")
 	for i, item := range l.Items {
 		var itemNode *yamlv3.Node
 		line := o.Line
@@ -542,333 +423,21 @@ func (p *parser) namespace(ns string, pr func(field, msg string) Problem, what s
 func (p *parser) decode(d *document, j []byte, node *yamlv3.Node, obj any, pr func(field, msg string) Problem) bool {
 	strict, err := sigsjson.UnmarshalStrict(j, obj)
 	if err != nil {
-		field, msg := explainDecodeError(err, j, reflect.TypeOf(obj).Elem())
+		field, msg := located.ExplainDecodeError(err, j, reflect.TypeOf(obj).Elem())
 		p.problem(pr(field, msg))
 		return false
 	}
 	for _, e := range strict {
-		path, what := strictPath(e), strictKind(e)
+		path, what := located.StrictPath(e), located.StrictKind(e)
 		if what == "unknown field" {
-			if s := suggestField(reflect.TypeOf(obj).Elem(), path); s != "" {
+			if s := located.SuggestField(reflect.TypeOf(obj).Elem(), path); s != "" {
 				what += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 		}
 		pb := pr(path, what)
 		// A duplicate's own line is its second occurrence.
-		pb.Location = loc(d.origin(lineOf(node, path, what == "duplicate field")))
+		pb.Location = loc(d.origin(located.LineOf(node, path, what == "duplicate field")))
 		p.problem(pb)
 	}
 	return len(strict) == 0
-}
-
-func strictPath(err error) string {
-	var fe sigsjson.FieldError
-	if errors.As(err, &fe) {
-		return fe.FieldPath()
-	}
-	return ""
-}
-
-// strictKind is "unknown field" or "duplicate field": the message without its path.
-func strictKind(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, ` "`); i > 0 {
-		return msg[:i]
-	}
-	return msg
-}
-
-func jsonValueKind(t []byte) string {
-	switch {
-	case len(t) == 0:
-		return "nothing"
-	case t[0] == '[':
-		return "a list"
-	case t[0] == '"':
-		return "a string"
-	case bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")):
-		return "a boolean"
-	case bytes.Equal(t, []byte("null")):
-		return "null"
-	default:
-		return "a number"
-	}
-}
-
-var (
-	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-	durationType        = reflect.TypeFor[metav1.Duration]()
-	quantityType        = reflect.TypeFor[resource.Quantity]()
-	timeType            = reflect.TypeFor[metav1.Time]()
-)
-
-// explainDecodeError turns a decoding error into a field path and a message.
-// Type errors carry their path; errors of custom unmarshalers (durations,
-// quantities) do not, so the value that fails is found by decoding the
-// document's leaves one by one.
-func explainDecodeError(err error, j []byte, t reflect.Type) (field, msg string) {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		// Errors of custom unmarshalers get their path too; explain them by
-		// the field's type (a duration, a quantity), not by the JSON they read.
-		if ft := typeAt(t, te.Field); ft != nil && (ft == durationType || ft == quantityType || ft == timeType) {
-			var raw any
-			if json.Unmarshal(j, &raw) == nil {
-				return te.Field, explainValueError(raw, te.Field, ft, err)
-			}
-		}
-		return te.Field, typeMismatch(te)
-	}
-	var raw any
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.UseNumber()
-	if dec.Decode(&raw) == nil {
-		if path, ft, ferr, ok := findBadValue(raw, t, ""); ok {
-			return path, explainValueError(raw, path, ft, ferr)
-		}
-	}
-	return "", strings.TrimPrefix(err.Error(), "json: ")
-}
-
-func explainValueError(raw any, path string, t reflect.Type, err error) string {
-	v := valueAt(raw, path)
-	switch t {
-	case durationType:
-		return fmt.Sprintf("invalid duration %s: want a number with a unit, such as \"30s\", \"5m\" or \"1h\"", v)
-	case quantityType:
-		return fmt.Sprintf("invalid quantity %s: want a number with an optional suffix, such as \"512Ki\" or \"1Mi\"", v)
-	case timeType:
-		return fmt.Sprintf("invalid time %s: want RFC 3339, such as \"2026-01-02T15:04:05Z\"", v)
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return typeMismatch(te)
-	}
-	return err.Error()
-}
-
-func typeMismatch(te *json.UnmarshalTypeError) string {
-	msg := fmt.Sprintf("must be %s, not %s", jsonTypeName(te.Type), te.Value)
-	if te.Type.Kind() == reflect.String {
-		switch {
-		case te.Value == "bool":
-			msg += yamlBoolHint
-		case strings.HasPrefix(te.Value, "number"):
-			msg += " (put it in quotes)"
-		}
-	}
-	return msg
-}
-
-// findBadValue walks raw alongside the Go type t and returns the path of the
-// first value (in sorted key order) that t's custom unmarshaler refuses.
-func findBadValue(raw any, t reflect.Type, path string) (string, reflect.Type, error, bool) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if reflect.PointerTo(t).Implements(jsonUnmarshalerType) {
-		b, err := json.Marshal(raw)
-		if err != nil {
-			return "", nil, nil, false
-		}
-		if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
-			return path, t, err, true
-		}
-		return "", nil, nil, false
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		m, ok := raw.(map[string]any)
-		if !ok {
-			return "", nil, nil, false
-		}
-		fields := jsonFields(t)
-		for _, k := range sortedKeys(m) {
-			if ft, ok := fields[k]; ok {
-				if r, rt, err, ok := findBadValue(m[k], ft, joinPath(path, k)); ok {
-					return r, rt, err, true
-				}
-			}
-		}
-	case reflect.Map:
-		m, ok := raw.(map[string]any)
-		if !ok {
-			return "", nil, nil, false
-		}
-		for _, k := range sortedKeys(m) {
-			if r, rt, err, ok := findBadValue(m[k], t.Elem(), joinPath(path, k)); ok {
-				return r, rt, err, true
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		l, ok := raw.([]any)
-		if !ok {
-			return "", nil, nil, false
-		}
-		for i, v := range l {
-			if r, rt, err, ok := findBadValue(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); ok {
-				return r, rt, err, true
-			}
-		}
-	}
-	return "", nil, nil, false
-}
-
-// valueAt renders the JSON value at path for messages.
-func valueAt(raw any, path string) string {
-	v := raw
-	for _, seg := range splitPath(path) {
-		switch c := v.(type) {
-		case map[string]any:
-			v = c[seg.key]
-		case []any:
-			if seg.index < 0 || seg.index >= len(c) {
-				return "?"
-			}
-			v = c[seg.index]
-		}
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "?"
-	}
-	return string(b)
-}
-
-func jsonTypeName(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean (true or false)"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	default:
-		return "an object"
-	}
-}
-
-// jsonFields maps the JSON names of t's fields to their types, flattening
-// embedded and inline structs as encoding/json does.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := make(map[string]reflect.Type)
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" && f.Anonymous {
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					if _, ok := out[k]; !ok {
-						out[k] = v
-					}
-				}
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	return out
-}
-
-// typeAt returns the Go type (pointers removed) of the field at path, or nil.
-func typeAt(t reflect.Type, path string) reflect.Type {
-	for _, seg := range splitPath(path) {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		switch t.Kind() {
-		case reflect.Struct:
-			ft, ok := jsonFields(t)[seg.key]
-			if !ok {
-				return nil
-			}
-			t = ft
-		case reflect.Map, reflect.Slice, reflect.Array:
-			t = t.Elem()
-		default:
-			return nil
-		}
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t
-}
-
-// suggestField returns the known field closest to the last segment of an
-// unknown field's path, or "".
-func suggestField(t reflect.Type, path string) string {
-	segs := splitPath(path)
-	if len(segs) == 0 {
-		return ""
-	}
-	parent := t
-	if i := strings.LastIndexAny(path, ".["); i > 0 {
-		parent = typeAt(t, path[:i])
-	}
-	if parent == nil || parent.Kind() != reflect.Struct {
-		return ""
-	}
-	return closest(segs[len(segs)-1].key, sortedKeys(jsonFields(parent)))
-}
-
-// closest returns the candidate nearest to s by case-insensitive edit
-// distance, if it is near enough to be a plausible typo.
-func closest(s string, candidates []string) string {
-	best, bestD := "", -1
-	ls := strings.ToLower(s)
-	for _, c := range candidates {
-		d := editDistance(ls, strings.ToLower(c))
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD < 0 || bestD > max(1, len(s)/3) {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and transpositions of neighbours ("nmae") cost 1.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

@@ -151,6 +151,7 @@ func Load(paths ...string) (*Set, error) {
 			p.parseFile(f, data)
 		}
 	}
+	p.skipCatalogFiles()
 	return p.finish()
 }
 

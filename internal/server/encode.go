@@ -72,6 +72,19 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 		}
 		b = append(b, ']')
 	}
+	b = append(b, `,"tools":`...)
+	if r.Tools == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range r.Tools {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendToolCard(b, &r.Tools[i])
+		}
+		b = append(b, ']')
+	}
 	s := &r.Stats
 	b = append(b, `,"stats":{"candidates":`...)
 	b = strconv.AppendInt(b, int64(s.Candidates), 10)
@@ -87,6 +100,14 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = strconv.AppendInt(b, int64(s.Dropped.Sensitivity), 10)
 	b = append(b, `,"duplicate":`...)
 	b = strconv.AppendInt(b, int64(s.Dropped.Duplicate), 10)
+	b = append(b, `},"tools":{"candidates":`...)
+	b = strconv.AppendInt(b, int64(s.Tools.Candidates), 10)
+	b = append(b, `,"denied":`...)
+	b = strconv.AppendInt(b, int64(s.Tools.Denied), 10)
+	b = append(b, `,"below_threshold":`...)
+	b = strconv.AppendInt(b, int64(s.Tools.BelowThreshold), 10)
+	b = append(b, `,"returned":`...)
+	b = strconv.AppendInt(b, int64(s.Tools.Returned), 10)
 	b = append(b, `}},"evaluation_time_ms":`...)
 	b = appendFloat(b, r.EvaluationTimeMS)
 	return append(b, "}\n"...)
@@ -119,6 +140,35 @@ func appendChunk(b []byte, c *engine.Chunk) []byte {
 		b = append(b, `,"redacted":true`...)
 	}
 	return append(b, "}}"...)
+}
+
+func appendToolCard(b []byte, c *engine.ToolCard) []byte {
+	b = append(b, `{"name":`...)
+	b = appendString(b, c.Name)
+	b = append(b, `,"namespace":`...)
+	b = appendString(b, c.Namespace)
+	b = append(b, `,"source":`...)
+	b = appendString(b, c.Source)
+	b = append(b, `,"description":`...)
+	b = appendString(b, c.Description)
+	b = append(b, `,"side_effects":`...)
+	b = appendString(b, string(c.SideEffects))
+	if len(c.SafetyTags) > 0 {
+		b = append(b, `,"safety_tags":`...)
+		b = appendStrings(b, c.SafetyTags)
+	}
+	if c.CostHint != "" {
+		b = append(b, `,"cost_hint":`...)
+		b = appendString(b, c.CostHint)
+	}
+	b = append(b, `,"score":`...)
+	b = appendFloat(b, c.Score)
+	b = append(b, `,"confidence":`...)
+	b = appendFloat(b, c.Confidence)
+	if c.Fallback {
+		b = append(b, `,"fallback":true`...)
+	}
+	return append(b, '}')
 }
 
 func appendStrings(b []byte, ss []string) []byte {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 )
 
@@ -119,6 +120,12 @@ func TestAppendResponseMatchesEncodingJSON(t *testing.T) {
 		"omitempty fields unset": {Chunks: []engine.Chunk{{Content: "c", Metadata: engine.ChunkMetadata{Chunk: 3}}},
 			MatchedRoutes: []string{}, DeniedSources: []string{}, FailedSources: []engine.SourceFailure{}, RouteErrors: []engine.RouteError{}},
 		"quickstart answer": real,
+		"tool cards, optional fields unset": {Tools: []engine.ToolCard{
+			{ToolInfo: engine.ToolInfo{Name: "web_search", Source: "web", Description: "Search <the> \"web\"\n", SideEffects: v1alpha1.SideEffectsRead}, Score: 1.2345, Confidence: 0.5},
+			{ToolInfo: engine.ToolInfo{Name: "refund", Namespace: "billing", Source: "billing-tools", Description: "Refund.", SideEffects: v1alpha1.SideEffectsWrite,
+				SafetyTags: []string{"financial", "pii"}, CostHint: "$0.01/call"}, Score: 1e-7, Confidence: 0, Fallback: true},
+		}, Stats: engine.Stats{Tools: engine.ToolStats{Candidates: 7, Denied: 2, BelowThreshold: 1, Returned: 2}}},
+		"no tools": {Tools: []engine.ToolCard{}},
 	}
 	for _, s := range trickyStrings {
 		cases["strings: "+s[:min(len(s), 20)]] = &engine.Response{Text: s, Chunks: []engine.Chunk{{Content: s, Title: s, Path: s}}}

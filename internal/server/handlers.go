@@ -33,11 +33,13 @@ func (s *Server) routes() http.Handler {
 		h       http.HandlerFunc
 	}
 	table := map[string]route{
-		"/v1/query":  {http.MethodPost, "query", s.handleQuery},
-		"/v1/status": {http.MethodGet, "status", s.handleStatus},
-		"/healthz":   {http.MethodGet, "healthz", s.handleHealthz},
-		"/readyz":    {http.MethodGet, "readyz", s.handleReadyz},
-		"/metrics":   {http.MethodGet, "metrics", s.handleMetrics},
+		"/v1/query":      {http.MethodPost, "query", s.handleQuery},
+		"/v1/tools":      {http.MethodPost, "tools", s.handleTools},
+		"/v1/tools/tree": {http.MethodGet, "tools_tree", s.handleToolTree},
+		"/v1/status":     {http.MethodGet, "status", s.handleStatus},
+		"/healthz":       {http.MethodGet, "healthz", s.handleHealthz},
+		"/readyz":        {http.MethodGet, "readyz", s.handleReadyz},
+		"/metrics":       {http.MethodGet, "metrics", s.handleMetrics},
 	}
 	// One counter per handler and status code, resolved on first use.
 	var counters sync.Map
@@ -52,7 +54,7 @@ func (s *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := table[r.URL.Path]
 		if !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, GET /v1/status, /healthz, /readyz and /metrics", r.URL.Path))
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, POST /v1/tools, GET /v1/tools/tree, GET /v1/status, /healthz, /readyz and /metrics", r.URL.Path))
 			count("other", http.StatusNotFound)
 			return
 		}
@@ -147,52 +149,21 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	defer func() { s.metrics.queryDuration.Observe(time.Since(start).Seconds()) }()
 
 	// The state is loaded once: the whole query runs on one snapshot.
-	st := s.state.Load()
-	if st == nil {
-		writeError(w, http.StatusServiceUnavailable, s.notReadyMessage())
+	st, req, ok := s.readQuery(w, r)
+	if !ok {
 		return
 	}
-	established, herr := s.identify(r.Context(), r, st)
-	if herr != nil {
-		writeAuthError(w, herr)
-		return
-	}
-
-	req, herr := decodeRequest(w, r, s.opts.MaxBodyBytes)
-	if herr != nil {
-		writeError(w, herr.code, herr.msg)
-		return
-	}
-	req.Agent, herr = reconcileAgent(established, req.Agent)
-	if herr != nil {
-		writeError(w, herr.code, herr.msg)
-		return
-	}
-
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.QueryTimeout)
 	defer cancel()
 	resp, err := st.snap.Query(ctx, req)
 	if err != nil {
-		var stopped *engine.StoppedError
-		switch {
-		case errors.Is(err, engine.ErrBadRequest):
-			writeError(w, http.StatusBadRequest, err.Error())
-		case errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded):
-			// Like gRPC's DEADLINE_EXCEEDED over HTTP; 503 stays "not ready".
-			s.metrics.queryTimeouts.Inc()
-			s.log.Warn("query timed out", "timeout", s.opts.QueryTimeout.String(), "route", stopped.Route, "elapsed", time.Since(start).String())
-			writeError(w, http.StatusGatewayTimeout, stopped.TimeoutMessage(s.opts.QueryTimeout))
-		case errors.As(err, &stopped):
-			// The client went away; nobody reads the answer.
-			s.log.Debug("query canceled", "route", stopped.Route, "error", err.Error())
-			writeError(w, http.StatusServiceUnavailable, "query canceled: "+err.Error())
-		default:
-			s.log.Error("query failed", "error", err.Error())
-			writeError(w, http.StatusInternalServerError, "internal error")
-		}
+		s.writeQueryError(w, err, start)
 		return
 	}
-	st.counters.observe(resp)
+	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
+	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
+		s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
+	}
 	bp := respPool.Get().(*[]byte)
 	b := appendResponse((*bp)[:0], resp)
 	h := w.Header()
@@ -205,6 +176,112 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		*bp = b[:0]
 		respPool.Put(bp)
 	}
+}
+
+// readQuery settles the serving state, the caller's identity and the request
+// of a query (POST /v1/query, POST /v1/tools); ok is false when it answered
+// a refusal.
+func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) (st *state, req engine.Request, ok bool) {
+	st = s.state.Load()
+	if st == nil {
+		writeError(w, http.StatusServiceUnavailable, s.notReadyMessage())
+		return nil, req, false
+	}
+	established, herr := s.identify(r.Context(), r, st)
+	if herr != nil {
+		writeAuthError(w, herr)
+		return nil, req, false
+	}
+	req, herr = decodeRequest(w, r, s.opts.MaxBodyBytes)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return nil, req, false
+	}
+	req.Agent, herr = reconcileAgent(established, req.Agent)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return nil, req, false
+	}
+	return st, req, true
+}
+
+// writeQueryError answers a query the engine refused or stopped.
+func (s *Server) writeQueryError(w http.ResponseWriter, err error, start time.Time) {
+	var stopped *engine.StoppedError
+	switch {
+	case errors.Is(err, engine.ErrBadRequest):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded):
+		// Like gRPC's DEADLINE_EXCEEDED over HTTP; 503 stays "not ready".
+		s.metrics.queryTimeouts.Inc()
+		s.log.Warn("query timed out", "timeout", s.opts.QueryTimeout.String(), "route", stopped.Route, "elapsed", time.Since(start).String())
+		writeError(w, http.StatusGatewayTimeout, stopped.TimeoutMessage(s.opts.QueryTimeout))
+	case errors.As(err, &stopped):
+		// The client went away; nobody reads the answer.
+		s.log.Debug("query canceled", "route", stopped.Route, "error", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "query canceled: "+err.Error())
+	default:
+		s.log.Error("query failed", "error", err.Error())
+		writeError(w, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// handleTools answers POST /v1/tools: the tool cards of a query, no
+// documents (api.md §10.5).
+func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	st, req, ok := s.readQuery(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.QueryTimeout)
+	defer cancel()
+	resp, err := st.snap.FindTools(ctx, req)
+	if err != nil {
+		s.writeQueryError(w, err, start)
+		return
+	}
+	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
+	s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
+	writeJSON(w, http.StatusOK, resp, false)
+}
+
+// toolTree is the body of GET /v1/tools/tree.
+type toolTree struct {
+	Root engine.ToolNode `json:"root"`
+}
+
+// handleToolTree answers GET /v1/tools/tree?agent=A: the choice graph of
+// the tools the agent may use. The agent is settled as for a query.
+func (s *Server) handleToolTree(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	if st == nil {
+		writeError(w, http.StatusServiceUnavailable, s.notReadyMessage())
+		return
+	}
+	established, herr := s.identify(r.Context(), r, st)
+	if herr != nil {
+		writeAuthError(w, herr)
+		return
+	}
+	q := r.URL.Query()
+	for name := range q {
+		if name != "agent" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: the tree takes agent only", name))
+			return
+		}
+	}
+	requested := q.Get("agent")
+	if n := len(requested); n > engine.MaxAgentBytes {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: agent is %d bytes; it is limited to %d bytes", engine.ErrBadRequest, n, engine.MaxAgentBytes))
+		return
+	}
+	agent, herr := reconcileAgent(established, requested)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, toolTree{Root: st.snap.ToolTree(agent)}, false)
 }
 
 // respPool holds answer buffers; a quickstart answer is about 14 KB.
@@ -300,6 +377,8 @@ type SourceStatus struct {
 	Name   string `json:"name"`
 	Type   string `json:"type"`
 	Chunks int    `json:"chunks"`
+	// Tools is the size of a tool source's catalog.
+	Tools int `json:"tools,omitempty"`
 	// Error is why the source could not be loaded.
 	Error string `json:"error,omitempty"`
 	// Commit is the git commit the snapshot serves.
@@ -336,7 +415,7 @@ func (s *Server) Status() Status {
 	out.Chunks = snap.Chunks()
 	out.Routes = snap.Routes()
 	for _, src := range snap.Sources() {
-		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Error: src.Error, Commit: src.Commit}
+		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
 		live := snap.Source(src.Name)
 		if g, ok := live.(interface{ Status() sources.GitStatus }); ok {
 			gs := g.Status()

@@ -271,6 +271,31 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 		})
 	}
 
+	// The tool endpoints settle the agent as a query does.
+	for _, tc := range []struct {
+		name, method, path, auth, body string
+		code                           int
+		want                           string
+	}{
+		{"tools without a token", http.MethodPost, "/v1/tools", "", body, 401, "requires an `Authorization: Bearer <token>` header"},
+		{"tools of an agent", http.MethodPost, "/v1/tools", "Bearer " + hr, body, 200, `"tools":[]`},
+		{"tools naming another agent", http.MethodPost, "/v1/tools", "Bearer " + hr, `{"text": "x", "agent": "finance-analyst"}`, 403, `agent \"finance-analyst\" is not allowed`},
+		{"tools from another namespace", http.MethodPost, "/v1/tools", "Bearer " + impostor, body, 403, "is not in the router's namespace"},
+		{"tree without a token", http.MethodGet, "/v1/tools/tree", "", "", 401, "requires an `Authorization: Bearer <token>` header"},
+		{"tree with a garbage token", http.MethodGet, "/v1/tools/tree", "Bearer not-a-token", "", 401, "token rejected"},
+		{"tree of an agent", http.MethodGet, "/v1/tools/tree", "Bearer " + hr, "", 200, `{"root":{"label":"tools","children":[],"tools":[]}}`},
+		{"tree naming itself", http.MethodGet, "/v1/tools/tree?agent=hr-assistant", "Bearer " + hr, "", 200, `"root"`},
+		{"tree naming another agent", http.MethodGet, "/v1/tools/tree?agent=finance-analyst", "Bearer " + hr, "", 403, `agent \"finance-analyst\" is not allowed`},
+		{"tree from another namespace", http.MethodGet, "/v1/tools/tree", "Bearer " + impostor, "", 403, "is not in the router's namespace"},
+	} {
+		t.Run("tools/"+tc.name, func(t *testing.T) {
+			resp, b := ask(tc.method, tc.path, tc.auth, tc.body)
+			if resp.StatusCode != tc.code || !strings.Contains(b, tc.want) {
+				t.Fatalf("%d %s, want %d with %s", resp.StatusCode, b, tc.code, tc.want)
+			}
+		})
+	}
+
 	// /metrics needs a token the API server accepts for itself, of a user
 	// allowed to get the nonResourceURL /metrics (SubjectAccessReview).
 	prometheus := scraper()

@@ -29,6 +29,7 @@ type metrics struct {
 	lastReload      *prometheus.GaugeVec
 	gitSyncFailures *prometheus.CounterVec
 	tokenReviews    *prometheus.CounterVec
+	toolsReturned   prometheus.Histogram
 }
 
 // stateCounters are the per-route and per-source counters of one snapshot,
@@ -87,6 +88,11 @@ func newMetrics(s *Server) *metrics {
 		Namespace: metricsNamespace, Name: "token_reviews_total",
 		Help: "TokenReview calls by result (authenticated, rejected, error); cached answers are not counted.",
 	}, []string{"result"})
+	m.toolsReturned = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Name: "tools_returned",
+		Help:    "Tool cards in an answer of POST /v1/tools, or of POST /v1/query when a matched route names a tool source.",
+		Buckets: []float64{0, 1, 2, 3, 5, 10, 20, 50, 100},
+	})
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}
@@ -94,7 +100,7 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.queryDuration, m.queryTimeouts, m.requests, m.routeMatches, m.routeErrors, m.fetchDuration, m.sourceFailures,
-		m.reloads, m.lastReload, m.gitSyncFailures, m.tokenReviews,
+		m.reloads, m.lastReload, m.gitSyncFailures, m.tokenReviews, m.toolsReturned,
 		&snapshotCollector{s: s},
 	)
 	if c := s.opts.Cache; c != nil {
@@ -130,18 +136,18 @@ func (m *metrics) forSnapshot(snap *engine.Snapshot) *stateCounters {
 }
 
 // observe counts what a response reports.
-func (c *stateCounters) observe(resp *engine.Response) {
-	for _, r := range resp.MatchedRoutes {
+func (c *stateCounters) observe(matched []string, routeErrors []engine.RouteError, failed []engine.SourceFailure) {
+	for _, r := range matched {
 		if ctr := c.routeMatches[r]; ctr != nil {
 			ctr.Inc()
 		}
 	}
-	for _, e := range resp.RouteErrors {
+	for _, e := range routeErrors {
 		if ctr := c.routeErrors[e.Route]; ctr != nil {
 			ctr.Inc()
 		}
 	}
-	for _, f := range resp.FailedSources {
+	for _, f := range failed {
 		if ctr := c.sourceFailures[f.Source]; ctr != nil {
 			ctr.Inc()
 		}

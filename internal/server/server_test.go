@@ -185,11 +185,12 @@ func TestStatus(t *testing.T) {
 	for _, s := range st.Sources {
 		names = append(names, s.Name+"/"+s.Type)
 		total += s.Chunks
-		if s.Chunks == 0 || s.Error != "" {
+		// A tool source has tools, not chunks.
+		if (s.Chunks == 0) == (s.Type != "Tools") || (s.Tools > 0) != (s.Type == "Tools") || s.Error != "" {
 			t.Errorf("source %+v", s)
 		}
 	}
-	if want := []string{"engineering-docs/Directory", "finance-docs/Directory", "hr-docs/Directory", "system-prompt/Inline"}; !slices.Equal(names, want) {
+	if want := []string{"eng-tools/Tools", "engineering-docs/Directory", "finance-docs/Directory", "hr-docs/Directory", "system-prompt/Inline"}; !slices.Equal(names, want) {
 		t.Errorf("sources %v, want %v", names, want)
 	}
 	if total != st.Chunks {

@@ -16,7 +16,8 @@ import (
 // sourcePool keeps the static sources across reloads, for the state they
 // carry: git sources (their clone, last good commit and loaded chunks, and the
 // sync loops running for them) and Directory sources (the chunks they last
-// read, served while their folder cannot be read). A source is reused while
+// read, served while their folder cannot be read), and tool sources (their
+// last good catalog). A source is reused while
 // everything it was built from is unchanged.
 type sourcePool struct {
 	// live are the reusable sources of the serving snapshot, by name.
@@ -65,7 +66,9 @@ func (o *opening) open(spec *v1alpha1.ContextSource, env sources.Env) (sources.S
 	if err != nil {
 		return src, err
 	}
-	if _, ok := src.(sources.StaticSource); ok {
+	_, static := src.(sources.StaticSource)
+	_, tools := src.(sources.ToolSource)
+	if static || tools {
 		o.mu.Lock()
 		o.next[spec.Name] = &pooled{key: key, src: src}
 		if _, ok := src.(sources.Syncer); ok {

@@ -38,7 +38,8 @@ type watchRoot struct {
 	kind rootKind
 }
 
-// watchRoots are the -f paths and the folders of the Directory sources of cfg.
+// watchRoots are the -f paths and the folders of the Directory sources and
+// the catalog folders of the Tools sources of cfg.
 func watchRoots(paths []string, cfg *engine.Config) []watchRoot {
 	var roots []watchRoot
 	for _, p := range paths {

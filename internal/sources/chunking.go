@@ -33,6 +33,9 @@ type ChunkOptions struct {
 	Strategy    v1alpha1.ChunkingStrategy // MarkdownSections (default when "") or WholeFile
 	MaxTokens   int                       // maxChunkTokens; <=0 means DefaultMaxChunkTokens
 	CountTokens func(string) int          // nil = ceil(runes/4)
+	// Raw returns every document as one chunk holding its text as read, even
+	// blank (tool catalog files, which are parsed, not searched).
+	Raw bool
 }
 
 // chunkOptions are the options a static source passes to SplitDocument.
@@ -49,6 +52,9 @@ func chunkOptions(spec *v1alpha1.ContextSource, env Env) ChunkOptions {
 // than MaxTokens are cut at paragraphs, then lines, then words. WholeFile
 // returns the whole document as one chunk.
 func SplitDocument(doc Document, opts ChunkOptions) []Chunk {
+	if opts.Raw {
+		return []Chunk{{Source: doc.Source, Title: doc.Title, Path: doc.Path, Content: doc.Content, ModTime: doc.ModTime, Commit: doc.Commit}}
+	}
 	maxTokens := opts.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxChunkTokens

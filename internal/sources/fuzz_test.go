@@ -3,6 +3,7 @@ package sources
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -285,4 +287,44 @@ func checkHTTPChunks(t *testing.T, h *HTTPAPI, data []byte, chunks []Chunk, err 
 			}
 		}
 	}
+}
+
+// FuzzParseCatalog reads arbitrary catalog files, as JSON and as YAML, and
+// checks what holds for every file: it never panics; a catalog it accepts
+// holds defaulted tools that keep every rule of api.md §10.1 (a second
+// check finds nothing) with distinct ids; one it refuses is a *CatalogError
+// whose every problem names the file and a line of it.
+func FuzzParseCatalog(f *testing.F) {
+	f.Add(goodCatalogYAML, false)
+	f.Add(`[{"name": "web_search", "description": "Search the web.", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}]`, true)
+	f.Add("- name: a\n  description: A.\n  name: b\n---\n- [nested]\n", false)
+	f.Add("- {name: x, description: X., inputSchema: {type: object, $defs: {a: {$ref: '#/$defs/a'}}}}\n", false)
+	f.Fuzz(func(t *testing.T, data string, isJSON bool) {
+		name := "catalog.yaml"
+		if isJSON {
+			name = "catalog.json"
+		}
+		tools, err := ParseCatalog(name, []byte(data))
+		if err != nil {
+			var ce *CatalogError
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("error %T %v: want a *CatalogError with problems", err, err)
+			}
+			lines := strings.Count(NormalizeNewlines(data), "\n") + 1
+			for _, p := range ce.Problems {
+				if p.File != name || p.Line < 0 || p.Line > lines || p.Message == "" {
+					t.Fatalf("problem %+v: want file %s, a line in 0..%d and a message", p, name, lines)
+				}
+			}
+			return
+		}
+		for i := range tools {
+			if tools[i].SideEffects == "" {
+				t.Fatalf("tool %d not defaulted", i)
+			}
+		}
+		if ps := CheckTools(tools, true, func(i int) string { return strconv.Itoa(i) }); len(ps) > 0 {
+			t.Fatalf("accepted a catalog with problems: %+v", ps)
+		}
+	})
 }

@@ -1,7 +1,6 @@
-package manifest
+package located
 
 import (
-	"sort"
 	"strconv"
 	"strings"
 
@@ -58,10 +57,10 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
-// lineOf returns the line of the deepest node on path that exists (the key's
+// LineOf returns the line of the deepest node on path that exists (the key's
 // line for a mapping entry), or 0 without a node. last picks the last of
 // repeated keys for the final segment, where a duplicate is.
-func lineOf(n *yamlv3.Node, path string, last bool) int {
+func LineOf(n *yamlv3.Node, path string, last bool) int {
 	if n == nil {
 		return 0
 	}
@@ -89,8 +88,8 @@ func lineOf(n *yamlv3.Node, path string, last bool) int {
 	return line
 }
 
-// lookup returns the node at path, or nil.
-func lookup(n *yamlv3.Node, path string) *yamlv3.Node {
+// Lookup returns the node at path, or nil.
+func Lookup(n *yamlv3.Node, path string) *yamlv3.Node {
 	for _, seg := range splitPath(path) {
 		if n == nil {
 			return nil
@@ -134,17 +133,17 @@ func mappingEntry(n *yamlv3.Node, key string, last bool) (k, v *yamlv3.Node) {
 	return k, v
 }
 
-// dupKey is a repeated mapping key.
-type dupKey struct {
-	path string
-	line int
+// DupKey is a repeated mapping key.
+type DupKey struct {
+	Path string
+	Line int
 }
 
-// duplicateKeys finds repeated keys, which YAML forbids and the JSON
+// DuplicateKeys finds repeated keys, which YAML forbids and the JSON
 // conversion would silently drop. Aliases are not followed: their anchors are
 // checked where they are defined.
-func duplicateKeys(n *yamlv3.Node, path string) []dupKey {
-	var out []dupKey
+func DuplicateKeys(n *yamlv3.Node, path string) []DupKey {
+	var out []DupKey
 	switch n.Kind {
 	case yamlv3.MappingNode:
 		seen := make(map[string]bool)
@@ -155,14 +154,14 @@ func duplicateKeys(n *yamlv3.Node, path string) []dupKey {
 			}
 			p := joinPath(path, k.Value)
 			if seen[k.Value] {
-				out = append(out, dupKey{path: p, line: k.Line})
+				out = append(out, DupKey{Path: p, Line: k.Line})
 			}
 			seen[k.Value] = true
-			out = append(out, duplicateKeys(v, p)...)
+			out = append(out, DuplicateKeys(v, p)...)
 		}
 	case yamlv3.SequenceNode:
 		for i, c := range n.Content {
-			out = append(out, duplicateKeys(c, path+"["+strconv.Itoa(i)+"]")...)
+			out = append(out, DuplicateKeys(c, path+"["+strconv.Itoa(i)+"]")...)
 		}
 	}
 	return out
@@ -170,13 +169,4 @@ func duplicateKeys(n *yamlv3.Node, path string) []dupKey {
 
 func isMergeKey(k *yamlv3.Node) bool {
 	return k.Value == "<<" && (k.Tag == "" || k.Tag == "!!merge" || k.Tag == "tag:yaml.org,2002:merge")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/server"
+)
+
+func newToolsCommand() *cobra.Command {
+	var (
+		sf       sourceFlags
+		req      engine.Request
+		metadata []string
+		output   string
+		timeout  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "tools -f PATH... [-a AGENT] [-t TAG]... [-m KEY=VALUE]... [--max-tools N] [-o text|json] TEXT",
+		Short: "Shortlist the tools for one question from manifest files",
+		Long: `Shortlist the tools for one question: the tool cards of POST /v1/tools
+(api.md §10). No document is read. A question whose first word is "tree"
+must be quoted with another word first, or "tree" is the subcommand.`,
+		Example: `  contextrouter tools -f examples/quickstart -a eng-assistant "roll back the last deploy"
+  contextrouter tools -f examples/quickstart --max-tools 2 -o json "open a ticket"`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			snap, err := sf.question(cmd.Context(), &req, args, metadata, output, timeout)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			resp, err := snap.FindTools(ctx, req)
+			if err != nil {
+				return timeoutError(err, timeout)
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), resp)
+			}
+			w := cmd.OutOrStdout()
+			printRouting(w, snap, resp.MatchedRoutes, resp.DeniedSources, resp.FailedSources, resp.RouteErrors)
+			printTools(w, resp.Tools, resp.Stats.Tools)
+			return nil
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().StringVarP(&req.Agent, "agent", "a", "", "agent identity asking the question")
+	cmd.Flags().StringArrayVarP(&req.Tags, "tag", "t", nil, "tag of the question (repeatable)")
+	cmd.Flags().StringArrayVarP(&metadata, "metadata", "m", nil, "metadata KEY=VALUE (repeatable)")
+	cmd.Flags().IntVar(&req.MaxTools, "max-tools", 0, fmt.Sprintf("number of tool cards (0 = the router's spec.tools.topK; at most %d)", engine.MaxToolsPerRequest))
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the question may take once the manifests are loaded")
+	cmd.AddCommand(newToolsTreeCommand())
+	return cmd
+}
+
+func newToolsTreeCommand() *cobra.Command {
+	var (
+		sf     sourceFlags
+		agent  string
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "tree -f PATH... [-a AGENT] [-o text|json]",
+		Short: "Print the choice graph of the tools an agent may use",
+		Long: `Print the choice graph of every tool the agent may use in the router's
+tool sources (GET /v1/tools/tree): tools grouped by namespace, large groups
+split by similarity. No route is evaluated.`,
+		Example: `  contextrouter tools tree -f examples/quickstart -a eng-assistant`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if n := len(agent); n > engine.MaxAgentBytes {
+				return fmt.Errorf("--agent is %d bytes; it is limited to %d bytes", n, engine.MaxAgentBytes)
+			}
+			snap, err := sf.compile(cmd.Context())
+			if err != nil {
+				return err
+			}
+			root := snap.ToolTree(agent)
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), struct {
+					Root engine.ToolNode `json:"root"`
+				}{root})
+			}
+			printTree(cmd.OutOrStdout(), root, "")
+			return nil
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().StringVarP(&agent, "agent", "a", "", "agent whose tools to show")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// question checks the flags that query and tools share, fills req from
+// them and the arguments, and compiles the router.
+func (f *sourceFlags) question(ctx context.Context, req *engine.Request, args, metadata []string, output string, timeout time.Duration) (*engine.Snapshot, error) {
+	if err := checkOutput(output); err != nil {
+		return nil, err
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("--query-timeout: %s must be positive", timeout)
+	}
+	req.Text = strings.Join(args, " ")
+	var err error
+	if req.Metadata, err = parseMetadata(metadata); err != nil {
+		return nil, err
+	}
+	return f.compile(ctx)
+}
+
+// timeoutError words a question stopped by --query-timeout; other errors
+// pass as they are.
+func timeoutError(err error, timeout time.Duration) error {
+	var stopped *engine.StoppedError
+	if errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded) {
+		return errors.New(stopped.TimeoutMessage(timeout) + " (--query-timeout)")
+	}
+	return err
+}
+
+func checkOutput(output string) error {
+	if output != "text" && output != "json" {
+		return fmt.Errorf("--output: must be text or json, not %q", output)
+	}
+	return nil
+}
+
+// parseMetadata reads -m KEY=VALUE flags, split at the first "=".
+func parseMetadata(kvs []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--metadata %q: want KEY=VALUE", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func toolID(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "." + name
+}
+
+// printTools renders tool cards for people: a summary line, then each card
+// with its id, score, side effects, source and description.
+func printTools(w io.Writer, cards []engine.ToolCard, st engine.ToolStats) {
+	fmt.Fprintf(w, "tools:           %d of %d candidates", st.Returned, st.Candidates)
+	var notes []string
+	if st.Denied > 0 {
+		notes = append(notes, fmt.Sprintf("%d denied by tool rules", st.Denied))
+	}
+	if st.BelowThreshold > 0 {
+		notes = append(notes, fmt.Sprintf("%d below minScore", st.BelowThreshold))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(notes, ", "))
+	}
+	fmt.Fprintln(w)
+	for i, c := range cards {
+		how := fmt.Sprintf("score %.2f, confidence %.2f", c.Score, c.Confidence)
+		if c.Fallback {
+			how = "fallback"
+		}
+		fmt.Fprintf(w, "\n(%d) %s  (%s, %s)\n    %s\n    %s\n", i+1, toolID(c.Namespace, c.Name), how, c.SideEffects, c.Source, preview(c.Description, 160))
+		var extra []string
+		if len(c.SafetyTags) > 0 {
+			extra = append(extra, "safety: "+strings.Join(c.SafetyTags, ", "))
+		}
+		if c.CostHint != "" {
+			extra = append(extra, "cost: "+c.CostHint)
+		}
+		if len(extra) > 0 {
+			fmt.Fprintf(w, "    %s\n", strings.Join(extra, "; "))
+		}
+	}
+}
+
+// printTree renders the choice graph as an indented outline.
+func printTree(w io.Writer, n engine.ToolNode, indent string) {
+	fmt.Fprintf(w, "%s%s/\n", indent, n.Label)
+	for _, c := range n.Children {
+		printTree(w, c, indent+"  ")
+	}
+	for _, t := range n.Tools {
+		fmt.Fprintf(w, "%s  %s  (%s, %s)  %s\n", indent, toolID(t.Namespace, t.Name), t.SideEffects, t.Source, preview(t.Description, 80))
+	}
+}

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+)
+
+func TestToolsCommand(t *testing.T) {
+	out, stderr, code := run(t, "tools", "-f", quickstart, "-a", "finance-analyst", "-o", "json", "roll back the bad deploy of fleet-api")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var resp engine.ToolsResponse
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// finance-analyst may not read eng-tools: the source is denied.
+	if !slices.Equal(resp.DeniedSources, []string{"eng-tools"}) || len(resp.Tools) != 0 {
+		t.Errorf("finance-analyst: denied %q, tools %+v", resp.DeniedSources, resp.Tools)
+	}
+	if strings.Contains(out, `"chunks"`) {
+		t.Errorf("the tools answer holds documents:\n%s", out)
+	}
+
+	// eng-assistant may use the tools up to Write without paging people: no rollback, no incident.
+	out, stderr, code = run(t, "tools", "-f", quickstart, "-a", "eng-assistant", "-o", "json", "roll back the bad deploy of fleet-api")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	resp = engine.ToolsResponse{}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range resp.Tools {
+		names = append(names, c.Name)
+	}
+	if len(names) == 0 || names[0] != "deploy_status" || slices.Contains(names, "rollback_deploy") || slices.Contains(names, "open_incident") {
+		t.Errorf("eng-assistant cards = %q", names)
+	}
+	if st := resp.Stats.Tools; st.Candidates != 5 || st.Denied != 2 || st.Returned != len(names) {
+		t.Errorf("stats.tools = %+v", st)
+	}
+	if strings.Contains(out, "inputSchema") || strings.Contains(out, "properties") {
+		t.Errorf("a card holds the schema:\n%s", out)
+	}
+
+	out, stderr, code = run(t, "tools", "-f", quickstart, "-a", "eng-assistant", "--max-tools", "1", "who is oncall for the platform team")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"matched routes:  always",
+		"tools:           1 of 5 candidates (2 denied by tool rules)",
+		"(1) oncall.who_is_on_call  (score ",
+		"Read)\n    eng-tools\n    Tell who is on call now for a team",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-tools", "101", "x"}, "max_tools is 101; it must be between 0 and 100"},
+		{[]string{"-o", "yaml", "x"}, `--output: must be text or json, not "yaml"`},
+		{[]string{"-m", "novalue", "x"}, `--metadata "novalue": want KEY=VALUE`},
+	} {
+		_, stderr, code := run(t, append([]string{"tools", "-f", quickstart}, tc.args...)...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestToolsTreeCommand(t *testing.T) {
+	out, stderr, code := run(t, "tools", "tree", "-f", quickstart, "-a", "eng-assistant")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"deploys.deploy_status  (Read, eng-tools)", "incidents.list_incidents", "oncall.who_is_on_call"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tree lacks %q:\n%s", want, out)
+		}
+	}
+	for _, hidden := range []string{"rollback_deploy", "open_incident"} {
+		if strings.Contains(out, hidden) {
+			t.Errorf("tree shows %s, which eng-assistant may not use:\n%s", hidden, out)
+		}
+	}
+	out, _, code = run(t, "tools", "tree", "-f", quickstart, "-a", "hr-assistant", "-o", "json")
+	var tree struct {
+		Root engine.ToolNode `json:"root"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &tree) != nil || len(tree.Root.Tools) != 0 || len(tree.Root.Children) != 0 {
+		t.Errorf("hr-assistant may read no tool source: exit %d\n%s", code, out)
+	}
+	if _, stderr, code := run(t, "tools", "tree", "-f", quickstart, "extra"); code == 0 || !strings.Contains(stderr, "unknown command") && !strings.Contains(stderr, "accepts 0 arg") {
+		t.Errorf("tree with an argument: exit %d %s", code, stderr)
+	}
+}
+
+func TestQueryMaxTools(t *testing.T) {
+	resp := queryJSON(t, "-a", "eng-assistant", "--max-tools", "1", "list the open incidents and recent deploys")
+	if len(resp.Tools) != 1 || resp.Stats.Tools.Returned != 1 || resp.Tools[0].Name != "list_incidents" {
+		t.Errorf("tools = %+v, stats %+v", resp.Tools, resp.Stats.Tools)
+	}
+	if len(resp.Chunks) == 0 {
+		t.Error("no chunks next to the tools")
+	}
+	out, _, code := run(t, "query", "-f", quickstart, "-a", "eng-assistant", "list the open incidents and recent deploys")
+	if code != 0 || !strings.Contains(out, "tools:           2 of 5 candidates (2 denied by tool rules)\n\n(1) incidents.list_incidents") {
+		t.Errorf("query text output lacks the tools:\n%s", out)
+	}
+	// A question no route with tools matches has no tools section.
+	out, _, _ = run(t, "query", "-f", quickstart, "-a", "hr-assistant", "How many vacation days do I get?")
+	if strings.Contains(out, "tools:") {
+		t.Errorf("tools section without tool sources:\n%s", out)
+	}
+}

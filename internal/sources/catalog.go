@@ -1,0 +1,389 @@
+package sources
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/located"
+)
+
+// The rules of a catalog entry (api.md §10.1), as the Tool markers of
+// api/v1alpha1 state them for the API server. Inline catalogs are checked by
+// Validate; tools read from catalog files are checked here, with the same
+// bounds.
+const (
+	// MaxCatalogTools bounds the tools of one source.
+	MaxCatalogTools = 10000
+	// MaxInputSchemaBytes bounds a tool's input schema (its JSON).
+	MaxInputSchemaBytes = 64 << 10
+
+	maxToolNameLen      = 128
+	maxToolNamespaceLen = 253
+	maxDescriptionLen   = 4096
+	maxExamples         = 256
+	maxExampleLen       = 1024
+	maxToolTags         = 32
+	maxToolTagLen       = 63
+	maxHintLen          = 64
+)
+
+var (
+	toolNameRE      = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	toolNamespaceRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+	sideEffects     = []v1alpha1.SideEffects{v1alpha1.SideEffectsNone, v1alpha1.SideEffectsRead, v1alpha1.SideEffectsWrite, v1alpha1.SideEffectsDestructive}
+)
+
+// ToolProblem is what is wrong with entry Index of a catalog; Field is
+// relative to the entry ("name", "inputSchema", "examples[3]").
+type ToolProblem struct {
+	Index   int
+	Field   string
+	Message string
+}
+
+// CheckTools reports what the API schema cannot check of defaulted catalog
+// entries: an input schema that is not a valid JSON Schema of an object, and
+// duplicate ids (on the later entry's name, naming the earlier one through
+// where). With all, it also checks the rules Validate enforces for inline
+// catalogs (lengths, patterns, enums), for entries read from files.
+func CheckTools(tools []v1alpha1.Tool, all bool, where func(i int) string) []ToolProblem {
+	var out []ToolProblem
+	seen := make(map[string]int, len(tools))
+	for i := range tools {
+		t := &tools[i]
+		add := func(field, msg string) { out = append(out, ToolProblem{Index: i, Field: field, Message: msg}) }
+		if all {
+			checkToolFields(t, add)
+		}
+		if t.InputSchema != nil {
+			if err := CheckInputSchema(t.InputSchema.Raw); err != nil {
+				add("inputSchema", err.Error())
+			}
+		}
+		id := t.ID()
+		if first, dup := seen[id]; dup {
+			add("name", fmt.Sprintf("duplicate tool id %q: %s has it too", id, where(first)))
+			continue
+		}
+		seen[id] = i
+	}
+	return out
+}
+
+// checkToolFields checks one file-read entry against the rules of §10.1.
+func checkToolFields(t *v1alpha1.Tool, add func(field, msg string)) {
+	switch {
+	case t.Name == "":
+		add("name", "required")
+	case len(t.Name) > maxToolNameLen:
+		add("name", fmt.Sprintf("%d characters; at most %d", len(t.Name), maxToolNameLen))
+	case !toolNameRE.MatchString(t.Name):
+		add("name", fmt.Sprintf("%q: letters, digits, '_', '.' and '-' only", t.Name))
+	}
+	switch {
+	case len(t.Namespace) > maxToolNamespaceLen:
+		add("namespace", fmt.Sprintf("%d characters; at most %d", len(t.Namespace), maxToolNamespaceLen))
+	case t.Namespace != "" && !toolNamespaceRE.MatchString(t.Namespace):
+		add("namespace", fmt.Sprintf("%q: dotted words of letters, digits, '_' and '-'", t.Namespace))
+	}
+	switch {
+	case t.Description == "":
+		add("description", "required")
+	case len(t.Description) > maxDescriptionLen:
+		add("description", fmt.Sprintf("%d characters; at most %d", len(t.Description), maxDescriptionLen))
+	}
+	list := func(field string, l []string, maxItems, maxLen int) {
+		if len(l) > maxItems {
+			add(field, fmt.Sprintf("%d entries; at most %d", len(l), maxItems))
+			return
+		}
+		for i, s := range l {
+			if len(s) > maxLen {
+				add(fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("%d characters; at most %d", len(s), maxLen))
+			}
+		}
+	}
+	list("examples", t.Examples, maxExamples, maxExampleLen)
+	list("antiPatterns", t.AntiPatterns, maxExamples, maxExampleLen)
+	list("tags", t.Tags, maxToolTags, maxToolTagLen)
+	list("safetyTags", t.SafetyTags, maxToolTags, maxToolTagLen)
+	if !slices.Contains(sideEffects, t.SideEffects) {
+		add("sideEffects", fmt.Sprintf("%q: want one of None, Read, Write, Destructive", t.SideEffects))
+	}
+	if len(t.CostHint) > maxHintLen {
+		add("costHint", fmt.Sprintf("%d characters; at most %d", len(t.CostHint), maxHintLen))
+	}
+	if len(t.LatencyHint) > maxHintLen {
+		add("latencyHint", fmt.Sprintf("%d characters; at most %d", len(t.LatencyHint), maxHintLen))
+	}
+}
+
+// CheckInputSchema reports why raw is not a tool's input schema: at most
+// MaxInputSchemaBytes of JSON, a JSON Schema that resolves (draft 2020-12,
+// or the draft its $schema names; no remote references), of type object.
+func CheckInputSchema(raw []byte) error {
+	if len(raw) > MaxInputSchemaBytes {
+		return fmt.Errorf("%d bytes; at most %d", len(raw), MaxInputSchemaBytes)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("not a JSON Schema: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if s.Type != "object" && !slices.Equal(s.Types, []string{"object"}) {
+		got := s.Type
+		if got == "" {
+			got = strings.Join(s.Types, ", ")
+		}
+		if got == "" {
+			return errors.New(`type must be "object" (the arguments of a tool are an object)`)
+		}
+		return fmt.Errorf(`type must be "object", not %q (the arguments of a tool are an object)`, got)
+	}
+	if _, err := s.Resolve(nil); err != nil {
+		return fmt.Errorf("invalid JSON Schema: %s", err)
+	}
+	return nil
+}
+
+// CatalogProblem is a problem of a catalog file, at a line (0 when the file
+// as a whole is meant).
+type CatalogProblem struct {
+	File    string
+	Line    int
+	Field   string
+	Message string
+}
+
+func (p CatalogProblem) String() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+	}
+	b.WriteString(": ")
+	if p.Field != "" {
+		b.WriteString(p.Field + ": ")
+	}
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+// CatalogError lists the problems of a catalog, in file and line order.
+type CatalogError struct{ Problems []CatalogProblem }
+
+// maxShownProblems bounds the problems an error message lists; the rest are counted.
+const maxShownProblems = 5
+
+func (e *CatalogError) Error() string {
+	var parts []string
+	for i, p := range e.Problems {
+		if i == maxShownProblems {
+			parts = append(parts, fmt.Sprintf("and %d more", len(e.Problems)-i))
+			break
+		}
+		parts = append(parts, p.String())
+	}
+	return "invalid tool catalog: " + strings.Join(parts, "; ")
+}
+
+// catalogEntry is a tool read from a file, with where it was.
+type catalogEntry struct {
+	tool  v1alpha1.Tool
+	file  string
+	line  int
+	index int // position in its document's list
+}
+
+func (e *catalogEntry) where() string {
+	return fmt.Sprintf("%s:%d (entry %d)", e.file, e.line, e.index)
+}
+
+// ParseCatalog reads one catalog file: a JSON list of tools (or several
+// lists one after another), or YAML documents each holding a list. Decoding
+// is strict: an unknown or duplicate field, a value of the wrong type, or an
+// entry breaking a rule of api.md §10.1 is a problem at its line. Tools are
+// defaulted; their ids are not checked for duplicates (see ParseCatalogs).
+func ParseCatalog(name string, data []byte) ([]v1alpha1.Tool, error) {
+	entries, problems := parseCatalogFile(name, data)
+	problems = append(problems, checkEntries(entries, true)...)
+	if len(problems) > 0 {
+		return nil, &CatalogError{Problems: problems}
+	}
+	return entryTools(entries), nil
+}
+
+// ParseCatalogs reads the files of a catalog (path and content) and returns
+// their tools sorted by id; a problem in any file, or a duplicate id, fails
+// them all.
+func ParseCatalogs(files []Chunk) ([]v1alpha1.Tool, error) {
+	var entries []catalogEntry
+	var problems []CatalogProblem
+	for _, f := range files {
+		e, p := parseCatalogFile(f.Path, []byte(f.Content))
+		entries = append(entries, e...)
+		problems = append(problems, p...)
+	}
+	if len(entries) > MaxCatalogTools {
+		problems = append(problems, CatalogProblem{File: entries[MaxCatalogTools].file, Line: entries[MaxCatalogTools].line,
+			Message: fmt.Sprintf("more than %d tools in the catalog", MaxCatalogTools)})
+	}
+	problems = append(problems, checkEntries(entries, true)...)
+	if len(problems) > 0 {
+		slices.SortStableFunc(problems, func(a, b CatalogProblem) int {
+			return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+		})
+		return nil, &CatalogError{Problems: problems}
+	}
+	tools := entryTools(entries)
+	SortTools(tools)
+	return tools, nil
+}
+
+// SortTools sorts a catalog by id, the order LoadTools returns.
+func SortTools(tools []v1alpha1.Tool) {
+	slices.SortFunc(tools, func(a, b v1alpha1.Tool) int { return strings.Compare(a.ID(), b.ID()) })
+}
+
+func entryTools(entries []catalogEntry) []v1alpha1.Tool {
+	tools := make([]v1alpha1.Tool, len(entries))
+	for i := range entries {
+		tools[i] = entries[i].tool
+	}
+	return tools
+}
+
+func checkEntries(entries []catalogEntry, all bool) []CatalogProblem {
+	tools := entryTools(entries)
+	var out []CatalogProblem
+	for _, p := range CheckTools(tools, all, func(i int) string { return entries[i].where() }) {
+		e := &entries[p.Index]
+		out = append(out, CatalogProblem{File: e.file, Line: e.line, Field: fmt.Sprintf("[%d].%s", e.index, p.Field), Message: p.Message})
+	}
+	return out
+}
+
+// parseCatalogFile decodes the documents of one file.
+func parseCatalogFile(name string, data []byte) ([]catalogEntry, []CatalogProblem) {
+	data = []byte(NormalizeNewlines(string(data)))
+	var entries []catalogEntry
+	var problems []CatalogProblem
+	if strings.EqualFold(filepath.Ext(name), ".json") {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		for {
+			var raw json.RawMessage
+			err := dec.Decode(&raw)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				line, col := located.LineCol(data, located.JSONErrorOffset(err, dec))
+				problems = append(problems, CatalogProblem{File: name, Line: line,
+					Message: fmt.Sprintf("invalid JSON at column %d: %s", col, strings.TrimPrefix(err.Error(), "json: "))})
+				break
+			}
+			line, _ := located.LineCol(data, int(dec.InputOffset())-len(raw))
+			// A JSON text is YAML too: its node tree gives every entry's line.
+			e, p := decodeCatalogDoc(name, raw, raw, line-1, true)
+			entries, problems = append(entries, e...), append(problems, p...)
+		}
+		return entries, problems
+	}
+	for _, d := range located.SplitYAML(data) {
+		if located.FirstContentLine(d.Text) == 0 {
+			continue
+		}
+		j, err := yaml.YAMLToJSON(d.Text)
+		if err != nil {
+			for _, e := range located.YAMLErrors(err, d.Text, d.FirstLine-1) {
+				problems = append(problems, CatalogProblem{File: name, Line: e.Line, Message: "invalid YAML: " + e.Message})
+			}
+			continue
+		}
+		e, p := decodeCatalogDoc(name, d.Text, j, d.FirstLine-1, false)
+		entries, problems = append(entries, e...), append(problems, p...)
+	}
+	return entries, problems
+}
+
+var toolType = reflect.TypeFor[v1alpha1.Tool]()
+
+// decodeCatalogDoc decodes one document (text, as JSON j) whose first line
+// is absolute line lineOffset+1.
+func decodeCatalogDoc(file string, text, j []byte, lineOffset int, isJSON bool) ([]catalogEntry, []CatalogProblem) {
+	t := bytes.TrimSpace(j)
+	if bytes.Equal(t, []byte("null")) {
+		return nil, nil // "~" or "null" only
+	}
+	root := located.ParseNode(text, lineOffset)
+	docLine := lineOffset + 1 + max(located.FirstContentLine(text)-1, 0)
+	var problems []CatalogProblem
+	at := func(path string, last bool) int {
+		if l := located.LineOf(root, path, last); l > 0 {
+			return l
+		}
+		return docLine
+	}
+	if len(t) == 0 || t[0] != '[' {
+		return nil, []CatalogProblem{{File: file, Line: docLine, Message: "a tool catalog must be a list of tools, not " + located.JSONValueKind(t)}}
+	}
+	if !isJSON && root != nil {
+		for _, dup := range located.DuplicateKeys(root, "") {
+			problems = append(problems, CatalogProblem{File: file, Line: dup.Line, Field: dup.Path, Message: "duplicate field"})
+		}
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(j, &items); err != nil {
+		return nil, append(problems, CatalogProblem{File: file, Line: docLine, Message: "a tool catalog must be a list of tools"})
+	}
+	var entries []catalogEntry
+	for i, item := range items {
+		prefix := fmt.Sprintf("[%d]", i)
+		var tool v1alpha1.Tool
+		if it := bytes.TrimSpace(item); len(it) == 0 || it[0] != '{' {
+			problems = append(problems, CatalogProblem{File: file, Line: at(prefix, false), Field: prefix, Message: "a tool must be an object, not " + located.JSONValueKind(it)})
+			continue
+		}
+		strict, err := sigsjson.UnmarshalStrict(item, &tool)
+		if err != nil {
+			field, msg := located.ExplainDecodeError(err, item, toolType)
+			path := located.JoinIndex(prefix, field)
+			problems = append(problems, CatalogProblem{File: file, Line: at(path, false), Field: path, Message: msg})
+			continue
+		}
+		bad := false
+		for _, e := range strict {
+			field, what := located.StrictPath(e), located.StrictKind(e)
+			if what == "duplicate field" && !isJSON {
+				continue // reported from the node tree, at the duplicate's line
+			}
+			if what == "unknown field" {
+				if s := located.SuggestField(toolType, field); s != "" {
+					what += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+			}
+			path := located.JoinIndex(prefix, field)
+			problems = append(problems, CatalogProblem{File: file, Line: at(path, what == "duplicate field"), Field: path, Message: what})
+			bad = true
+		}
+		if bad {
+			continue
+		}
+		tool.Default()
+		entries = append(entries, catalogEntry{tool: tool, file: file, line: at(prefix, false), index: i})
+	}
+	return entries, problems
+}
