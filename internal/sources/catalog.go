@@ -9,11 +9,11 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -21,30 +21,12 @@ import (
 	"github.com/contextrouter/contextrouter/internal/located"
 )
 
-// The rules of a catalog entry (api.md §10.1), as the Tool markers of
-// api/v1alpha1 state them for the API server. Inline catalogs are checked by
-// Validate; tools read from catalog files are checked here, with the same
-// bounds.
+// MaxCatalogTools bounds the tools of one source (catalog files, an MCP
+// listing); MaxInputSchemaBytes a tool's input schema. The API package
+// holds the rules of a catalog entry, for inline catalogs and files alike.
 const (
-	// MaxCatalogTools bounds the tools of one source.
-	MaxCatalogTools = 10000
-	// MaxInputSchemaBytes bounds a tool's input schema (its JSON).
-	MaxInputSchemaBytes = 64 << 10
-
-	maxToolNameLen      = 128
-	maxToolNamespaceLen = 253
-	maxDescriptionLen   = 4096
-	maxExamples         = 256
-	maxExampleLen       = 1024
-	maxToolTags         = 32
-	maxToolTagLen       = 63
-	maxHintLen          = 64
-)
-
-var (
-	toolNameRE      = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-	toolNamespaceRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
-	sideEffects     = []v1alpha1.SideEffects{v1alpha1.SideEffectsNone, v1alpha1.SideEffectsRead, v1alpha1.SideEffectsWrite, v1alpha1.SideEffectsDestructive}
+	MaxCatalogTools     = v1alpha1.MaxCatalogTools
+	MaxInputSchemaBytes = v1alpha1.MaxInputSchemaBytes
 )
 
 // ToolProblem is what is wrong with entry Index of a catalog; Field is
@@ -57,17 +39,21 @@ type ToolProblem struct {
 
 // CheckTools reports what the API schema cannot check of defaulted catalog
 // entries: an input schema that is not a valid JSON Schema of an object, and
-// duplicate ids (on the later entry's name, naming the earlier one through
-// where). With all, it also checks the rules Validate enforces for inline
-// catalogs (lengths, patterns, enums), for entries read from files.
+// duplicate ids (naming the earlier entry through where; Validate reports
+// those of an inline catalog first, so a hand-built one fails here too). With
+// all (entries read from files or listed by a server, which no Validate has
+// seen), it also checks each entry's rules (v1alpha1.ValidateTool).
 func CheckTools(tools []v1alpha1.Tool, all bool, where func(i int) string) []ToolProblem {
 	var out []ToolProblem
 	seen := make(map[string]int, len(tools))
+	entry := field.NewPath("entry")
 	for i := range tools {
 		t := &tools[i]
 		add := func(field, msg string) { out = append(out, ToolProblem{Index: i, Field: field, Message: msg}) }
 		if all {
-			checkToolFields(t, add)
+			for _, e := range v1alpha1.ValidateTool(entry, t) {
+				add(strings.TrimPrefix(e.Field, "entry."), e.ErrorBody())
+			}
 		}
 		if t.InputSchema != nil {
 			if err := CheckInputSchema(t.InputSchema.Raw); err != nil {
@@ -82,54 +68,6 @@ func CheckTools(tools []v1alpha1.Tool, all bool, where func(i int) string) []Too
 		seen[id] = i
 	}
 	return out
-}
-
-// checkToolFields checks one file-read entry against the rules of §10.1.
-func checkToolFields(t *v1alpha1.Tool, add func(field, msg string)) {
-	switch {
-	case t.Name == "":
-		add("name", "required")
-	case len(t.Name) > maxToolNameLen:
-		add("name", fmt.Sprintf("%d characters; at most %d", len(t.Name), maxToolNameLen))
-	case !toolNameRE.MatchString(t.Name):
-		add("name", fmt.Sprintf("%q: letters, digits, '_', '.' and '-' only", t.Name))
-	}
-	switch {
-	case len(t.Namespace) > maxToolNamespaceLen:
-		add("namespace", fmt.Sprintf("%d characters; at most %d", len(t.Namespace), maxToolNamespaceLen))
-	case t.Namespace != "" && !toolNamespaceRE.MatchString(t.Namespace):
-		add("namespace", fmt.Sprintf("%q: dotted words of letters, digits, '_' and '-'", t.Namespace))
-	}
-	switch {
-	case t.Description == "":
-		add("description", "required")
-	case len(t.Description) > maxDescriptionLen:
-		add("description", fmt.Sprintf("%d characters; at most %d", len(t.Description), maxDescriptionLen))
-	}
-	list := func(field string, l []string, maxItems, maxLen int) {
-		if len(l) > maxItems {
-			add(field, fmt.Sprintf("%d entries; at most %d", len(l), maxItems))
-			return
-		}
-		for i, s := range l {
-			if len(s) > maxLen {
-				add(fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("%d characters; at most %d", len(s), maxLen))
-			}
-		}
-	}
-	list("examples", t.Examples, maxExamples, maxExampleLen)
-	list("antiPatterns", t.AntiPatterns, maxExamples, maxExampleLen)
-	list("tags", t.Tags, maxToolTags, maxToolTagLen)
-	list("safetyTags", t.SafetyTags, maxToolTags, maxToolTagLen)
-	if !slices.Contains(sideEffects, t.SideEffects) {
-		add("sideEffects", fmt.Sprintf("%q: want one of None, Read, Write, Destructive", t.SideEffects))
-	}
-	if len(t.CostHint) > maxHintLen {
-		add("costHint", fmt.Sprintf("%d characters; at most %d", len(t.CostHint), maxHintLen))
-	}
-	if len(t.LatencyHint) > maxHintLen {
-		add("latencyHint", fmt.Sprintf("%d characters; at most %d", len(t.LatencyHint), maxHintLen))
-	}
 }
 
 // CheckInputSchema reports why raw is not a tool's input schema: at most

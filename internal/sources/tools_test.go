@@ -75,7 +75,8 @@ func TestParseCatalog(t *testing.T) {
 		{name: "schema with a bad keyword value", file: "x.yaml", data: "- name: a\n  description: A.\n  inputSchema: {type: object, required: 3}\n",
 			want: []string{"[0].inputSchema: not a JSON Schema"}},
 		{name: "rules of 10.1", file: "r.yaml", data: "- name: 'has space'\n  namespace: 'a..b'\n  description: ''\n  sideEffects: Maybe\n  costHint: '" + strings.Repeat("x", 65) + "'\n",
-			want: []string{`[0].name: "has space"`, `[0].namespace: "a..b"`, "[0].description: required", `[0].sideEffects: "Maybe"`, "[0].costHint: 65 characters; at most 64"}},
+			want: []string{`[0].name: Invalid value: "has space"`, `[0].namespace: Invalid value: "a..b"`, "[0].description: Required value",
+				`[0].sideEffects: Unsupported value: "Maybe"`, "[0].costHint: Too long: may not be more than 64 characters"}},
 		{name: "duplicate ids", file: "dup.yaml", data: "- {name: x, namespace: a, description: X.}\n- {name: y, description: Y.}\n- {name: x, namespace: a, description: X again.}\n",
 			want: []string{`dup.yaml:3: [2].name: duplicate tool id "a.x": dup.yaml:1 (entry 0) has it too`}},
 		{name: "too large schema", file: "big.json", data: `[{"name": "a", "description": "A.", "inputSchema": {"type": "object", "description": "` + strings.Repeat("x", MaxInputSchemaBytes) + `"}}]`,
@@ -246,7 +247,7 @@ func TestToolsDirectoryFirstLoadInvalid(t *testing.T) {
 	if err == nil || errors.As(err, &stale) || ids != nil {
 		t.Fatalf("ids = %q, err = %v; want no catalog and a plain error", ids, err)
 	}
-	if !strings.Contains(err.Error(), "t.yaml:1: [0].description: required") {
+	if !strings.Contains(err.Error(), "t.yaml:1: [0].description: Required value") {
 		t.Errorf("error = %v", err)
 	}
 }
@@ -305,7 +306,7 @@ func TestToolsGitRepo(t *testing.T) {
 	if !errors.As(err, &stale) || !slices.Equal(ids, want) {
 		t.Fatalf("after a bad commit: ids = %q, err = %v", ids, err)
 	}
-	if !strings.Contains(err.Error(), `tools/web.yaml:1: [0].sideEffects: "Sometimes"`) {
+	if !strings.Contains(err.Error(), `tools/web.yaml:1: [0].sideEffects: Unsupported value: "Sometimes"`) {
 		t.Errorf("error = %v", err)
 	}
 
