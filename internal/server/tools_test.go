@@ -261,7 +261,7 @@ func TestServeKeepsLastGoodCatalog(t *testing.T) {
 		t.Fatalf("the last good catalog does not answer: %s", raw)
 	}
 	if len(resp.FailedSources) != 1 || resp.FailedSources[0].Source != "file-tools" ||
-		!strings.Contains(resp.FailedSources[0].Error, `crm.yaml:1: [0].sideEffects: "Sometimes"`) {
+		!strings.Contains(resp.FailedSources[0].Error, `crm.yaml:1: [0].sideEffects: Unsupported value: "Sometimes"`) {
 		t.Errorf("failed_sources = %+v", resp.FailedSources)
 	}
 	writeAtomic(t, file, "- {name: lookup_customer, namespace: crm, description: Find a customer by name., sideEffects: Read}\n")
