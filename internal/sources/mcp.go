@@ -31,7 +31,7 @@ const (
 	mcpFieldPrefix = "spec.mcp"
 	// MaxMCPResponseBytes bounds one answer of an MCP server (a page of
 	// tools/list, one server-sent event); a larger one fails the listing.
-	MaxMCPResponseBytes = 4 << 20
+	MaxMCPResponseBytes  = 4 << 20
 	mcpResponseLimitText = "4Mi"
 	// maxToolDescription and maxToolSchemaBytes are api.md §10.1's limits.
 	maxToolDescription = 4096
