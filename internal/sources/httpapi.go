@@ -148,7 +148,7 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	}
 
 	contentType := ""
-	if h.headers, contentType, err = compileHeaders(s.Headers); err != nil {
+	if h.headers, contentType, err = compileHeaders(httpAPIFieldPrefix, s.Headers); err != nil {
 		return nil, err
 	}
 	for _, hd := range h.headers {
@@ -180,19 +180,29 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		}
 	}
 
-	redirects := compileRedirects(s.FollowRedirects, h.headers)
-	base := env.HTTPClient
-	if base == nil {
-		base = defaultHTTPClient()
-	}
-	h.client = redirects.client(base)
-	sample := h.url.render("q") // parses: compileURL checked it
-	h.urlSecrets = redact.URLSecrets(sample)
-	if u, err := url.Parse(sample); err == nil && u.User != nil {
-		pw, _ := u.User.Password()
-		h.urlSecrets = append(h.urlSecrets, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw)))
-	}
+	redirects := compileRedirects(httpAPIFieldPrefix, s.FollowRedirects, h.headers)
+	h.client = redirects.client(env.httpClient())
+	h.urlSecrets = urlCredentials(h.url.render("q")) // parses: compileURL checked it
 	return h, nil
+}
+
+// httpClient is Env.HTTPClient, else the shared default client.
+func (e Env) httpClient() *http.Client {
+	if e.HTTPClient != nil {
+		return e.HTTPClient
+	}
+	return defaultHTTPClient()
+}
+
+// urlCredentials are the credentials in a URL's user part and the Basic
+// value net/http makes of them, to scrub from texts a server may echo.
+func urlCredentials(raw string) []string {
+	out := redact.URLSecrets(raw)
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		pw, _ := u.User.Password()
+		out = append(out, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw)))
+	}
+	return out
 }
 
 // compileURL splits the URL at each {{query}}, choosing the escaping by where
@@ -307,14 +317,15 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// compileHeaders prepares the header values (their ${VAR} references). It
-// returns the literal Content-Type value, if one is set, so the body check
-// knows whether the body should be JSON.
-func compileHeaders(specs []v1alpha1.HTTPHeader) ([]httpHeader, string, error) {
+// compileHeaders prepares the header values (their ${VAR} references) of
+// the spec block at prefix ("spec.httpAPI", "spec.mcp"). It returns the
+// literal Content-Type value, if one is set, so the body check knows whether
+// the body should be JSON.
+func compileHeaders(prefix string, specs []v1alpha1.HTTPHeader) ([]httpHeader, string, error) {
 	out := make([]httpHeader, 0, len(specs))
 	contentType := ""
 	for i, s := range specs {
-		field := fmt.Sprintf("%s.headers[%d]", httpAPIFieldPrefix, i)
+		field := fmt.Sprintf("%s.headers[%d]", prefix, i)
 		name := http.CanonicalHeaderKey(s.Name)
 		h := httpHeader{field: field, name: name}
 		switch {
@@ -422,8 +433,10 @@ var defaultHTTPClient = sync.OnceValue(func() *http.Client {
 	return &http.Client{Transport: tr}
 })
 
-// redirectRule is a compiled spec.httpAPI.followRedirects.
+// redirectRule is a compiled followRedirects (spec.httpAPI, spec.mcp).
 type redirectRule struct {
+	// field is the spec field, for the hints of errors.
+	field  string
 	policy v1alpha1.RedirectPolicy
 	// allowed holds allowedHosts as host:port, the port empty for "the
 	// scheme's default port".
@@ -437,8 +450,9 @@ type redirectRule struct {
 // crossHostNever are headers net/http may copy that never go to another host.
 var crossHostNever = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2"}
 
-func compileRedirects(spec v1alpha1.FollowRedirects, headers []httpHeader) redirectRule {
-	r := redirectRule{policy: spec.Policy, allowed: map[string]bool{}, crossHost: slices.Clone(crossHostNever)}
+// compileRedirects compiles the followRedirects of the spec block at prefix.
+func compileRedirects(prefix string, spec v1alpha1.FollowRedirects, headers []httpHeader) redirectRule {
+	r := redirectRule{field: prefix + ".followRedirects", policy: spec.Policy, allowed: map[string]bool{}, crossHost: slices.Clone(crossHostNever)}
 	for _, entry := range spec.AllowedHosts {
 		// Validate refuses an entry that does not parse; one in a hand-built
 		// spec allows nothing.
@@ -488,13 +502,13 @@ func (r redirectRule) check(req *http.Request, via []*http.Request) error {
 	case len(via) >= maxRedirects:
 		return fmt.Errorf("stopped after %d redirects", maxRedirects)
 	case r.policy == v1alpha1.RedirectNone:
-		return fmt.Errorf("redirect to %s refused: spec.httpAPI.followRedirects.policy is None", redirectTarget(req.URL))
+		return fmt.Errorf("redirect to %s refused: %s.policy is None", redirectTarget(req.URL), r.field)
 	}
 	same := hostPort(via[0].URL) == hostPort(req.URL)
 	if !same && !(r.policy == v1alpha1.RedirectAllowedHosts && r.allows(req.URL)) {
-		hint := "set spec.httpAPI.followRedirects to allow it"
+		hint := "set " + r.field + " to allow it"
 		if r.policy == v1alpha1.RedirectAllowedHosts {
-			hint = "not in spec.httpAPI.followRedirects.allowedHosts"
+			hint = "not in " + r.field + ".allowedHosts"
 		}
 		return fmt.Errorf("redirect to another host refused: %s (%s)", redirectTarget(req.URL), hint)
 	}
