@@ -72,8 +72,12 @@ test: controlplane helm helm-lint helm-template test-imagebuilder test-argocd ##
 # short run spends its time exploring. The instrumented build is separate
 # from the test build: about 175 CPU-seconds from an empty cache. Keep
 # FUZZTIME under go test's default -timeout of 10m.
-FUZZTIME ?= 5s
-FUZZMINIMIZETIME ?= 5s
+# The default is a count of inputs, not a duration: on Go 1.26 a duration
+# can end a run that found nothing with "context deadline exceeded" (a race
+# in the fuzzing coordinator, go.dev/issue/75804, fixed in Go 1.27), which
+# would fail make test at random. 3000 inputs take 1-8 s per target here.
+FUZZTIME ?= 3000x
+FUZZMINIMIZETIME ?= 500x
 FUZZ_TARGETS := \
 	./internal/manifest:FuzzParse \
 	./internal/engine:FuzzCondition \
@@ -82,7 +86,7 @@ FUZZ_TARGETS := \
 	./internal/sources:FuzzParseCatalog \
 	./internal/server/fuzz:FuzzQuery
 
-fuzz: ## Run every fuzz target for FUZZTIME (default 5s) each; longer: make fuzz FUZZTIME=5m.
+fuzz: ## Run every fuzz target for FUZZTIME (default 3000 inputs) each; longer: make fuzz FUZZTIME=1000000x.
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t#*:}; echo "== fuzz $$name ($$pkg) for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
