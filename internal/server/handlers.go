@@ -38,6 +38,8 @@ func (s *Server) routes() http.Handler {
 		"/healthz":   {http.MethodGet, "healthz", s.handleHealthz},
 		"/readyz":    {http.MethodGet, "readyz", s.handleReadyz},
 		"/metrics":   {http.MethodGet, "metrics", s.handleMetrics},
+		// The MCP transport uses POST, and GET and DELETE for sessions.
+		"/mcp": {"", "mcp", s.mcp.ServeHTTP},
 	}
 	// One counter per handler and status code, resolved on first use.
 	var counters sync.Map
@@ -52,7 +54,7 @@ func (s *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := table[r.URL.Path]
 		if !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, GET /v1/status, /healthz, /readyz and /metrics", r.URL.Path))
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, GET /v1/status, /mcp, /healthz, /readyz and /metrics", r.URL.Path))
 			count("other", http.StatusNotFound)
 			return
 		}
@@ -69,7 +71,7 @@ func (s *Server) routes() http.Handler {
 			}
 			count(rt.counter, rw.code)
 		}()
-		allowed := r.Method == rt.method || (rt.method == http.MethodGet && r.Method == http.MethodHead)
+		allowed := rt.method == "" || r.Method == rt.method || (rt.method == http.MethodGet && r.Method == http.MethodHead)
 		if !allowed {
 			rw.Header().Set("Allow", rt.method)
 			writeError(rw, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.Path, rt.method))
@@ -169,30 +171,11 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.QueryTimeout)
-	defer cancel()
-	resp, err := st.snap.Query(ctx, req)
-	if err != nil {
-		var stopped *engine.StoppedError
-		switch {
-		case errors.Is(err, engine.ErrBadRequest):
-			writeError(w, http.StatusBadRequest, err.Error())
-		case errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded):
-			// Like gRPC's DEADLINE_EXCEEDED over HTTP; 503 stays "not ready".
-			s.metrics.queryTimeouts.Inc()
-			s.log.Warn("query timed out", "timeout", s.opts.QueryTimeout.String(), "route", stopped.Route, "elapsed", time.Since(start).String())
-			writeError(w, http.StatusGatewayTimeout, stopped.TimeoutMessage(s.opts.QueryTimeout))
-		case errors.As(err, &stopped):
-			// The client went away; nobody reads the answer.
-			s.log.Debug("query canceled", "route", stopped.Route, "error", err.Error())
-			writeError(w, http.StatusServiceUnavailable, "query canceled: "+err.Error())
-		default:
-			s.log.Error("query failed", "error", err.Error())
-			writeError(w, http.StatusInternalServerError, "internal error")
-		}
+	resp, herr := s.runQuery(r.Context(), st, req, start)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
 		return
 	}
-	st.counters.observe(resp)
 	bp := respPool.Get().(*[]byte)
 	b := appendResponse((*bp)[:0], resp)
 	h := w.Header()
@@ -207,6 +190,35 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// runQuery answers a request whose agent is settled, under the query
+// timeout, on st's snapshot: the one place the HTTP API and the MCP
+// endpoint turn a query's failure into a status and a message.
+func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, start time.Time) (*engine.Response, *httpError) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
+	defer cancel()
+	resp, err := st.snap.Query(ctx, req)
+	if err == nil {
+		st.counters.observe(resp)
+		return resp, nil
+	}
+	var stopped *engine.StoppedError
+	switch {
+	case errors.Is(err, engine.ErrBadRequest):
+		return nil, &httpError{code: http.StatusBadRequest, msg: err.Error()}
+	case errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded):
+		// Like gRPC's DEADLINE_EXCEEDED over HTTP; 503 stays "not ready".
+		s.metrics.queryTimeouts.Inc()
+		s.log.Warn("query timed out", "timeout", s.opts.QueryTimeout.String(), "route", stopped.Route, "elapsed", time.Since(start).String())
+		return nil, &httpError{code: http.StatusGatewayTimeout, msg: stopped.TimeoutMessage(s.opts.QueryTimeout)}
+	case errors.As(err, &stopped):
+		// The client went away; nobody reads the answer.
+		s.log.Debug("query canceled", "route", stopped.Route, "error", err.Error())
+		return nil, &httpError{code: http.StatusServiceUnavailable, msg: "query canceled: " + err.Error()}
+	}
+	s.log.Error("query failed", "error", err.Error())
+	return nil, &httpError{code: http.StatusInternalServerError, msg: "internal error"}
+}
+
 // respPool holds answer buffers; a quickstart answer is about 14 KB.
 var respPool = sync.Pool{New: func() any {
 	b := make([]byte, 0, 32<<10)
@@ -217,8 +229,14 @@ var respPool = sync.Pool{New: func() any {
 // data and oversize bodies are refused.
 func decodeRequest(w http.ResponseWriter, r *http.Request, limit int64) (engine.Request, *httpError) {
 	// Content-Type is not checked: `curl -d` sends a form type with JSON.
+	return decodeQuery(http.MaxBytesReader(w, r.Body, limit), limit)
+}
+
+// decodeQuery is decodeRequest's decoding, which the MCP endpoint's
+// arguments share: the same rules and messages.
+func decodeQuery(body io.Reader, limit int64) (engine.Request, *httpError) {
 	var req engine.Request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&req)
 	if err == nil {

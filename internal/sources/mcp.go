@@ -260,7 +260,7 @@ func (m *MCP) list(ctx context.Context) ([]v1alpha1.Tool, error) {
 	tools, err := m.listOnce(ctx)
 	var te *timeoutError
 	if err != nil && reused && ctx.Err() == nil && !errors.As(err, &te) {
-		m.log.Debug("MCP session broken; listing on a new one", "source", m.name, "error", err.Error())
+		m.log.Debug("MCP session broken; listing on a new one", "error", err.Error())
 		tools, err = m.listOnce(ctx)
 	}
 	return tools, err
