@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -309,6 +310,58 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 		resp, b := ask(http.MethodGet, "/metrics", "Bearer "+prometheus, "")
 		return resp.StatusCode == 200 && strings.Contains(b, "contextrouter_token_reviews_total")
 	})
+
+	// /mcp identifies callers as a query does (api.md §10.6).
+	initialize := `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}`
+	for _, tc := range []struct {
+		name, auth string
+		code       int
+		want       string
+	}{
+		{"no token", "", 401, "requires an `Authorization: Bearer <token>` header"},
+		{"garbage token", "Bearer not-a-token", 401, "token rejected"},
+		{"token for another audience", "Bearer " + otherAudience, 401, "token rejected"},
+		{"same name in another namespace", "Bearer " + impostor, 403, "is not in the router's namespace"},
+	} {
+		t.Run("mcp/"+tc.name, func(t *testing.T) {
+			resp, b := ask(http.MethodPost, "/mcp", tc.auth, initialize)
+			if resp.StatusCode != tc.code || !strings.Contains(b, tc.want) {
+				t.Fatalf("%d %s, want %d with %s", resp.StatusCode, b, tc.code, tc.want)
+			}
+			checkChallenge(t, resp)
+		})
+	}
+	if _, err := ts.mcpConnect(nil); err == nil {
+		t.Error("an MCP client without a token connected")
+	}
+	for _, tc := range []struct {
+		name, token string
+		args        map[string]any
+		want        string
+	}{
+		{"hr-assistant", hr, map[string]any{"text": "deploy checklist"}, `"denied_sources":[]`},
+		{"hr-assistant naming itself", hr, map[string]any{"text": "deploy checklist", "agent": "hr-assistant"}, `"source":"notes"`},
+		{"another service account", intruder, map[string]any{"text": "deploy checklist"}, `"denied_sources":["notes"]`},
+		{"another service account naming hr-assistant", intruder, map[string]any{"text": "deploy checklist", "agent": "hr-assistant"}, `error: agent "hr-assistant" is not allowed: this router identifies the caller as agent "intruder"`},
+	} {
+		t.Run("mcp/"+tc.name, func(t *testing.T) {
+			cs, err := ts.mcpConnect(http.Header{"Authorization": {"Bearer " + tc.token}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := getContext(t, cs, tc.args)
+			got := resultText(res)
+			if res.IsError {
+				got = "error: " + got
+			} else {
+				b, _ := json.Marshal(res.StructuredContent)
+				got = string(b)
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("get_context: %s, want %s", got, tc.want)
+			}
+		})
+	}
 
 	// The kubelet's probes stay open.
 	for _, path := range []string{"/healthz", "/readyz"} {
