@@ -177,6 +177,7 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		PollInterval:    poll,
 		AllowEmpty:      f.allowEmpty,
 		Logger:          slog.Default(),
+		Version:         Version,
 		Configure:       f.cache.configure,
 		Cache:           f.cache,
 		Kube:            func() (*rest.Config, error) { return restConfig(kubeconfig) },

@@ -40,6 +40,8 @@ func (s *Server) routes() http.Handler {
 		"/healthz":       {http.MethodGet, "healthz", s.handleHealthz},
 		"/readyz":        {http.MethodGet, "readyz", s.handleReadyz},
 		"/metrics":       {http.MethodGet, "metrics", s.handleMetrics},
+		// The MCP transport uses POST, and GET and DELETE for sessions.
+		"/mcp": {"", "mcp", s.mcp.ServeHTTP},
 	}
 	// One counter per handler and status code, resolved on first use.
 	var counters sync.Map
@@ -54,7 +56,7 @@ func (s *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := table[r.URL.Path]
 		if !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, POST /v1/tools, GET /v1/tools/tree, GET /v1/status, /healthz, /readyz and /metrics", r.URL.Path))
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, POST /v1/tools, GET /v1/tools/tree, GET /v1/status, /mcp, /healthz, /readyz and /metrics", r.URL.Path))
 			count("other", http.StatusNotFound)
 			return
 		}
@@ -71,7 +73,7 @@ func (s *Server) routes() http.Handler {
 			}
 			count(rt.counter, rw.code)
 		}()
-		allowed := r.Method == rt.method || (rt.method == http.MethodGet && r.Method == http.MethodHead)
+		allowed := rt.method == "" || r.Method == rt.method || (rt.method == http.MethodGet && r.Method == http.MethodHead)
 		if !allowed {
 			rw.Header().Set("Allow", rt.method)
 			writeError(rw, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.Path, rt.method))
@@ -153,16 +155,10 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.QueryTimeout)
-	defer cancel()
-	resp, err := st.snap.Query(ctx, req)
-	if err != nil {
-		s.writeQueryError(w, err, start)
+	resp, herr := s.runQuery(r.Context(), st, req, start)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
 		return
-	}
-	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
-	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
-		s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
 	}
 	bp := respPool.Get().(*[]byte)
 	b := appendResponse((*bp)[:0], resp)
@@ -205,25 +201,55 @@ func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) (st *state, r
 	return st, req, true
 }
 
-// writeQueryError answers a query the engine refused or stopped.
-func (s *Server) writeQueryError(w http.ResponseWriter, err error, start time.Time) {
+// runQuery answers a request whose agent is settled, under the query
+// timeout, on st's snapshot (POST /v1/query, MCP get_context).
+func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, start time.Time) (*engine.Response, *httpError) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
+	defer cancel()
+	resp, err := st.snap.Query(ctx, req)
+	if err != nil {
+		return nil, s.queryError(err, start)
+	}
+	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
+	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
+		s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
+	}
+	return resp, nil
+}
+
+// runFindTools shortlists the tools of a request whose agent is settled
+// (POST /v1/tools, MCP find_tools).
+func (s *Server) runFindTools(ctx context.Context, st *state, req engine.Request, start time.Time) (*engine.ToolsResponse, *httpError) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
+	defer cancel()
+	resp, err := st.snap.FindTools(ctx, req)
+	if err != nil {
+		return nil, s.queryError(err, start)
+	}
+	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
+	s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
+	return resp, nil
+}
+
+// queryError is the one place the HTTP API and the MCP endpoint turn a
+// query's failure into a status and a message.
+func (s *Server) queryError(err error, start time.Time) *httpError {
 	var stopped *engine.StoppedError
 	switch {
 	case errors.Is(err, engine.ErrBadRequest):
-		writeError(w, http.StatusBadRequest, err.Error())
+		return &httpError{code: http.StatusBadRequest, msg: err.Error()}
 	case errors.As(err, &stopped) && errors.Is(err, context.DeadlineExceeded):
 		// Like gRPC's DEADLINE_EXCEEDED over HTTP; 503 stays "not ready".
 		s.metrics.queryTimeouts.Inc()
 		s.log.Warn("query timed out", "timeout", s.opts.QueryTimeout.String(), "route", stopped.Route, "elapsed", time.Since(start).String())
-		writeError(w, http.StatusGatewayTimeout, stopped.TimeoutMessage(s.opts.QueryTimeout))
+		return &httpError{code: http.StatusGatewayTimeout, msg: stopped.TimeoutMessage(s.opts.QueryTimeout)}
 	case errors.As(err, &stopped):
 		// The client went away; nobody reads the answer.
 		s.log.Debug("query canceled", "route", stopped.Route, "error", err.Error())
-		writeError(w, http.StatusServiceUnavailable, "query canceled: "+err.Error())
-	default:
-		s.log.Error("query failed", "error", err.Error())
-		writeError(w, http.StatusInternalServerError, "internal error")
+		return &httpError{code: http.StatusServiceUnavailable, msg: "query canceled: " + err.Error()}
 	}
+	s.log.Error("query failed", "error", err.Error())
+	return &httpError{code: http.StatusInternalServerError, msg: "internal error"}
 }
 
 // handleTools answers POST /v1/tools: the tool cards of a query, no
@@ -234,15 +260,11 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.QueryTimeout)
-	defer cancel()
-	resp, err := st.snap.FindTools(ctx, req)
-	if err != nil {
-		s.writeQueryError(w, err, start)
+	resp, herr := s.runFindTools(r.Context(), st, req, start)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
 		return
 	}
-	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
-	s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
 	writeJSON(w, http.StatusOK, resp, false)
 }
 
@@ -294,8 +316,14 @@ var respPool = sync.Pool{New: func() any {
 // data and oversize bodies are refused.
 func decodeRequest(w http.ResponseWriter, r *http.Request, limit int64) (engine.Request, *httpError) {
 	// Content-Type is not checked: `curl -d` sends a form type with JSON.
+	return decodeQuery(http.MaxBytesReader(w, r.Body, limit), limit)
+}
+
+// decodeQuery is decodeRequest's decoding, which the MCP endpoint's
+// arguments share: the same rules and messages.
+func decodeQuery(body io.Reader, limit int64) (engine.Request, *httpError) {
 	var req engine.Request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&req)
 	if err == nil {

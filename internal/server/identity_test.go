@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -92,6 +93,9 @@ func TestReconcileAgent(t *testing.T) {
 		}
 	}
 }
+
+// mcpInitialize is an MCP client's first request.
+const mcpInitialize = `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}`
 
 const tokenRouter = `apiVersion: contextrouter.dev/v1alpha1
 kind: ContextRouter
@@ -269,6 +273,17 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 			}
 			checkChallenge(t, resp)
 		})
+		if tc.code == http.StatusOK {
+			continue
+		}
+		// /mcp refuses as a query does (api.md §10.6), before the MCP layer.
+		t.Run("mcp/"+tc.name, func(t *testing.T) {
+			resp, b := ask(http.MethodPost, "/mcp", tc.auth, mcpInitialize)
+			if resp.StatusCode != tc.code || !strings.Contains(b, tc.want) {
+				t.Fatalf("%d %s, want %d with %s", resp.StatusCode, b, tc.code, tc.want)
+			}
+			checkChallenge(t, resp)
+		})
 	}
 
 	// The tool endpoints settle the agent as a query does.
@@ -334,6 +349,38 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 		resp, b := ask(http.MethodGet, "/metrics", "Bearer "+prometheus, "")
 		return resp.StatusCode == 200 && strings.Contains(b, "contextrouter_token_reviews_total")
 	})
+
+	if _, err := ts.mcpConnect(nil); err == nil {
+		t.Error("an MCP client without a token connected")
+	}
+	for _, tc := range []struct {
+		name, token string
+		args        map[string]any
+		want        string
+	}{
+		{"hr-assistant", hr, map[string]any{"text": "deploy checklist"}, `"denied_sources":[]`},
+		{"hr-assistant naming itself", hr, map[string]any{"text": "deploy checklist", "agent": "hr-assistant"}, `"source":"notes"`},
+		{"another service account", intruder, map[string]any{"text": "deploy checklist"}, `"denied_sources":["notes"]`},
+		{"another service account naming hr-assistant", intruder, map[string]any{"text": "deploy checklist", "agent": "hr-assistant"}, `error: agent "hr-assistant" is not allowed: this router identifies the caller as agent "intruder"`},
+	} {
+		t.Run("mcp/"+tc.name, func(t *testing.T) {
+			cs, err := ts.mcpConnect(http.Header{"Authorization": {"Bearer " + tc.token}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := getContext(t, cs, tc.args)
+			got := resultText(res)
+			if res.IsError {
+				got = "error: " + got
+			} else {
+				b, _ := json.Marshal(res.StructuredContent)
+				got = string(b)
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("get_context: %s, want %s", got, tc.want)
+			}
+		})
+	}
 
 	// The kubelet's probes stay open.
 	for _, path := range []string{"/healthz", "/readyz"} {

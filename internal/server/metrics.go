@@ -28,6 +28,8 @@ type metrics struct {
 	reloads         *prometheus.CounterVec
 	lastReload      *prometheus.GaugeVec
 	gitSyncFailures *prometheus.CounterVec
+	mcpSyncFailures *prometheus.CounterVec
+	mcpToolCalls    *prometheus.CounterVec
 	tokenReviews    *prometheus.CounterVec
 	toolsReturned   prometheus.Histogram
 }
@@ -84,6 +86,14 @@ func newMetrics(s *Server) *metrics {
 		Namespace: metricsNamespace, Name: "git_sync_failures_total",
 		Help: "Failed syncs of a GitRepo source; it keeps serving its last good commit.",
 	}, []string{"source"})
+	m.mcpSyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "mcp_sync_failures_total",
+		Help: "Failed listings of an MCP source; it keeps serving its last good catalog.",
+	}, []string{"source"})
+	m.mcpToolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "mcp_tool_calls_total",
+		Help: "Calls of the /mcp endpoint's tools by tool and result (success, refused: a bad request or another agent, failure).",
+	}, []string{"tool", "result"})
 	m.tokenReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Name: "token_reviews_total",
 		Help: "TokenReview calls by result (authenticated, rejected, error); cached answers are not counted.",
@@ -100,7 +110,7 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.queryDuration, m.queryTimeouts, m.requests, m.routeMatches, m.routeErrors, m.fetchDuration, m.sourceFailures,
-		m.reloads, m.lastReload, m.gitSyncFailures, m.tokenReviews, m.toolsReturned,
+		m.reloads, m.lastReload, m.gitSyncFailures, m.mcpSyncFailures, m.mcpToolCalls, m.tokenReviews, m.toolsReturned,
 		&snapshotCollector{s: s},
 	)
 	if c := s.opts.Cache; c != nil {
@@ -172,6 +182,7 @@ func (m *metrics) retire(old, cur *state) {
 			m.sourceFailures.DeleteLabelValues(name)
 			m.fetchDuration.DeleteLabelValues(name)
 			m.gitSyncFailures.DeleteLabelValues(name)
+			m.mcpSyncFailures.DeleteLabelValues(name)
 		}
 	}
 }

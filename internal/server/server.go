@@ -1,5 +1,6 @@
 // Package server serves a compiled router over HTTP (API.md "Query API"):
-// POST /v1/query, GET /v1/status, /healthz, /readyz and /metrics.
+// POST /v1/query, GET /v1/status, /mcp (an MCP server), /healthz, /readyz
+// and /metrics.
 //
 // It keeps the snapshot current without a restart. A change to the manifest
 // files (fsnotify, including the `..data` symlink swap of a mounted
@@ -92,6 +93,8 @@ type Options struct {
 	Cache CacheStats
 	// Logger for the server (nil = slog.Default()).
 	Logger *slog.Logger
+	// Version is the server's version in the MCP handshake ("" = "dev").
+	Version string
 }
 
 // state is one serving configuration: queries load it once and use it to the end.
@@ -122,6 +125,8 @@ type Server struct {
 	auth    *tokenAuth
 	// plainMetrics is /metrics without authentication.
 	plainMetrics http.Handler
+	// mcp is the /mcp endpoint.
+	mcp http.Handler
 
 	// firstGuard is the guard of the last configuration read while none
 	// serves yet, so that a token-mode router's status and metrics are not
@@ -190,6 +195,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.auth = newTokenAuth(s.metrics)
+	s.mcp = s.newMCPHandler()
 	s.handler = s.routes()
 	return s, nil
 }
@@ -538,10 +544,18 @@ func (s *Server) updateBackground(st *state, retired []any) {
 	s.bgMu.Lock()
 	defer s.bgMu.Unlock()
 	for _, key := range retired {
-		if l := s.loops[key]; l != nil {
-			l.cancel()
-			delete(s.loops, key)
+		l := s.loops[key]
+		if l == nil {
+			closeSource(key)
+			continue
 		}
+		l.cancel()
+		delete(s.loops, key)
+		// Closing waits for a sync in progress; the canceled one ends soon.
+		go func() {
+			<-l.done
+			closeSource(key)
+		}()
 	}
 	if s.bgCtx == nil {
 		return

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"sync"
 	"time"
 
@@ -66,9 +67,7 @@ func (o *opening) open(spec *v1alpha1.ContextSource, env sources.Env) (sources.S
 	if err != nil {
 		return src, err
 	}
-	_, static := src.(sources.StaticSource)
-	_, tools := src.(sources.ToolSource)
-	if static || tools {
+	if keep(src) {
 		o.mu.Lock()
 		o.next[spec.Name] = &pooled{key: key, src: src}
 		if _, ok := src.(sources.Syncer); ok {
@@ -80,6 +79,17 @@ func (o *opening) open(spec *v1alpha1.ContextSource, env sources.Env) (sources.S
 		return timeQuerySource(q, o.m.fetchDuration.WithLabelValues(spec.Name)), nil
 	}
 	return src, nil
+}
+
+// keep reports whether a source is worth keeping across reloads: static
+// and tool sources carry what they last read (and git and MCP sources a
+// clone or a session and their sync loop); query sources carry nothing.
+func keep(src sources.Source) bool {
+	switch src.(type) {
+	case sources.StaticSource, sources.ToolSource:
+		return true
+	}
+	return false
 }
 
 // key identifies what a source is built from: its spec and the parts of the
@@ -146,10 +156,23 @@ func timeQuerySource(q sources.QuerySource, obs prometheus.Observer) sources.Sou
 	return &tq
 }
 
-// syncLoop is the goroutine syncing one git source.
+// syncLoop is the goroutine syncing one git or MCP source.
 type syncLoop struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// syncKind is what a sync loop says and counts for a type of source.
+type syncKind struct {
+	failures *prometheus.CounterVec
+	failed   string // the log line of a failed sync
+}
+
+func (s *Server) syncKind(src sources.Source) syncKind {
+	if _, ok := src.(sources.Notifier); ok { // MCP
+		return syncKind{s.metrics.mcpSyncFailures, "MCP listing failed; serving the last good catalog"}
+	}
+	return syncKind{s.metrics.gitSyncFailures, "git sync failed; serving the last good commit"}
 }
 
 // startLoopsLocked starts a sync loop for every syncer of st that has none.
@@ -168,14 +191,16 @@ func (s *Server) startLoopsLocked(st *state) {
 		ctx, cancel := context.WithCancel(s.bgCtx)
 		l := &syncLoop{cancel: cancel, done: make(chan struct{})}
 		s.loops[src] = l
+		kind := s.syncKind(src)
 		go func() {
 			defer close(l.done)
-			s.syncLoop(ctx, info.Name, sy, every)
+			s.syncLoop(ctx, info.Name, kind, sy, every)
 		}()
 	}
 }
 
-// stopLoops stops every sync loop and waits for them.
+// stopLoops stops every sync loop and waits for them, then closes the
+// sources that hold a connection (MCP sessions).
 func (s *Server) stopLoops() {
 	s.bgMu.Lock()
 	loops := s.loops
@@ -184,23 +209,41 @@ func (s *Server) stopLoops() {
 	for _, l := range loops {
 		l.cancel()
 	}
-	for _, l := range loops {
+	for src, l := range loops {
 		<-l.done
+		closeSource(src)
+	}
+}
+
+// closeSource ends what a source holds open, if anything.
+func closeSource(src any) {
+	if c, ok := src.(io.Closer); ok {
+		_ = c.Close()
 	}
 }
 
 // syncLoop syncs a source every interval (the first sync happened when the
 // snapshot was built) and asks for a rebuild when its content changed. A
-// rebuild never blocks queries: they keep using the serving snapshot.
-func (s *Server) syncLoop(ctx context.Context, name string, sy sources.Syncer, every time.Duration) {
-	failures := s.metrics.gitSyncFailures.WithLabelValues(name)
-	t := time.NewTimer(every)
+// rebuild never blocks queries: they keep using the serving snapshot. A
+// Notifier (MCP) also syncs when it signals a change upstream, and once at
+// the start: its first sync, made while nothing listened, did not keep the
+// session that notifications arrive on.
+func (s *Server) syncLoop(ctx context.Context, name string, kind syncKind, sy sources.Syncer, every time.Duration) {
+	failures := kind.failures.WithLabelValues(name)
+	first := every
+	var notify <-chan struct{}
+	if n, ok := sy.(sources.Notifier); ok {
+		notify, first = n.Changed(), 0
+	}
+	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-notify:
+			t.Stop() // Reset below restarts the interval
 		}
 		changed, err := sy.Sync(ctx)
 		if ctx.Err() != nil {
@@ -208,7 +251,7 @@ func (s *Server) syncLoop(ctx context.Context, name string, sy sources.Syncer, e
 		}
 		if err != nil {
 			failures.Inc()
-			s.log.Warn("git sync failed; serving the last good commit", "source", name, "error", err.Error())
+			s.log.Warn(kind.failed, "source", name, "error", err.Error())
 		}
 		if changed {
 			s.requestReload(false)

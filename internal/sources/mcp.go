@@ -116,14 +116,8 @@ func newMCP(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		log:       env.Logger,
 		changed:   make(chan struct{}, 1),
 	}
-	if m.getenv == nil {
+	if m.getenv == nil { // New's defaults set Secrets and Logger
 		m.getenv = os.Getenv
-	}
-	if m.secrets == nil {
-		m.secrets = EnvFileSecrets{Getenv: m.getenv}
-	}
-	if m.log == nil {
-		m.log = slog.Default()
 	}
 	if m.timeout <= 0 {
 		return nil, fmt.Errorf("%s.timeout: %s is not positive", mcpFieldPrefix, m.timeout)
@@ -260,7 +254,7 @@ func (m *MCP) list(ctx context.Context) ([]v1alpha1.Tool, error) {
 	tools, err := m.listOnce(ctx)
 	var te *timeoutError
 	if err != nil && reused && ctx.Err() == nil && !errors.As(err, &te) {
-		m.log.Debug("MCP session broken; listing on a new one", "source", m.name, "error", err.Error())
+		m.log.Debug("MCP session broken; listing on a new one", "error", err.Error())
 		tools, err = m.listOnce(ctx)
 	}
 	return tools, err

@@ -9,6 +9,10 @@
 //	GET /result         the first query's result (503 until there is one)
 //	GET /query[?text=][&agent=]  a fresh query now, with the configured
 //	                    text and agent or the given ones
+//	GET /mcp?tool=T[&text=][&name=][&agent=]  calls tool T of the router's
+//	                    MCP endpoint ($CONTEXTROUTER_URL/mcp) with the
+//	                    official MCP Go SDK client; Response holds the
+//	                    tool's structured result, Error its error text
 //	GET /healthz        200
 //
 // The query is the arguments joined by spaces, else $AGENT_QUERY, else the
@@ -36,6 +40,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Result is what the agent reports for one query. Response holds the
@@ -161,6 +167,7 @@ func run(ctx context.Context, cfg config) error {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /result", a.serveResult)
 	mux.HandleFunc("GET /query", a.serveQuery)
+	mux.HandleFunc("GET /mcp", a.serveMCP)
 	srv := &http.Server{Addr: cfg.listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
@@ -211,6 +218,56 @@ func (a *agent) serveQuery(w http.ResponseWriter, req *http.Request) {
 	r := a.query(req.Context(), text, agent)
 	r.Attempts = 1
 	writeJSON(w, &r)
+}
+
+// serveMCP calls one tool of the router's MCP endpoint in a session of its
+// own, as an agent framework's MCP client would.
+func (a *agent) serveMCP(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	args := map[string]any{}
+	for _, k := range []string{"text", "name", "agent"} {
+		if v := q.Get(k); v != "" {
+			args[k] = v
+		}
+	}
+	r := a.callTool(req.Context(), q.Get("tool"), args)
+	r.Attempts = 1
+	writeJSON(w, &r)
+}
+
+func (a *agent) callTool(ctx context.Context, tool string, args map[string]any) Result {
+	base := strings.TrimSuffix(a.cfg.queryURL(), "/v1/query")
+	body, _ := json.Marshal(map[string]any{"tool": tool, "arguments": args})
+	r := Result{URL: base + "/mcp", Request: body, Time: now()}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.URL, HTTPClient: a.client}, nil)
+	if err != nil {
+		r.Error = "connect: " + err.Error()
+		return r
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		r.Error = "call: " + err.Error()
+		return r
+	}
+	r.Status = http.StatusOK
+	if res.IsError {
+		var texts []string
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				texts = append(texts, t.Text)
+			}
+		}
+		r.Error = strings.Join(texts, "\n")
+		return r
+	}
+	if res.StructuredContent != nil {
+		r.Response, _ = json.Marshal(res.StructuredContent)
+	}
+	return r
 }
 
 func writeJSON(w http.ResponseWriter, r *Result) {

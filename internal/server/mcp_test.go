@@ -1,0 +1,305 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+// headerTransport adds fixed headers to every request of the SDK's client.
+type headerTransport struct{ h http.Header }
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpConnect opens an MCP session with the server's /mcp endpoint, as an
+// agent's MCP client does (the SDK's).
+func (ts *testServer) mcpConnect(header http.Header) (*mcp.ClientSession, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: ts.url + "/mcp", HTTPClient: &http.Client{Transport: headerTransport{header}}, MaxRetries: -1,
+	}, nil)
+	if err == nil {
+		ts.t.Cleanup(func() { _ = cs.Close() })
+	}
+	return cs, err
+}
+
+// getContext calls get_context and returns the result, failing on a
+// protocol error (a tool error is a result).
+func getContext(t *testing.T, cs *mcp.ClientSession, args any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_context", Arguments: args})
+	if err != nil {
+		t.Fatalf("get_context: %v", err)
+	}
+	return res
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// withoutTiming drops evaluation_time_ms, the one field two answers to the
+// same request do not share.
+func withoutTiming(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	delete(m, "evaluation_time_ms")
+	return m
+}
+
+const mcpPermission = `apiVersion: contextrouter.dev/v1alpha1
+kind: AgentPermission
+metadata: {name: no-wiki}
+spec:
+  agents: [bot]
+  allowSources: [notes]
+---
+`
+
+// get_context answers what POST /v1/query answers, and refuses what it
+// refuses with the same message.
+func TestMCPGetContext(t *testing.T) {
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "router.yaml"), mcpPermission+inlineManifests("v1", "notes", "wiki"))
+	ts := startServer(t, Options{Paths: []string{dir}})
+	ts.waitReady()
+	cs, err := ts.mcpConnect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Equal(names, []string{"get_context"}) {
+		t.Errorf("tools/list: %v", names)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		// code is the HTTP API's status for the same request.
+		code int
+	}{
+		{"plain", map[string]any{"text": "deploy checklist"}, 200},
+		{"an agent the permissions restrict", map[string]any{"text": "deploy checklist", "agent": "bot", "max_tokens": 40}, 200},
+		{"every field", map[string]any{"text": "vacation policy", "agent": "x", "tags": []string{"hr"}, "metadata": map[string]string{"team": "a"}, "max_tokens": 500, "max_chunks": 1}, 200},
+		{"text too long", map[string]any{"text": strings.Repeat("x", engine.MaxTextBytes+1)}, 400},
+		{"no text", map[string]any{}, 400},
+		{"unknown field", map[string]any{"text": "x", "question": "y"}, 400},
+		{"wrong type", map[string]any{"text": "x", "max_tokens": "many"}, 400},
+		{"too many tags", map[string]any{"text": "x", "tags": make([]string, 65)}, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, _ := json.Marshal(tc.args)
+			code, want := ts.do(http.MethodPost, "/v1/query", bytes.NewReader(body), nil)
+			if code != tc.code {
+				t.Fatalf("HTTP %d %s, want %d", code, want, tc.code)
+			}
+			res := getContext(t, cs, tc.args)
+			if tc.code != 200 {
+				var e errorBody
+				_ = json.Unmarshal(want, &e)
+				if !res.IsError || resultText(res) != e.Error {
+					t.Fatalf("tool result %v %q, want the error %q", res.IsError, resultText(res), e.Error)
+				}
+				return
+			}
+			if res.IsError {
+				t.Fatalf("tool error: %s", resultText(res))
+			}
+			got, _ := json.Marshal(res.StructuredContent)
+			if g, w := withoutTiming(t, got), withoutTiming(t, want); fmt.Sprint(g) != fmt.Sprint(w) {
+				t.Errorf("structured content\n%s\nwant the HTTP answer\n%s", got, want)
+			}
+			var resp engine.Response
+			_ = json.Unmarshal(want, &resp)
+			if resultText(res) != resp.Text || resp.Text == "" && tc.name == "plain" {
+				t.Errorf("text content %q, want %q", resultText(res), resp.Text)
+			}
+		})
+	}
+	for result, want := range map[string]float64{"success": 3, "refused": 5} {
+		if got, _ := ts.metric("contextrouter_mcp_tool_calls_total", "tool", "get_context", "result", result); got != want {
+			t.Errorf("mcp_tool_calls_total{result=%s} = %v, want %v", result, got, want)
+		}
+	}
+	if got, _ := ts.metric("contextrouter_http_requests_total", "handler", "mcp", "code", "200"); got < 9 {
+		t.Errorf("http_requests_total{handler=mcp,code=200} = %v, want every call counted", got)
+	}
+}
+
+// A sidecar's pinned agent cannot be overridden by the tool argument.
+func TestMCPPinnedAgent(t *testing.T) {
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "router.yaml"), mcpPermission+inlineManifests("v1", "notes", "wiki"))
+	ts := startServer(t, Options{Paths: []string{dir}, Agent: "bot"})
+	ts.waitReady()
+	cs, err := ts.mcpConnect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := getContext(t, cs, map[string]any{"text": "deploy checklist", "agent": "admin"})
+	if !res.IsError || resultText(res) != `agent "admin" is not allowed: this router identifies the caller as agent "bot"` {
+		t.Errorf("naming another agent: %v %q", res.IsError, resultText(res))
+	}
+	for _, args := range []map[string]any{{"text": "deploy checklist"}, {"text": "deploy checklist", "agent": "bot"}} {
+		res = getContext(t, cs, args)
+		var resp engine.Response
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &resp); err != nil || res.IsError {
+			t.Fatalf("%v: %s", err, resultText(res))
+		}
+		if !slices.Equal(resp.DeniedSources, []string{"wiki"}) {
+			t.Errorf("answered as another agent than bot: denied_sources %v", resp.DeniedSources)
+		}
+	}
+}
+
+// An MCP source in serve: its sync loop follows the server's
+// notifications/tools/list_changed at once (not after the interval) and
+// asks for a rebuild; a failing server is counted and logged, never with a
+// credential.
+func TestServeSyncsMCPSources(t *testing.T) {
+	const secret = "mcp-k3y-s3cret"
+	var upstream *mcp.Server
+	upstream = mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v1"}, nil)
+	addTool := func(name string) {
+		upstream.AddTool(&mcp.Tool{Name: name, Description: "Tool " + name + ".", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+	}
+	addTool("search_code")
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return upstream }, nil)
+	broken := make(chan struct{})
+	// streams counts the requests that open a notification stream: the
+	// standalone GET, or subscriptions/listen in newer protocol versions.
+	var streams atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Method == http.MethodGet || bytes.Contains(body, []byte(`"subscriptions/listen"`)) {
+			streams.Add(1)
+		}
+		select {
+		case <-broken:
+			http.Error(w, "denied "+r.Header.Get("X-Api-Key"), http.StatusUnauthorized)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(up.Close) // after the router stops: it holds a stream open
+	userURL := strings.Replace(up.URL, "http://", "http://robot:url-pa55word@", 1)
+
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "router.yaml"), inlineManifests("v1", "notes", "gh"))
+	interval := time.Hour
+	// The manifests' loader does not know type MCP yet (its validation
+	// lands with the API change), so the source "gh" is opened as one.
+	open := func(spec *v1alpha1.ContextSource, env sources.Env) (sources.Source, error) {
+		if spec.Name != "gh" {
+			return sources.New(spec, env)
+		}
+		mcpSpec := &v1alpha1.ContextSource{ObjectMeta: spec.ObjectMeta, Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceMCP,
+			MCP: &v1alpha1.MCPSource{URL: userURL, Interval: &metav1.Duration{Duration: interval},
+				Headers: []v1alpha1.HTTPHeader{{Name: "X-Api-Key", ValueFrom: &v1alpha1.HeaderValueSource{SecretKeyRef: v1alpha1.SecretKeySelector{Name: "gh", Key: "key"}}}}}}}
+		return sources.New(mcpSpec, env)
+	}
+	getenv := func(k string) string {
+		if k == "CONTEXTROUTER_SECRET_GH_KEY" {
+			return secret
+		}
+		return ""
+	}
+	ts := startServer(t, Options{Paths: []string{dir}, Engine: engine.Options{Open: open, Getenv: getenv}})
+	ts.waitReady()
+	catalog := func() []string {
+		src, _ := ts.srv.Snapshot().Source("gh").(sources.ToolSource)
+		if src == nil {
+			t.Fatal("source gh is not a tool source")
+		}
+		tools, _ := src.LoadTools(context.Background())
+		var ids []string
+		for _, tool := range tools {
+			ids = append(ids, tool.ID())
+		}
+		return ids
+	}
+	if got := catalog(); !slices.Equal(got, []string{"search_code"}) {
+		t.Fatalf("first catalog %v", got)
+	}
+	// The loop's first sync opens the session notifications arrive on.
+	eventually(t, 10*time.Second, "the notification stream", func() bool { return streams.Load() >= 1 })
+	rebuilds := strings.Count(ts.logs.String(), "trigger=sources")
+	addTool("merge_pr")
+	eventually(t, 10*time.Second, "the catalog after list_changed", func() bool {
+		return slices.Equal(catalog(), []string{"merge_pr", "search_code"})
+	})
+	eventually(t, 10*time.Second, "a rebuild after the change", func() bool {
+		return strings.Count(ts.logs.String(), "trigger=sources") > rebuilds
+	})
+
+	// A server that refuses: the next sync (on a notification) fails, is
+	// counted and logged, and the catalog stays.
+	close(broken)
+	addTool("close_issue") // notifies over the open stream
+	eventually(t, 10*time.Second, "a counted failure", func() bool {
+		n, _ := ts.metric("contextrouter_mcp_sync_failures_total", "source", "gh")
+		return n >= 1
+	})
+	if got := catalog(); !slices.Equal(got, []string{"merge_pr", "search_code"}) {
+		t.Errorf("catalog after the failure %v, want the last good one", got)
+	}
+	_, metrics := ts.get("/metrics")
+	_, status := ts.get("/v1/status")
+	for what, text := range map[string]string{"the log": ts.logs.String(), "/metrics": string(metrics), "/v1/status": string(status)} {
+		for _, s := range []string{secret, "url-pa55word", "robot"} {
+			if strings.Contains(text, s) {
+				t.Errorf("%s shows %q:\n%s", what, s, grepLines(text, s))
+			}
+		}
+	}
+	if !strings.Contains(ts.logs.String(), "MCP listing failed; serving the last good catalog") || !strings.Contains(ts.logs.String(), "HTTP 401 Unauthorized") {
+		t.Errorf("the log does not report the failed listing:\n%s", ts.logs.String())
+	}
+}
