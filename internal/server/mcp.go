@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,7 +24,9 @@ import (
 
 // MCP tool names of the endpoint.
 const (
-	mcpToolGetContext = "get_context"
+	mcpToolGetContext   = "get_context"
+	mcpToolFindTools    = "find_tools"
+	mcpToolDescribeTool = "describe_tool"
 )
 
 // mcpAgentKey carries the agent a request's token identifies from the
@@ -33,7 +41,7 @@ func (s *Server) newMCPHandler() http.Handler {
 		version = "dev"
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "contextrouter", Version: version}, &mcp.ServerOptions{
-		Instructions: "Call get_context with the user's question to get the documents this agent may read that fit it.",
+		Instructions: "Call get_context with the user's question to get the documents this agent may read that fit it; find_tools to shortlist the tools that fit it, and describe_tool for the input schema of the one to call.",
 	})
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpToolGetContext,
@@ -77,10 +85,163 @@ func (s *Server) newMCPHandler() http.Handler {
 	})
 }
 
-// addMCPToolTools registers find_tools and describe_tool (api.md §10.6) on
-// the endpoint. They need the engine's tool selection (Snapshot.FindTools,
-// DescribeTool), which lands in another change: this is where they plug in.
-func (s *Server) addMCPToolTools(*mcp.Server) {}
+// addMCPToolTools registers find_tools and describe_tool (api.md §10.6).
+func (s *Server) addMCPToolTools(srv *mcp.Server) {
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpToolFindTools,
+		Title:       "Find tools",
+		Description: "Shortlists the tools that fit a question or task among those this agent may use: choice cards with name, namespace, source, description, score, confidence and side effects, never the input schema (ask describe_tool for it).",
+		InputSchema: findToolsSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
+	}, s.mcpFindTools)
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpToolDescribeTool,
+		Title:       "Describe tool",
+		Description: "Returns one tool's full entry, its input schema included, if this agent may use it.",
+		InputSchema: describeToolSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
+	}, s.mcpDescribeTool)
+}
+
+// mcpFindTools is find_tools: POST /v1/tools over MCP.
+func (s *Server) mcpFindTools(ctx context.Context, call *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	start := time.Now()
+	res, result := s.findTools(ctx, call, start)
+	s.metrics.mcpToolCalls.WithLabelValues(mcpToolFindTools, result).Inc()
+	return res, nil
+}
+
+func (s *Server) findTools(ctx context.Context, call *mcp.CallToolRequest, start time.Time) (*mcp.CallToolResult, string) {
+	st, req, refusal := s.mcpRequest(call)
+	if refusal != nil {
+		return refusal, "refused"
+	}
+	resp, herr := s.runFindTools(ctx, st, req, start)
+	if herr != nil {
+		return toolError(herr.msg), resultOf(herr)
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return toolError("internal error: encoding the answer"), "failure"
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, "success"
+}
+
+// describeArgs are describe_tool's arguments.
+type describeArgs struct {
+	Name   string `json:"name"`
+	Source string `json:"source,omitempty"`
+	Agent  string `json:"agent,omitempty"`
+}
+
+// mcpDescribeTool is describe_tool: a tool's full entry, if the agent may
+// use it; any other tool is "not found", whether it exists or not.
+func (s *Server) mcpDescribeTool(_ context.Context, call *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	res, result := s.describeTool(call)
+	s.metrics.mcpToolCalls.WithLabelValues(mcpToolDescribeTool, result).Inc()
+	return res, nil
+}
+
+func (s *Server) describeTool(call *mcp.CallToolRequest) (*mcp.CallToolResult, string) {
+	st := s.state.Load()
+	if st == nil {
+		return toolError(s.notReadyMessage()), "failure"
+	}
+	established, herr := s.mcpIdentity(call, st)
+	if herr != nil {
+		return toolError(herr.msg), "refused"
+	}
+	var args describeArgs
+	dec := json.NewDecoder(bytes.NewReader(call.Params.Arguments))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&args); err != nil || args.Name == "" {
+		return toolError("bad request: describe_tool takes name (a tool id), and optionally source and agent"), "refused"
+	}
+	if len(args.Agent) > engine.MaxAgentBytes {
+		return toolError(fmt.Sprintf("%s: agent is %d bytes; it is limited to %d bytes", engine.ErrBadRequest, len(args.Agent), engine.MaxAgentBytes)), "refused"
+	}
+	agent, herr := reconcileAgent(established, args.Agent)
+	if herr != nil {
+		return toolError(herr.msg), "refused"
+	}
+	e, ok := st.snap.DescribeTool(agent, args.Source, args.Name)
+	if !ok {
+		return toolError(fmt.Sprintf("tool %q not found among the tools this agent may use", args.Name)), "refused"
+	}
+	t := e.Tool
+	if t.InputSchema == nil {
+		t.InputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}
+	}
+	b, err := json.Marshal(struct {
+		Source string `json:"source"`
+		ID     string `json:"id"`
+		v1alpha1.Tool
+	}{e.Source, t.ID(), t})
+	if err != nil {
+		return toolError("internal error: encoding the answer"), "failure"
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, "success"
+}
+
+// mcpRequest settles the state, the agent and the query request of a tool
+// call; a refusal is the tool error to answer.
+func (s *Server) mcpRequest(call *mcp.CallToolRequest) (*state, engine.Request, *mcp.CallToolResult) {
+	st := s.state.Load()
+	if st == nil {
+		return nil, engine.Request{}, toolError(s.notReadyMessage())
+	}
+	established, herr := s.mcpIdentity(call, st)
+	if herr != nil {
+		return nil, engine.Request{}, toolError(herr.msg)
+	}
+	args := call.Params.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	req, herr := decodeQuery(bytes.NewReader(args), s.opts.MaxBodyBytes)
+	if herr == nil {
+		req.Agent, herr = reconcileAgent(established, req.Agent)
+	}
+	if herr != nil {
+		return nil, engine.Request{}, toolError(herr.msg)
+	}
+	return st, req, nil
+}
+
+// resultOf is the metric result of a refused or failed query.
+func resultOf(herr *httpError) string {
+	if herr.code == http.StatusBadRequest {
+		return "refused"
+	}
+	return "failure"
+}
+
+// findToolsSchema is find_tools' arguments: a query request without the
+// document fields.
+var findToolsSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "text": {"type": "string", "description": "The question or task, as the user wrote it."},
+    "agent": {"type": "string", "description": "The agent asking; only where the router trusts callers to say who they are (auth.mode None)."},
+    "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags the route conditions may read."},
+    "metadata": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Key/value pairs the route conditions may read."},
+    "max_tools": {"type": "integer", "minimum": 0, "maximum": 100, "description": "At most this many cards (0: the router's topK)."}
+  },
+  "required": ["text"],
+  "additionalProperties": false
+}`)
+
+// describeToolSchema is describe_tool's arguments.
+var describeToolSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "description": "The tool's id, as in its card: <namespace>.<name>, or the name."},
+    "source": {"type": "string", "description": "The card's source, when two sources have a tool of that id."},
+    "agent": {"type": "string", "description": "The agent asking; only where the router trusts callers to say who they are (auth.mode None)."}
+  },
+  "required": ["name"],
+  "additionalProperties": false
+}`)
 
 // getContextSchema is get_context's arguments: the fields of a query
 // request (api.md §6.1), under the same bounds.
@@ -92,7 +253,8 @@ var getContextSchema = json.RawMessage(`{
     "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags the route conditions may read."},
     "metadata": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Key/value pairs the route conditions may read."},
     "max_tokens": {"type": "integer", "minimum": 0, "description": "Lowers the router's token budget."},
-    "max_chunks": {"type": "integer", "minimum": 0, "description": "At most this many chunks (0: no cap)."}
+    "max_chunks": {"type": "integer", "minimum": 0, "description": "At most this many chunks (0: no cap)."},
+    "max_tools": {"type": "integer", "minimum": 0, "maximum": 100, "description": "At most this many tool cards (0: the router's topK)."}
   },
   "required": ["text"],
   "additionalProperties": false
@@ -126,32 +288,13 @@ func (s *Server) mcpGetContext(ctx context.Context, call *mcp.CallToolRequest) (
 }
 
 func (s *Server) getContext(ctx context.Context, call *mcp.CallToolRequest, start time.Time) (*mcp.CallToolResult, string) {
-	st := s.state.Load()
-	if st == nil {
-		return toolError(s.notReadyMessage()), "failure"
-	}
-	established, herr := s.mcpIdentity(call, st)
-	if herr != nil {
-		return toolError(herr.msg), "refused"
-	}
-	args := call.Params.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage(`{}`)
-	}
-	req, herr := decodeQuery(bytes.NewReader(args), s.opts.MaxBodyBytes)
-	if herr == nil {
-		req.Agent, herr = reconcileAgent(established, req.Agent)
-	}
-	if herr != nil {
-		return toolError(herr.msg), "refused"
+	st, req, refusal := s.mcpRequest(call)
+	if refusal != nil {
+		return refusal, "refused"
 	}
 	resp, herr := s.runQuery(ctx, st, req, start)
 	if herr != nil {
-		result := "failure"
-		if herr.code == http.StatusBadRequest {
-			result = "refused"
-		}
-		return toolError(herr.msg), result
+		return toolError(herr.msg), resultOf(herr)
 	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: resp.Text}},

@@ -110,7 +110,7 @@ func TestMCPGetContext(t *testing.T) {
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 	}
-	if !slices.Equal(names, []string{"get_context"}) {
+	if !slices.Equal(names, []string{"describe_tool", "find_tools", "get_context"}) {
 		t.Errorf("tools/list: %v", names)
 	}
 
@@ -301,5 +301,74 @@ func TestServeSyncsMCPSources(t *testing.T) {
 	}
 	if !strings.Contains(ts.logs.String(), "MCP listing failed; serving the last good catalog") || !strings.Contains(ts.logs.String(), "HTTP 401 Unauthorized") {
 		t.Errorf("the log does not report the failed listing:\n%s", ts.logs.String())
+	}
+}
+
+// callTool calls a tool of the endpoint, failing on a protocol error (a
+// tool error is a result).
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+// find_tools answers what POST /v1/tools answers; describe_tool gives the
+// schema of a tool the agent may use and nothing about the others.
+func TestMCPFindAndDescribeTools(t *testing.T) {
+	ts, _ := toolsServer(t, Options{})
+	cs, err := ts.mcpConnect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"text": "create an invoice for a customer", "max_tools": 2}`
+	code, want, raw := postTools(t, ts, body)
+	if code != http.StatusOK {
+		t.Fatalf("POST /v1/tools: %d %s", code, raw)
+	}
+	res := callTool(t, cs, "find_tools", map[string]any{"text": "create an invoice for a customer", "max_tools": 2})
+	if res.IsError {
+		t.Fatalf("find_tools: %s", resultText(res))
+	}
+	var got engine.ToolsResponse
+	if err := json.Unmarshal([]byte(resultText(res)), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !sameCards(got.Tools, want.Tools) || got.Stats.Tools != want.Stats.Tools || len(got.Tools) != 2 {
+		t.Errorf("find_tools %+v, POST /v1/tools %+v", got.Tools, want.Tools)
+	}
+	if strings.Contains(resultText(res), "inputSchema") {
+		t.Errorf("a card holds the schema: %s", resultText(res))
+	}
+	if res := callTool(t, cs, "find_tools", map[string]any{"text": "x", "max_tools": 101}); !res.IsError || !strings.Contains(resultText(res), "max_tools") {
+		t.Errorf("max_tools past the bound: %s", resultText(res))
+	}
+
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		// want is in the answer; refused means a tool error.
+		want    string
+		refused bool
+	}{
+		{"schema of a usable tool", map[string]any{"name": "billing.invoices.create_invoice"}, `"required":["customer"]`, false},
+		{"a tool without a schema gets the empty object schema", map[string]any{"name": "billing.invoices.list_invoices"}, `"inputSchema":{"type":"object"}`, false},
+		{"with its source", map[string]any{"name": "crm.find_customer", "source": "file-tools"}, `"source":"file-tools"`, false},
+		{"the wrong source", map[string]any{"name": "crm.find_customer", "source": "billing-tools"}, "not found", true},
+		{"no such tool", map[string]any{"name": "billing.nope"}, "not found", true},
+		// support-bot: at most Write, nothing tagged financial.
+		{"denied by the side-effect limit", map[string]any{"name": "billing.invoices.delete_invoice", "agent": "support-bot"}, "not found", true},
+		{"denied by a safety tag", map[string]any{"name": "billing.invoices.create_invoice", "agent": "support-bot"}, "not found", true},
+		{"allowed to that agent", map[string]any{"name": "billing.invoices.list_invoices", "agent": "support-bot"}, `"id":"billing.invoices.list_invoices"`, false},
+		{"no name", map[string]any{}, "describe_tool takes name", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := callTool(t, cs, "describe_tool", tc.args)
+			if res.IsError != tc.refused || !strings.Contains(resultText(res), tc.want) {
+				t.Errorf("describe_tool %v: error %v, %s; want error %v and %q", tc.args, res.IsError, resultText(res), tc.refused, tc.want)
+			}
+		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -33,16 +32,10 @@ const (
 	// tools/list, one server-sent event); a larger one fails the listing.
 	MaxMCPResponseBytes  = 4 << 20
 	mcpResponseLimitText = "4Mi"
-	// maxToolDescription and maxToolSchemaBytes are api.md §10.1's limits.
+	// maxToolDescription is api.md §10.1's limit, to which a longer MCP
+	// description is cut (the rest of the rules: v1alpha1.ValidateTool).
 	maxToolDescription = 4096
-	maxToolSchemaBytes = 64 << 10
-	maxToolName        = 128
 )
-
-// toolNameRe is the tool name rule of api.md §10.1 (what MCP allows).
-// TODO(lead): call the Tool validation of api/v1alpha1 once it exists, so
-// that the rule lives in one place.
-var toolNameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 // MCP is a ToolSource that imports the tools of an MCP server (streamable
 // HTTP). Sync lists them; LoadTools returns the last listing without I/O
@@ -362,9 +355,6 @@ func (m *MCP) listTools(ctx context.Context, cs *mcp.ClientSession) ([]v1alpha1.
 // breaks the rules fails the listing: the agent could not call such a tool.
 func (m *MCP) convert(t *mcp.Tool) (v1alpha1.Tool, error) {
 	out := v1alpha1.Tool{Name: t.Name, Namespace: m.namespace}
-	if t.Name == "" || len(t.Name) > maxToolName || !toolNameRe.MatchString(t.Name) {
-		return out, fmt.Errorf("tool %q: name: must be 1 to %d characters of A-Z, a-z, 0-9, _, . and -", cut(t.Name, maxToolName), maxToolName)
-	}
 	out.Description = strings.TrimSpace(t.Description)
 	if out.Description == "" {
 		out.Description = strings.TrimSpace(t.Title)
@@ -381,18 +371,13 @@ func (m *MCP) convert(t *mcp.Tool) (v1alpha1.Tool, error) {
 	if err != nil || t.InputSchema == nil {
 		schema = []byte(`{"type":"object"}`)
 	}
-	if len(schema) > maxToolSchemaBytes {
-		return out, fmt.Errorf("tool %q: inputSchema: %d bytes; the limit is %d", t.Name, len(schema), maxToolSchemaBytes)
-	}
-	var obj struct {
-		Type any `json:"type"`
-	}
-	if json.Unmarshal(schema, &obj) != nil || obj.Type != "object" {
-		return out, fmt.Errorf("tool %q: inputSchema: must be a JSON Schema object with \"type\": \"object\"", t.Name)
-	}
 	out.InputSchema = &apiextensionsv1.JSON{Raw: schema}
 	out.SideEffects = mcpSideEffects(t.Annotations)
 	out.Default()
+	// The rules of a catalog entry, as for catalog files: one place.
+	if ps := CheckTools([]v1alpha1.Tool{out}, true, func(int) string { return "" }); len(ps) > 0 {
+		return out, fmt.Errorf("tool %q: %s: %s", cut(t.Name, 128), ps[0].Field, ps[0].Message)
+	}
 	return out, nil
 }
 

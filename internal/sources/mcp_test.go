@@ -285,7 +285,7 @@ func TestMCPFailuresKeepTheLastGoodCatalog(t *testing.T) {
 				s.add(&mcp.Tool{Name: fmt.Sprintf("more_%d", i), Description: "More."})
 			}
 		}, "more than 4 tools (spec.mcp.maxTools); the listing is refused"},
-		{"invalid name", func(s *mcpTestServer) { s.add(&mcp.Tool{Name: "bad name!", Description: "Spaces."}) }, `tool "bad name!": name: must be`},
+		{"invalid name", func(s *mcpTestServer) { s.add(&mcp.Tool{Name: "bad name!", Description: "Spaces."}) }, `tool "bad name!": name: Invalid value: "bad name!": must consist of letters`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newMCPTestServer(t, 2,
