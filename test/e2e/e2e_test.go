@@ -25,6 +25,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/testenv"
 )
@@ -565,6 +567,81 @@ spec:
 		t.Errorf("a request naming agent finance-analyst through %s's sidecar: status %d, want 403; answer %s%s",
 			injectedAgentName, other.Status, other.Response, other.Body)
 	}
+
+	// Tools over MCP through the sidecar, with the SDK's client in the
+	// agent: the pod's agent may not use the engineering tools, so the
+	// shortlist is empty and says why.
+	var viaMCP AgentResult
+	mcpURL := fmt.Sprintf("http://%s/mcp?tool=find_tools&text=%s", net.JoinHostPort(pod.Status.PodIP, "8080"), url.QueryEscape(rollbackQuestion))
+	if err := GetJSONURL(context.Background(), mcpURL, &viaMCP); err != nil {
+		t.Fatal(err)
+	}
+	var shortlist toolsAnswer
+	if viaMCP.Error != "" || json.Unmarshal(viaMCP.Response, &shortlist) != nil {
+		t.Fatalf("find_tools through %s's sidecar: error %q, answer %s", injectedAgentName, viaMCP.Error, viaMCP.Response)
+	}
+	if len(shortlist.Tools) != 0 || !slices.Contains(shortlist.DeniedSources, "eng-tools") {
+		t.Errorf("find_tools through %s's sidecar: tools %+v, denied %q; want none, eng-tools denied", injectedAgentName, shortlist.Tools, shortlist.DeniedSources)
+	}
+	s.toolsOverMCP(t)
+}
+
+// toolsAnswer is the part of a find_tools answer the scenario checks.
+type toolsAnswer struct {
+	Tools []struct {
+		Name        string `json:"name"`
+		Namespace   string `json:"namespace"`
+		Source      string `json:"source"`
+		SideEffects string `json:"side_effects"`
+	} `json:"tools"`
+	DeniedSources []string `json:"denied_sources"`
+}
+
+// toolsOverMCP asks a router pod's /mcp, as an agent framework's MCP client
+// would, for eng-assistant's tools: the shortlist holds only what its tool
+// rules allow, and describe_tool gives the schema of one of them.
+func (s *scenario) toolsOverMCP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.routerURLs()[0] + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("MCP session with %s: %v", s.routerURLs()[0], err)
+	}
+	defer cs.Close()
+	text := func(res *mcp.CallToolResult) string {
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String()
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tools", Arguments: map[string]any{"text": rollbackQuestion, "agent": "eng-assistant"}})
+	if err != nil || res.IsError {
+		t.Fatalf("find_tools: %v %s", err, text(res))
+	}
+	var got toolsAnswer
+	if err := json.Unmarshal([]byte(text(res)), &got); err != nil || len(got.Tools) == 0 {
+		t.Fatalf("find_tools for eng-assistant: %v, %s", err, text(res))
+	}
+	for _, c := range got.Tools {
+		// eng-assistant: at most Write, nothing that pages people.
+		if c.SideEffects == string(v1alpha1.SideEffectsDestructive) || c.Name == "open_incident" {
+			t.Errorf("eng-assistant got the card of %s.%s (%s)", c.Namespace, c.Name, c.SideEffects)
+		}
+	}
+	first := got.Tools[0].Namespace + "." + got.Tools[0].Name
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "describe_tool", Arguments: map[string]any{"name": first, "agent": "eng-assistant"}})
+	if err != nil || res.IsError || !strings.Contains(text(res), `"inputSchema"`) {
+		t.Errorf("describe_tool %s: %v %s", first, err, text(res))
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "describe_tool", Arguments: map[string]any{"name": "deploys.rollback_deploy", "agent": "eng-assistant"}})
+	if err != nil || !res.IsError {
+		t.Errorf("describe_tool of a tool eng-assistant may not use: %v %s", err, text(res))
+	}
+	s.c.logf("MCP: %d tool cards for eng-assistant (first %s), none through %s's sidecar", len(got.Tools), first, injectedAgentName)
 }
 
 // loadTarget is one place the concurrent client queries during a reload.
