@@ -49,7 +49,7 @@ func (s *Server) newMCPHandler() http.Handler {
 		Description: "Returns the documents that fit a question or task, within a token budget, from the sources the agent may read (the answer of POST /v1/query): the joined text, and the chunks with their sources and scores.",
 		InputSchema: getContextSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
-	}, s.mcpGetContext)
+	}, s.mcpHandler(mcpToolGetContext, s.getContext))
 	s.addMCPToolTools(srv)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
@@ -93,24 +93,17 @@ func (s *Server) addMCPToolTools(srv *mcp.Server) {
 		Description: "Shortlists the tools that fit a question or task among those this agent may use: choice cards with name, namespace, source, description, score, confidence and side effects, never the input schema (ask describe_tool for it).",
 		InputSchema: findToolsSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
-	}, s.mcpFindTools)
+	}, s.mcpHandler(mcpToolFindTools, s.findTools))
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpToolDescribeTool,
 		Title:       "Describe tool",
 		Description: "Returns one tool's full entry, its input schema included, if this agent may use it.",
 		InputSchema: describeToolSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
-	}, s.mcpDescribeTool)
+	}, s.mcpHandler(mcpToolDescribeTool, s.describeTool))
 }
 
-// mcpFindTools is find_tools: POST /v1/tools over MCP.
-func (s *Server) mcpFindTools(ctx context.Context, call *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	start := time.Now()
-	res, result := s.findTools(ctx, call, start)
-	s.metrics.mcpToolCalls.WithLabelValues(mcpToolFindTools, result).Inc()
-	return res, nil
-}
-
+// findTools is find_tools: POST /v1/tools over MCP.
 func (s *Server) findTools(ctx context.Context, call *mcp.CallToolRequest, start time.Time) (*mcp.CallToolResult, string) {
 	st, req, refusal := s.mcpRequest(call)
 	if refusal != nil {
@@ -134,15 +127,9 @@ type describeArgs struct {
 	Agent  string `json:"agent,omitempty"`
 }
 
-// mcpDescribeTool is describe_tool: a tool's full entry, if the agent may
-// use it; any other tool is "not found", whether it exists or not.
-func (s *Server) mcpDescribeTool(_ context.Context, call *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	res, result := s.describeTool(call)
-	s.metrics.mcpToolCalls.WithLabelValues(mcpToolDescribeTool, result).Inc()
-	return res, nil
-}
-
-func (s *Server) describeTool(call *mcp.CallToolRequest) (*mcp.CallToolResult, string) {
+// describeTool is describe_tool: a tool's full entry, if the agent may use
+// it; any other tool is "not found", whether it exists or not.
+func (s *Server) describeTool(_ context.Context, call *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, string) {
 	st := s.state.Load()
 	if st == nil {
 		return toolError(s.notReadyMessage()), "failure"
@@ -181,6 +168,15 @@ func (s *Server) describeTool(call *mcp.CallToolRequest) (*mcp.CallToolResult, s
 		return toolError("internal error: encoding the answer"), "failure"
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, "success"
+}
+
+// mcpHandler runs a tool of the endpoint and counts its calls by result.
+func (s *Server) mcpHandler(name string, call func(context.Context, *mcp.CallToolRequest, time.Time) (*mcp.CallToolResult, string)) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, result := call(ctx, req, time.Now())
+		s.metrics.mcpToolCalls.WithLabelValues(name, result).Inc()
+		return res, nil
+	}
 }
 
 // mcpRequest settles the state, the agent and the query request of a tool
@@ -277,16 +273,9 @@ func (s *Server) mcpIdentity(req *mcp.CallToolRequest, st *state) (string, *http
 	return "", nil
 }
 
-// mcpGetContext is get_context: a query, answered as POST /v1/query
-// answers it (the same bytes as structured content, and its text), and
-// refused with the same messages as tool errors.
-func (s *Server) mcpGetContext(ctx context.Context, call *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	start := time.Now()
-	res, result := s.getContext(ctx, call, start)
-	s.metrics.mcpToolCalls.WithLabelValues(mcpToolGetContext, result).Inc()
-	return res, nil
-}
-
+// getContext is get_context: a query, answered as POST /v1/query answers
+// it (the same bytes as structured content, and its text), and refused with
+// the same messages as tool errors.
 func (s *Server) getContext(ctx context.Context, call *mcp.CallToolRequest, start time.Time) (*mcp.CallToolResult, string) {
 	st, req, refusal := s.mcpRequest(call)
 	if refusal != nil {
