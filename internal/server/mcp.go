@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -212,49 +213,36 @@ func resultOf(herr *httpError) string {
 	return "failure"
 }
 
-// findToolsSchema is find_tools' arguments: a query request without the
-// document fields.
-var findToolsSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "text": {"type": "string", "description": "The question or task, as the user wrote it."},
-    "agent": {"type": "string", "description": "The agent asking; only where the router trusts callers to say who they are (auth.mode None)."},
+// Argument properties of the endpoint's tools, shared where two tools take
+// the same argument.
+const (
+	argAgent    = `"agent": {"type": "string", "description": "The agent asking; only where the router trusts callers to say who they are (auth.mode None)."}`
+	argQuestion = `"text": {"type": "string", "description": "The question or task, as the user wrote it."},
     "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags the route conditions may read."},
     "metadata": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Key/value pairs the route conditions may read."},
-    "max_tools": {"type": "integer", "minimum": 0, "maximum": 100, "description": "At most this many cards (0: the router's topK)."}
-  },
-  "required": ["text"],
-  "additionalProperties": false
-}`)
+    "max_tools": {"type": "integer", "minimum": 0, "maximum": 100, "description": "At most this many tool cards (0: the router's topK)."}`
+)
 
-// describeToolSchema is describe_tool's arguments.
-var describeToolSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "name": {"type": "string", "description": "The tool's id, as in its card: <namespace>.<name>, or the name."},
-    "source": {"type": "string", "description": "The card's source, when two sources have a tool of that id."},
-    "agent": {"type": "string", "description": "The agent asking; only where the router trusts callers to say who they are (auth.mode None)."}
-  },
-  "required": ["name"],
-  "additionalProperties": false
-}`)
+// objectSchema is the schema of an object with these properties, the
+// required ones listed, and no others.
+func objectSchema(required string, props ...string) json.RawMessage {
+	return json.RawMessage(`{"type": "object", "properties": {` + strings.Join(props, ", ") +
+		`}, "required": ["` + required + `"], "additionalProperties": false}`)
+}
 
 // getContextSchema is get_context's arguments: the fields of a query
-// request (api.md §6.1), under the same bounds.
-var getContextSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "text": {"type": "string", "description": "The question or task, as the user wrote it."},
-    "agent": {"type": "string", "description": "The agent asking; only where the router trusts callers to say who they are (auth.mode None)."},
-    "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags the route conditions may read."},
-    "metadata": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Key/value pairs the route conditions may read."},
-    "max_tokens": {"type": "integer", "minimum": 0, "description": "Lowers the router's token budget."},
-    "max_chunks": {"type": "integer", "minimum": 0, "description": "At most this many chunks (0: no cap)."},
-    "max_tools": {"type": "integer", "minimum": 0, "maximum": 100, "description": "At most this many tool cards (0: the router's topK)."}
-  },
-  "required": ["text"],
-  "additionalProperties": false
-}`)
+// request (api.md §6.1), under the same bounds; findToolsSchema the same
+// without the document fields; describeToolSchema describe_tool's.
+var (
+	getContextSchema = objectSchema("text", argQuestion, argAgent,
+		`"max_tokens": {"type": "integer", "minimum": 0, "description": "Lowers the router's token budget."}`,
+		`"max_chunks": {"type": "integer", "minimum": 0, "description": "At most this many chunks (0: no cap)."}`)
+	findToolsSchema    = objectSchema("text", argQuestion, argAgent)
+	describeToolSchema = objectSchema("name",
+		`"name": {"type": "string", "description": "The tool's id, as in its card: <namespace>.<name>, or the name."}`,
+		`"source": {"type": "string", "description": "The card's source, when two sources have a tool of that id."}`,
+		argAgent)
+)
 
 // mcpIdentity settles the agent of a tool call as identify does for HTTP:
 // the pinned agent, the token's ServiceAccount, or (auth.mode None) none.
