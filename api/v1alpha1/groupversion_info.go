@@ -25,10 +25,11 @@ var (
 
 // Kind names, as they appear in manifests.
 const (
-	KindContextRouter   = "ContextRouter"
-	KindContextRoute    = "ContextRoute"
-	KindContextSource   = "ContextSource"
-	KindAgentPermission = "AgentPermission"
+	KindContextRouter     = "ContextRouter"
+	KindContextRoute      = "ContextRoute"
+	KindContextSource     = "ContextSource"
+	KindAgentPermission   = "AgentPermission"
+	KindContextClassifier = "ContextClassifier"
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
@@ -37,6 +38,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ContextRoute{}, &ContextRouteList{},
 		&ContextSource{}, &ContextSourceList{},
 		&AgentPermission{}, &AgentPermissionList{},
+		&ContextClassifier{}, &ContextClassifierList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -93,6 +93,10 @@ var conditionReasons = map[string][]ConditionReason{
 	KindAgentPermission: {
 		ReasonValid, ReasonInvalidSpec, ReasonResolvedRefs, ReasonSourceNotFound,
 	},
+	KindContextClassifier: {
+		ReasonAccepted, ReasonInvalidSpec, ReasonNoMatchingParent, ReasonPending,
+		ReasonResolvedRefs, ReasonSourceNotFound, ReasonInvalidSource,
+	},
 }
 
 // ConditionReasons returns the reasons the operator writes in the status of

@@ -84,6 +84,12 @@ var parityBases = map[string][]string{
 		"denyPaths": ["secret/**"], "pathMatching": "CaseInsensitive", "default": "Allow", "maxSensitivity": "Public",
 		"sensitivityAction": "Redact",
 		"tools": {"allow": ["billing.*"], "deny": ["billing.**.delete_*"], "maxSideEffects": "Read", "denySafetyTags": ["pii"]}}`},
+	v1alpha1.KindContextClassifier: {
+		`{"parentRefs": [{"name": "r"}], "labels": [{"name": "refund", "examples": ["money back", "refund it"]}, {"name": "deploy", "examples": ["roll out"]}],
+			"examplesFrom": {"source": "examples", "path": "intents/train.jsonl"}, "outOfScopeLabel": "other", "threshold": "0.5",
+			"maxAlternatives": 2, "entities": [{"type": "team", "dictionary": {"values": ["payments", "platform"]}}], "description": "d"}`,
+		`{"labels": [{"name": "a", "examples": ["x"]}], "entities": [{"type": "ticket", "pattern": "[A-Z]+-[0-9]+"}]}`,
+	},
 }
 
 // boundaryValues are the accepted values at a maxLength where a run of
@@ -140,6 +146,10 @@ var celCases = []struct {
 		[]edit{set("spec.mcp.headers[].value", "v")}, nil},
 	{v1alpha1.KindContextSource, "spec.httpAPI.headers[]", "exactly one of value and valueFrom must be set",
 		[]edit{set("spec.httpAPI.headers[].value", "v")}, nil},
+	{v1alpha1.KindContextClassifier, "spec", "set labels or examplesFrom (or both)",
+		[]edit{del("spec.labels"), del("spec.examplesFrom")}, []edit{del("spec.labels")}},
+	{v1alpha1.KindContextClassifier, "spec.entities[]", "set exactly one of dictionary and pattern",
+		[]edit{set("spec.entities[].pattern", "x+"), set("spec.entities[].dictionary", map[string]any{"values": []any{"v"}})}, nil},
 }
 
 // parityHandled are the schema keywords the test derives cases from, or that
@@ -765,6 +775,8 @@ func newObject(kind string) validated {
 		return &v1alpha1.ContextSource{}
 	case v1alpha1.KindAgentPermission:
 		return &v1alpha1.AgentPermission{}
+	case v1alpha1.KindContextClassifier:
+		return &v1alpha1.ContextClassifier{}
 	}
 	panic("unknown kind " + kind)
 }
