@@ -35,7 +35,9 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"no labels nor file", func(c *ContextClassifier) { c.Spec.Labels = nil }, "spec.labels", "set labels or examplesFrom"},
 		{"label without examples", func(c *ContextClassifier) { c.Spec.Labels[1].Examples = nil }, "spec.labels[1].examples", "at least one example"},
 		{"blank example", func(c *ContextClassifier) { c.Spec.Labels[0].Examples = []string{"  "} }, "spec.labels[0].examples[0]", "must not be blank"},
-		{"example too long", func(c *ContextClassifier) { c.Spec.Labels[0].Examples = []string{strings.Repeat("a", MaxExampleBytes+1)} }, "spec.labels[0].examples[0]", "limited to 1024 bytes"},
+		{"example too long", func(c *ContextClassifier) {
+			c.Spec.Labels[0].Examples = []string{strings.Repeat("a", MaxExampleBytes+1)}
+		}, "spec.labels[0].examples[0]", "limited to 1024 bytes"},
 		{"too many examples", func(c *ContextClassifier) {
 			c.Spec.Labels[0].Examples = many(MaxExamplesPerLabel+1, func(i int) string { return "x" })
 		}, "spec.labels[0].examples", "must have at most 1000 items"},
@@ -53,7 +55,9 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"absolute path", func(c *ContextClassifier) { c.Spec.ExamplesFrom = &ExamplesFrom{Source: "ex", Path: "/x.jsonl"} }, "spec.examplesFrom.path", "relative path"},
 		{"pattern does not compile", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = "([a-z" }, "spec.entities[0].pattern", "missing closing ]"},
 		{"pattern matches empty", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = "a*" }, "spec.entities[0].pattern", "matches the empty string"},
-		{"pattern program too large", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = `[a-z]{1,1000}[0-9]{1,1000}[a-z]{1,1000}[0-9]{1,1000}[a-z]{1,1000}[0-9]{1,1000}` }, "spec.entities[0].pattern", "instructions"},
+		{"pattern program too large", func(c *ContextClassifier) {
+			c.Spec.Entities[0].Pattern = `[a-z]{1,1000}[0-9]{1,1000}[a-z]{1,1000}[0-9]{1,1000}[a-z]{1,1000}[0-9]{1,1000}`
+		}, "spec.entities[0].pattern", "instructions"},
 		{"pattern too long", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = strings.Repeat("a", MaxPatternLength+1) }, "spec.entities[0].pattern", "limited to 1024"},
 		{"both dictionary and pattern", func(c *ContextClassifier) { c.Spec.Entities[1].Pattern = "x+" }, "spec.entities[1]", "exactly one of dictionary and pattern"},
 		{"dictionary too large", func(c *ContextClassifier) {

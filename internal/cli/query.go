@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -56,6 +58,7 @@ func newQueryCommand() *cobra.Command {
 	cmd.Flags().IntVar(&req.MaxTokens, "max-tokens", 0, "lower the router's token budget for this question")
 	cmd.Flags().IntVar(&req.MaxChunks, "max-chunks", 0, "return at most this many chunks")
 	cmd.Flags().IntVar(&req.MaxTools, "max-tools", 0, fmt.Sprintf("number of tool cards when a route names tool sources (0 = the router's spec.tools.topK; at most %d)", engine.MaxToolsPerRequest))
+	cmd.Flags().StringArrayVar(&req.Detect, "detect", nil, "ContextClassifier to run and report in detection even when no route reads it (\"*\" = all); repeatable")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&showFull, "full", false, "print whole chunks instead of previews")
 	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the question may take once the manifests are loaded, fetches included")
@@ -66,6 +69,7 @@ func newQueryCommand() *cobra.Command {
 // then each chunk with its score, size, origin and a preview.
 func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool) {
 	printRouting(w, snap, r.MatchedRoutes, r.DeniedSources, r.FailedSources, r.RouteErrors)
+	printDetection(w, r.Detection)
 	d := r.Stats.Dropped
 	var drops []string
 	for _, x := range []struct {
@@ -130,6 +134,29 @@ func printRouting(w io.Writer, snap *engine.Snapshot, matched, denied []string, 
 	fmt.Fprintf(w, "failed sources:  %s\n", list(failed))
 	for _, e := range routeErrors {
 		fmt.Fprintf(w, "route error:     %s: %s\n", e.Route, e.Error)
+	}
+}
+
+// printDetection renders what detection found, when it ran: one line per
+// classifier ("intent = vacation (0.93; deploy 0.04)") and the entities.
+func printDetection(w io.Writer, det *engine.Detection) {
+	if det == nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(det.Classifiers)) {
+		c := det.Classifiers[name]
+		alts := make([]string, len(c.Alternatives))
+		for i, a := range c.Alternatives {
+			alts[i] = fmt.Sprintf("%s %.2f", a.Label, a.Confidence)
+		}
+		line := fmt.Sprintf("%s = %s (%.2f", name, c.Label, c.Confidence)
+		if len(alts) > 0 {
+			line += "; " + strings.Join(alts, ", ")
+		}
+		fmt.Fprintf(w, "detected:        %s)\n", line)
+	}
+	for _, e := range det.Entities {
+		fmt.Fprintf(w, "entity:          %s %q [%d:%d]\n", e.Type, e.Value, e.Start, e.End)
 	}
 }
 

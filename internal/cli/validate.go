@@ -2,9 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
 )
 
@@ -27,10 +31,16 @@ and exits 1 if any is an error; warnings alone exit 0.`,
 					fmt.Fprintln(out, p.Error())
 				}
 			}
+			for _, c := range set.TrainedClassifiers() {
+				fmt.Fprintln(out, classifierLine(c))
+			}
 			if problems.HasErrors() {
 				return &ExitError{Code: 1}
 			}
 			fmt.Fprintf(out, "valid: %d routers, %d routes, %d sources, %d permissions", max(1, len(set.Routers)), len(set.Routes), len(set.Sources), len(set.Permissions))
+			if n := len(set.Classifiers); n > 0 {
+				fmt.Fprintf(out, ", %d classifiers", n)
+			}
 			if len(set.Routers) == 0 {
 				fmt.Fprint(out, " (implied default router)")
 			}
@@ -43,4 +53,19 @@ and exits 1 if any is an error; warnings alone exit 0.`,
 	}
 	sf.register(cmd)
 	return cmd
+}
+
+// classifierLine describes a compiled classifier for validate:
+// "classifier intent: 3 labels (deploy 12, other 9, vacation 15), training accuracy 0.972, 2 entity extractors".
+func classifierLine(c engine.ClassifierStatus) string {
+	if !c.Trained {
+		return fmt.Sprintf("classifier %s: not trained, %d entity extractors", c.Name, c.Extractors)
+	}
+	labels := slices.Sorted(maps.Keys(c.Labels))
+	parts := make([]string, len(labels))
+	for i, l := range labels {
+		parts[i] = fmt.Sprintf("%s %d", l, c.Labels[l])
+	}
+	return fmt.Sprintf("classifier %s: %d labels (%s), training accuracy %.3f, %d entity extractors",
+		c.Name, len(labels), strings.Join(parts, ", "), c.TrainingAccuracy, c.Extractors)
 }

@@ -53,7 +53,7 @@ func BenchmarkRouteMatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		resp.MatchedRoutes, resp.RouteErrors = resp.MatchedRoutes[:0], resp.RouteErrors[:0]
-		if _, err := s.matchRoutes(ctx, req, resp); err != nil {
+		if _, err := s.matchRoutes(ctx, req, resp, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

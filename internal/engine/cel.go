@@ -46,6 +46,8 @@ var celEnv = func() *cel.Env {
 		cel.Variable("tags", cel.ListType(cel.StringType)),
 		cel.Variable("metadata", cel.MapType(cel.StringType, cel.StringType)),
 		cel.Variable("vars", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("detected", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("entities", cel.ListType(cel.MapType(cel.StringType, cel.DynType))),
 		ext.Strings(),
 		ext.Lists(),
 		cel.OptionalTypes(),
@@ -76,6 +78,8 @@ type condition struct {
 	loops bool
 	// words is set when the expression calls containsAnyWord/containsAllWords.
 	words bool
+	// detect is what the condition reads of detection (detect.go).
+	detect detectRefs
 }
 
 // compiled caches conditions by expression text. The operator recompiles a
@@ -131,7 +135,7 @@ func compileCondition(expr string) (*condition, error) {
 	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("must evaluate to bool, not %s", ast.OutputType())
 	}
-	c := &condition{}
+	c := &condition{detect: detectRefsOf(ast.NativeRep().Expr())}
 	var refused error
 	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
 		switch e.Kind() {
@@ -191,6 +195,8 @@ func (c *condition) eval(ctx context.Context, act interpreter.Activation) (bool,
 // are boxed once, so resolving a name does not allocate.
 type activation struct {
 	text, agent, tags, metadata, vars any
+	// det computes detected and entities on first use (nil: no classifiers).
+	det *detector
 	// question shares the words of text between the query's calls.
 	question queryText
 }
@@ -225,6 +231,18 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.metadata, true
 	case "vars":
 		return a.vars, true
+	case "detected":
+		if a.det == nil {
+			return emptyDetected, true
+		}
+		a.det.run()
+		return a.det.detected, true
+	case "entities":
+		if a.det == nil {
+			return emptyEntities, true
+		}
+		a.det.run()
+		return a.det.entities, true
 	}
 	return nil, false
 }

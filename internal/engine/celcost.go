@@ -95,6 +95,9 @@ func pathSize(p []string) (uint64, bool) {
 	case "vars":
 		// Every string, list and map under vars; Compile enforces it.
 		return MaxVarsSize, true
+	case "detected", "entities":
+		// Labels, alternatives and entities are bounded where they are made (detect.go).
+		return MaxDetectedSize, true
 	}
 	return 0, false
 }

@@ -80,6 +80,13 @@ func CheckPermission(p *v1alpha1.AgentPermission) field.ErrorList {
 	return p.Validate()
 }
 
+// CheckClassifier checks a classifier: Validate covers every rule of the
+// spec (patterns compile within their limits); examples in a source file
+// are checked when the router reads them.
+func CheckClassifier(c *v1alpha1.ContextClassifier) field.ErrorList {
+	return c.Validate()
+}
+
 // RouteReason is the reason a status gives for a route problem at path:
 // InvalidCondition for spec.when, InvalidSpec for the rest.
 func RouteReason(path string) v1alpha1.ConditionReason {

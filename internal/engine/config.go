@@ -20,6 +20,8 @@ type Config struct {
 	Sources []v1alpha1.ContextSource
 	// Permissions that apply to the router.
 	Permissions []v1alpha1.AgentPermission
+	// Classifiers attached to the router, sorted or in file order.
+	Classifiers []v1alpha1.ContextClassifier
 	// BaseDirs maps a source name to the folder its relative directory.path
 	// resolves against (standalone: the manifest file's folder).
 	BaseDirs map[string]string

@@ -32,6 +32,9 @@ type Request struct {
 	// MaxTools is the number of tool cards to shortlist (0 = the router's
 	// spec.tools.topK; at most MaxToolsPerRequest).
 	MaxTools int `json:"max_tools,omitempty"`
+	// Detect names classifiers to run and report even when no condition
+	// reads them ("*" = all); see api.md §6.1.
+	Detect []string `json:"detect,omitempty"`
 }
 
 // Response is the assembled context (API.md "Query API").
@@ -46,7 +49,9 @@ type Response struct {
 	RouteErrors   []RouteError    `json:"route_errors"`
 	// Tools are the shortlisted tool cards (api.md §10.3); [] when no
 	// matched route names a tool source.
-	Tools            []ToolCard `json:"tools"`
+	Tools []ToolCard `json:"tools"`
+	// Detection is set when the query ran detection (api.md §6.2).
+	Detection        *Detection `json:"detection,omitempty"`
 	Stats            Stats      `json:"stats"`
 	EvaluationTimeMS float64    `json:"evaluation_time_ms"`
 }
@@ -132,15 +137,23 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	if err := validateRequest(&req); err != nil {
 		return nil, err
 	}
+	if err := s.checkDetect(req.Detect); err != nil {
+		return nil, err
+	}
 	resp := &Response{
 		Chunks: []Chunk{}, MatchedRoutes: []string{}, DeniedSources: []string{},
 		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Tools: []ToolCard{},
 	}
 
 	// 1. Routes: every matching route contributes its sources, in route order.
-	srcNames, err := s.matchRoutes(ctx, &req, resp)
+	det := s.queryDetector(&req)
+	srcNames, err := s.matchRoutes(ctx, &req, resp, det)
 	if err != nil {
 		return nil, err
+	}
+	if det != nil && (det.done || len(req.Detect) > 0) {
+		det.run()
+		resp.Detection = det.det
 	}
 
 	// 2. Permissions.
@@ -326,8 +339,9 @@ func (e *StoppedError) TimeoutMessage(timeout time.Duration) string {
 // resp, and returns the sources of the matching routes, deduplicated, in route
 // order. It stops with a *StoppedError when ctx ends: between routes, and
 // inside a condition's comprehensions.
-func (s *Snapshot) matchRoutes(ctx context.Context, req *Request, resp *Response) ([]string, error) {
+func (s *Snapshot) matchRoutes(ctx context.Context, req *Request, resp *Response, det *detector) ([]string, error) {
 	act := newActivation(req, s.vars)
+	act.det = det
 	if s.wordsOnText {
 		act.question.register(req.Text)
 		defer act.question.unregister()

@@ -132,6 +132,17 @@ type Snapshot struct {
 	toolUsable  sync.Map // agent -> []bool, bounded by nToolUsable
 	nToolUsable atomic.Int64
 
+	// Detection (detect.go): classifiers sorted by name, the extractors of
+	// all of them, and what the route conditions read.
+	classifiers     []*classifierState
+	classifierIndex map[string]int
+	extractors      []extractor
+	extractorsOf    map[string]int
+	detectWant      []bool // classifiers some condition names
+	entitiesUsed    bool   // some condition reads entities
+	detectUsed      bool   // some condition reads detected or entities
+	warnings        problem.List
+
 	hash    string
 	built   time.Time
 	access  sync.Map // agent -> *Access, bounded by nAccess
@@ -323,6 +334,10 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		s.sources[name] = st
 		s.byGroup = append(s.byGroup, st)
 	}
+	fileHashes := s.compileDetection(ctx, cfg, opts, known, func(name string) sources.Env {
+		return sources.Env{BaseDir: cfg.BaseDirs[name], CacheDir: opts.CacheDir, Secrets: opts.Secrets, Getenv: opts.Getenv,
+			HTTPClient: opts.HTTPClient, Logger: logger.With("source", name), CountTokens: est.Count}
+	}, addReason)
 	for i, ref := range rs.Tools.Fallback {
 		field := fmt.Sprintf("spec.tools.fallback[%d].source", i)
 		switch st := s.sources[ref.Source]; {
@@ -358,8 +373,12 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		Routes      []v1alpha1.ContextRoute
 		Sources     []v1alpha1.ContextSource
 		Permissions []v1alpha1.AgentPermission
-	}{*rs, cfg.Routes, cfg.Sources, cfg.Permissions})
+		Classifiers []v1alpha1.ContextClassifier
+	}{*rs, cfg.Routes, cfg.Sources, cfg.Permissions, cfg.Classifiers})
 	h.Write(cfgJSON)
+	for _, fh := range fileHashes {
+		h.Write(fh)
+	}
 	for _, st := range s.byGroup {
 		for _, c := range loaded[st.group] {
 			doc := b.Add(st.group, c.Title, c.Content)

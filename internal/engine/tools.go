@@ -237,8 +237,11 @@ func (s *Snapshot) FindTools(ctx context.Context, req Request) (*ToolsResponse, 
 	if err := validateRequest(&req); err != nil {
 		return nil, err
 	}
+	if err := s.checkDetect(req.Detect); err != nil {
+		return nil, err
+	}
 	r := &Response{MatchedRoutes: []string{}, RouteErrors: []RouteError{}, DeniedSources: []string{}, FailedSources: []SourceFailure{}}
-	srcNames, err := s.matchRoutes(ctx, &req, r)
+	srcNames, err := s.matchRoutes(ctx, &req, r, s.queryDetector(&req))
 	if err != nil {
 		return nil, err
 	}

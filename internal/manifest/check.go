@@ -110,6 +110,16 @@ func (s *Set) Check() problem.List {
 			sourceRef(o, fmt.Sprintf("spec.denySources[%d]", j), n, problem.Warning)
 		}
 	}
+	for i := range s.Classifiers {
+		cl := s.Classifiers[i].DeepCopy()
+		cl.Default()
+		o := c.object(v1alpha1.KindContextClassifier, cl.Name)
+		c.addAll(o, engine.CheckClassifier(cl), func(string) v1alpha1.ConditionReason { return v1alpha1.ReasonInvalidSpec })
+		if f := cl.Spec.ExamplesFrom; f != nil {
+			sourceRef(o, "spec.examplesFrom.source", f.Source, problem.Error)
+		}
+		parentRef(o, cl.Spec.ParentRefs, "the classifier does not attach to it")
+	}
 	c.checkEmpty()
 	c.problems.Sort(s.fileRank)
 	return c.problems

@@ -64,6 +64,14 @@ func (s *Set) Config(router string) (*engine.Config, error) {
 			s.addOrigin(cfg, v1alpha1.KindAgentPermission, p.Name)
 		}
 	}
+	for i := range s.Classifiers {
+		c := s.Classifiers[i].DeepCopy()
+		if c.AttachesTo(r.Name) {
+			c.Default()
+			cfg.Classifiers = append(cfg.Classifiers, *c)
+			s.addOrigin(cfg, v1alpha1.KindContextClassifier, c.Name)
+		}
+	}
 	return cfg, nil
 }
 
@@ -101,6 +109,7 @@ func (s *Set) checkUnique() error {
 		{v1alpha1.KindContextRoute, namesOf(s.Routes, func(r *v1alpha1.ContextRoute) string { return r.Name })},
 		{v1alpha1.KindContextSource, namesOf(s.Sources, func(r *v1alpha1.ContextSource) string { return r.Name })},
 		{v1alpha1.KindAgentPermission, namesOf(s.Permissions, func(r *v1alpha1.AgentPermission) string { return r.Name })},
+		{v1alpha1.KindContextClassifier, namesOf(s.Classifiers, func(r *v1alpha1.ContextClassifier) string { return r.Name })},
 	}
 	for _, l := range lists {
 		seen := make(map[string]bool, len(l.names))

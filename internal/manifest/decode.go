@@ -229,10 +229,11 @@ func (p *parser) document(d *document) {
 
 // listItemKinds maps typed list kinds to their item kind.
 var listItemKinds = map[string]string{
-	v1alpha1.KindContextRouter + "List":   v1alpha1.KindContextRouter,
-	v1alpha1.KindContextRoute + "List":    v1alpha1.KindContextRoute,
-	v1alpha1.KindContextSource + "List":   v1alpha1.KindContextSource,
-	v1alpha1.KindAgentPermission + "List": v1alpha1.KindAgentPermission,
+	v1alpha1.KindContextRouter + "List":     v1alpha1.KindContextRouter,
+	v1alpha1.KindContextRoute + "List":      v1alpha1.KindContextRoute,
+	v1alpha1.KindContextSource + "List":     v1alpha1.KindContextSource,
+	v1alpha1.KindAgentPermission + "List":   v1alpha1.KindAgentPermission,
+	v1alpha1.KindContextClassifier + "List": v1alpha1.KindContextClassifier,
 }
 
 // object decodes one object (or a list of them) from JSON. node locates its
@@ -292,6 +293,8 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 		obj = &v1alpha1.ContextSource{}
 	case v1alpha1.KindAgentPermission:
 		obj = &v1alpha1.AgentPermission{}
+	case v1alpha1.KindContextClassifier:
+		obj = &v1alpha1.ContextClassifier{}
 	}
 	if !p.decode(d, j, node, obj, pr) {
 		p.set.markBroken(kind, name)
@@ -317,6 +320,8 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 		s.Sources = append(s.Sources, *v)
 	case *v1alpha1.AgentPermission:
 		s.Permissions = append(s.Permissions, *v)
+	case *v1alpha1.ContextClassifier:
+		s.Classifiers = append(s.Classifiers, *v)
 	}
 	s.place(kind, name, placement{origin: o, node: node})
 }

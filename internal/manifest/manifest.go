@@ -17,6 +17,7 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
@@ -26,6 +27,7 @@ type Set struct {
 	Routes      []v1alpha1.ContextRoute
 	Sources     []v1alpha1.ContextSource
 	Permissions []v1alpha1.AgentPermission
+	Classifiers []v1alpha1.ContextClassifier
 	// Namespace is the one namespace of the objects ("" if none was given).
 	Namespace string
 
@@ -39,6 +41,17 @@ type Set struct {
 	// filled holds the files with at least one document that is not blank,
 	// comments or null, whether or not it decoded.
 	filled map[string]bool
+	// trained holds the classifiers Validate compiled, by name (first router's).
+	trained []engine.ClassifierStatus
+}
+
+// TrainedClassifiers describes the classifiers Validate compiled, sorted by
+// name, each once (as the first router that compiled it trained it).
+func (s *Set) TrainedClassifiers() []engine.ClassifierStatus {
+	if s == nil {
+		return nil
+	}
+	return s.trained
 }
 
 // placement is where one object was read from, with its YAML node to point
@@ -240,7 +253,7 @@ func pathErrorText(err error) string {
 }
 
 // kinds are the kinds a manifest may hold, in the order messages list them.
-var kinds = []string{v1alpha1.KindContextRouter, v1alpha1.KindContextRoute, v1alpha1.KindContextSource, v1alpha1.KindAgentPermission}
+var kinds = []string{v1alpha1.KindContextRouter, v1alpha1.KindContextRoute, v1alpha1.KindContextSource, v1alpha1.KindAgentPermission, v1alpha1.KindContextClassifier}
 
 func (s *Set) place(kind, name string, pl placement) {
 	if s.origins == nil {
@@ -265,6 +278,9 @@ func (s *Set) namespaces() []*string {
 	}
 	for i := range s.Permissions {
 		out = append(out, &s.Permissions[i].Namespace)
+	}
+	for i := range s.Classifiers {
+		out = append(out, &s.Classifiers[i].Namespace)
 	}
 	return out
 }

@@ -3,6 +3,8 @@ package manifest
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
@@ -57,6 +59,14 @@ func Validate(ctx context.Context, paths []string, router string, opts engine.Op
 			problems = append(problems, problem.Problem{Kind: v1alpha1.KindContextRouter, Name: cfg.Router.Name, Message: err.Error()})
 			continue
 		}
+		for _, cs := range snap.Classifiers() {
+			if !slices.ContainsFunc(set.trained, func(t engine.ClassifierStatus) bool { return t.Name == cs.Name }) {
+				set.trained = append(set.trained, cs)
+			}
+		}
+		warnings := snap.Warnings()
+		set.Locate(warnings)
+		problems = append(problems, warnings...)
 		for _, st := range snap.Sources() {
 			if st.Error != "" {
 				problems = append(problems, problem.Problem{Location: cfg.Origin(v1alpha1.KindContextSource, st.Name),
@@ -66,6 +76,7 @@ func Validate(ctx context.Context, paths []string, router string, opts engine.Op
 	}
 	problems = problems.Dedup()
 	problems.Sort(set.fileRank)
+	slices.SortFunc(set.trained, func(a, b engine.ClassifierStatus) int { return strings.Compare(a.Name, b.Name) })
 	return set, problems
 }
 
@@ -144,6 +155,25 @@ func (s *Set) usable(problems problem.List) *Set {
 		if ok {
 			u.Routes = append(u.Routes, rt)
 		}
+	}
+	u.Classifiers = nil
+	dropped := map[string]bool{}
+	for _, c := range s.Classifiers {
+		if keep(v1alpha1.KindContextClassifier, c.Name) && (c.Spec.ExamplesFrom == nil || held[c.Spec.ExamplesFrom.Source]) {
+			u.Classifiers = append(u.Classifiers, c)
+		} else {
+			dropped[c.Name] = true
+		}
+	}
+	// A route reading a classifier left out would only repeat its problem.
+	if len(dropped) > 0 {
+		routes := u.Routes[:0:0]
+		for _, rt := range u.Routes {
+			if !slices.ContainsFunc(engine.ConditionClassifiers(rt.Spec.When), func(n string) bool { return dropped[n] }) {
+				routes = append(routes, rt)
+			}
+		}
+		u.Routes = routes
 	}
 	u.Permissions = nil
 	for _, p := range s.Permissions {

@@ -1,0 +1,715 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/classify"
+	"github.com/contextrouter/contextrouter/internal/problem"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+// Bounds of detection results. The cost check sizes every string, list and
+// map under `detected` and `entities` at MaxDetectedSize.
+const (
+	// MaxEntities is the most entities one query reports.
+	MaxEntities = 256
+	// MaxEntityValueBytes bounds an entity's value; longer matches are skipped.
+	MaxEntityValueBytes = 256
+	// MaxDetectedSize bounds every string, list and map under detected and entities.
+	MaxDetectedSize = 256
+	// MaxDetect bounds the request's detect list.
+	MaxDetect = 16
+)
+
+// Detection is what a query detected (api.md §6.2): present only when the
+// query ran detection.
+type Detection struct {
+	Classifiers map[string]ClassifierResult `json:"classifiers"`
+	Entities    []Entity                    `json:"entities"`
+}
+
+// ClassifierResult is one classifier's answer.
+type ClassifierResult struct {
+	Label        string                 `json:"label"`
+	Confidence   float64                `json:"confidence"`
+	Alternatives []classify.Alternative `json:"alternatives"`
+}
+
+// Entity is one match of an extractor; Start and End are byte offsets into
+// the question (End exclusive).
+type Entity struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
+	Start int    `json:"start"`
+	End   int    `json:"end"`
+}
+
+// ClassifierStatus describes a compiled classifier (validate, status).
+type ClassifierStatus struct {
+	Name string `json:"name"`
+	// Labels maps each learned label to its number of examples; nil when the
+	// classifier was not trained (its examples are in a file not read).
+	Labels           map[string]int `json:"labels,omitempty"`
+	TrainingAccuracy float64        `json:"trainingAccuracy"`
+	Trained          bool           `json:"trained"`
+	Extractors       int            `json:"extractors"`
+}
+
+type classifierState struct {
+	name   string
+	model  *classify.Model // nil when not trained (SkipLoad with examplesFrom)
+	labels map[string]bool
+}
+
+type extractor struct {
+	typ  string
+	re   *regexp.Regexp
+	dict *dictionary
+}
+
+// dictionary matches word sequences, compared in lower case (simple folding).
+type dictionary struct {
+	// first maps a value's first word to the word sequences that start with it.
+	first map[string][][]string
+}
+
+// modelCache keeps trained models by the content they were trained on: the
+// operator and serve recompile on every change of any object, and training
+// is the expensive part of a classifier.
+var modelCache = struct {
+	sync.Mutex
+	m map[string]*classify.Model
+}{m: map[string]*classify.Model{}}
+
+const maxModelCache = 64
+
+// trainCached trains a model, or returns the one trained on the same examples and options.
+func trainCached(examples []classify.Example, opts classify.Options) (*classify.Model, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q\x00%v\x00%d\x00", opts.OutOfScopeLabel, opts.Threshold, opts.MaxAlternatives)
+	for _, ex := range examples {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(ex.Label), ex.Label, len(ex.Text), ex.Text)
+	}
+	key := hex.EncodeToString(h.Sum(nil))
+	modelCache.Lock()
+	m, ok := modelCache.m[key]
+	modelCache.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err := classify.Train(examples, opts)
+	if err != nil {
+		return nil, err
+	}
+	modelCache.Lock()
+	if len(modelCache.m) >= maxModelCache {
+		clear(modelCache.m)
+	}
+	modelCache.m[key] = m
+	modelCache.Unlock()
+	return m, nil
+}
+
+// ParseExamples reads a JSONL examples file: one {"text", "label"} object a
+// line, blank lines skipped. Errors name the file and the line.
+func ParseExamples(file, content string) ([]classify.Example, error) {
+	var out []classify.Example
+	sc := bufio.NewScanner(strings.NewReader(content))
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		raw := strings.TrimSpace(sc.Text())
+		if raw == "" {
+			continue
+		}
+		var ex struct {
+			Text  *string `json:"text"`
+			Label *string `json:"label"`
+		}
+		dec := json.NewDecoder(strings.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ex); err != nil {
+			return nil, fmt.Errorf("%s:%d: invalid JSON: %v (want {\"text\": ..., \"label\": ...})", file, line, err)
+		}
+		switch {
+		case ex.Text == nil || ex.Label == nil:
+			return nil, fmt.Errorf("%s:%d: want {\"text\": ..., \"label\": ...}, both strings", file, line)
+		case len(out) == v1alpha1.MaxClassifierExamples:
+			return nil, fmt.Errorf("%s:%d: more than %d examples; a classifier is limited to %d", file, line, v1alpha1.MaxClassifierExamples, v1alpha1.MaxClassifierExamples)
+		}
+		if msg := v1alpha1.ExampleTextError(*ex.Text); msg != "" {
+			return nil, fmt.Errorf("%s:%d: text: %s", file, line, msg)
+		}
+		if errs := v1alpha1.ValidateLabelName(nil, *ex.Label); len(errs) > 0 {
+			return nil, fmt.Errorf("%s:%d: label %q: %s", file, line, *ex.Label, errs[0].ErrorBody())
+		}
+		out = append(out, classify.Example{Text: *ex.Text, Label: *ex.Label})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %v", file, line+1, err)
+	}
+	return out, nil
+}
+
+// compileClassifier trains a classifier and compiles its extractors. read
+// returns the examplesFrom file's content; nil means files are not read
+// (SkipLoad), and a classifier with examplesFrom is then left untrained.
+func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.ExamplesFrom) (string, error), add func(field, msg string)) (*classifierState, []extractor) {
+	st := &classifierState{name: c.Name}
+	var xs []extractor
+	for i, x := range c.Spec.Entities {
+		e := extractor{typ: x.Type}
+		switch {
+		case x.Dictionary != nil:
+			e.dict = newDictionary(x.Dictionary.Values)
+		default:
+			re, err := v1alpha1.CompileEntityPattern(x.Pattern)
+			if err != nil {
+				add(fmt.Sprintf("spec.entities[%d].pattern", i), err.Error())
+				continue
+			}
+			e.re = re
+		}
+		xs = append(xs, e)
+	}
+	var examples []classify.Example
+	for _, l := range c.Spec.Labels {
+		for _, t := range l.Examples {
+			examples = append(examples, classify.Example{Text: t, Label: l.Name})
+		}
+	}
+	if f := c.Spec.ExamplesFrom; f != nil {
+		if read == nil {
+			return st, xs
+		}
+		content, err := read(f)
+		if err != nil {
+			add("spec.examplesFrom", err.Error())
+			return st, xs
+		}
+		more, err := ParseExamples(f.Path, content)
+		if err != nil {
+			add("spec.examplesFrom", err.Error())
+			return st, xs
+		}
+		examples = append(examples, more...)
+	}
+	if len(examples) > v1alpha1.MaxClassifierExamples {
+		add("spec", fmt.Sprintf("%d examples; a classifier is limited to %d", len(examples), v1alpha1.MaxClassifierExamples))
+		return st, xs
+	}
+	// Only the out-of-scope label may go without examples.
+	counts := map[string]int{}
+	for _, ex := range examples {
+		counts[ex.Label]++
+	}
+	if len(counts) == 0 {
+		add("spec.labels", "no examples: a classifier needs examples of at least one label")
+		return st, xs
+	}
+	threshold, _ := strconv.ParseFloat(c.Spec.Threshold, 64)
+	m, err := trainCached(examples, classify.Options{OutOfScopeLabel: c.Spec.OutOfScopeLabel, Threshold: threshold, MaxAlternatives: int(c.Spec.MaxAlternatives)})
+	if err != nil {
+		add("spec", "training failed: "+err.Error())
+		return st, xs
+	}
+	st.model = m
+	st.labels = map[string]bool{}
+	for _, l := range m.Labels() {
+		st.labels[l] = true
+	}
+	if c.Spec.OutOfScopeLabel != "" {
+		st.labels[c.Spec.OutOfScopeLabel] = true
+	}
+	return st, xs
+}
+
+func newDictionary(values []string) *dictionary {
+	d := &dictionary{first: map[string][][]string{}}
+	for _, v := range values {
+		words := foldedWords(v)
+		if len(words) == 0 {
+			continue
+		}
+		d.first[words[0]] = append(d.first[words[0]], words)
+	}
+	// Longer values first, so that "data science" wins over "data".
+	for k, seqs := range d.first {
+		sort.SliceStable(seqs, func(i, j int) bool { return len(seqs[i]) > len(seqs[j]) })
+		d.first[k] = seqs
+	}
+	return d
+}
+
+// span is one word of the question: its folded text and byte offsets.
+type span struct {
+	word       string
+	start, end int
+}
+
+// questionWords splits s into maximal runs of letters, digits and marks, lower-cased.
+func questionWords(s string) []span {
+	var out []span
+	start := -1
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) {
+			if start < 0 {
+				start = i
+				b.Reset()
+			}
+			b.WriteRune(unicode.ToLower(r))
+			continue
+		}
+		if start >= 0 {
+			out = append(out, span{b.String(), start, i})
+			start = -1
+		}
+	}
+	if start >= 0 {
+		out = append(out, span{b.String(), start, len(s)})
+	}
+	return out
+}
+
+func foldedWords(s string) []string {
+	ws := questionWords(s)
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.word
+	}
+	return out
+}
+
+// extractEntities runs every extractor on text; the result is sorted and
+// deterministic, at most MaxEntities long.
+func extractEntities(text string, xs []extractor) []Entity {
+	out := []Entity{}
+	var words []span
+	for _, x := range xs {
+		if x.re != nil {
+			for _, m := range x.re.FindAllStringIndex(text, MaxEntities+1) {
+				if m[1]-m[0] <= MaxEntityValueBytes {
+					out = append(out, Entity{Type: x.typ, Value: text[m[0]:m[1]], Start: m[0], End: m[1]})
+				}
+			}
+			continue
+		}
+		if words == nil {
+			words = questionWords(text)
+		}
+		for i := 0; i < len(words); i++ {
+			for _, seq := range x.dict.first[words[i].word] {
+				if i+len(seq) > len(words) || !matchSeq(words[i:i+len(seq)], seq) {
+					continue
+				}
+				start, end := words[i].start, words[i+len(seq)-1].end
+				if end-start <= MaxEntityValueBytes {
+					out = append(out, Entity{Type: x.typ, Value: text[start:end], Start: start, End: end})
+				}
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		switch {
+		case a.Start != b.Start:
+			return a.Start < b.Start
+		case a.End != b.End:
+			return a.End > b.End
+		case a.Type != b.Type:
+			return a.Type < b.Type
+		}
+		return a.Value < b.Value
+	})
+	out = slices.CompactFunc(out, func(a, b Entity) bool { return a == b })
+	if len(out) > MaxEntities {
+		out = out[:MaxEntities]
+	}
+	return out
+}
+
+func matchSeq(words []span, seq []string) bool {
+	for i, w := range seq {
+		if words[i].word != w {
+			return false
+		}
+	}
+	return true
+}
+
+// detector runs detection for one query, once, on first use.
+type detector struct {
+	s    *Snapshot
+	text string
+	// want are the classifiers to run (by index into s.classifiers).
+	want []bool
+	ents bool
+	done bool
+	det  *Detection
+	// detected and entities are the CEL values.
+	detected, entities ref.Val
+}
+
+func (d *detector) run() {
+	if d.done {
+		return
+	}
+	d.done = true
+	det := &Detection{Classifiers: map[string]ClassifierResult{}, Entities: []Entity{}}
+	vals := make(map[string]any, len(d.want))
+	for i, c := range d.s.classifiers {
+		if !d.want[i] || c.model == nil {
+			continue
+		}
+		r := c.model.Classify(d.text)
+		alts := r.Alternatives
+		if alts == nil {
+			alts = []classify.Alternative{}
+		}
+		cr := ClassifierResult{Label: r.Label, Confidence: round4(r.Confidence), Alternatives: make([]classify.Alternative, len(alts))}
+		celAlts := make([]any, len(alts))
+		for j, a := range alts {
+			cr.Alternatives[j] = classify.Alternative{Label: a.Label, Confidence: round4(a.Confidence)}
+			celAlts[j] = map[string]any{"label": a.Label, "confidence": a.Confidence}
+		}
+		det.Classifiers[c.name] = cr
+		vals[c.name] = map[string]any{"label": r.Label, "confidence": r.Confidence, "alternatives": celAlts}
+	}
+	if d.ents {
+		det.Entities = extractEntities(d.text, d.s.extractors)
+	}
+	ents := make([]any, len(det.Entities))
+	for i, e := range det.Entities {
+		ents[i] = map[string]any{"type": e.Type, "value": e.Value, "start": int64(e.Start), "end": int64(e.End)}
+	}
+	d.det = det
+	d.detected = types.DefaultTypeAdapter.NativeToValue(vals)
+	d.entities = types.DefaultTypeAdapter.NativeToValue(ents)
+}
+
+// newDetector returns the detector of a query, or nil when the query needs
+// no detection; detect is the request's list (validated).
+func (s *Snapshot) newDetector(text string, detect []string) *detector {
+	if len(s.classifiers) == 0 && len(s.extractors) == 0 {
+		return nil
+	}
+	want := s.detectWant
+	ents := s.entitiesUsed
+	if len(detect) > 0 {
+		want = slices.Clone(want)
+		ents = true
+		for _, n := range detect {
+			if n == "*" {
+				for i := range want {
+					want[i] = true
+				}
+				continue
+			}
+			want[s.classifierIndex[n]] = true
+		}
+	}
+	return &detector{s: s, text: text, want: want, ents: ents}
+}
+
+// queryDetector returns the detector of a query, or nil when neither a
+// condition nor the request asks for detection: such a query pays nothing.
+func (s *Snapshot) queryDetector(req *Request) *detector {
+	if !s.detectUsed && len(req.Detect) == 0 {
+		return nil
+	}
+	return s.newDetector(req.Text, req.Detect)
+}
+
+// checkDetect refuses a detect list naming unknown classifiers.
+func (s *Snapshot) checkDetect(detect []string) error {
+	if n := len(detect); n > MaxDetect {
+		return fmt.Errorf("%w: detect has %d entries; at most %d are allowed", ErrBadRequest, n, MaxDetect)
+	}
+	for i, n := range detect {
+		if _, ok := s.classifierIndex[n]; !ok && n != "*" {
+			return fmt.Errorf("%w: detect[%d]: no ContextClassifier %q%s", ErrBadRequest, i, truncate(n, 64), s.knownClassifiers())
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func (s *Snapshot) knownClassifiers() string {
+	if len(s.classifiers) == 0 {
+		return fmt.Sprintf(" (router %s has no classifier)", s.routerName)
+	}
+	names := make([]string, len(s.classifiers))
+	for i, c := range s.classifiers {
+		names[i] = strconv.Quote(c.name)
+	}
+	return " (known: " + strings.Join(names, ", ") + ")"
+}
+
+// Classifiers describes every compiled classifier, sorted by name.
+func (s *Snapshot) Classifiers() []ClassifierStatus {
+	out := make([]ClassifierStatus, len(s.classifiers))
+	for i, c := range s.classifiers {
+		cs := ClassifierStatus{Name: c.name, Extractors: s.extractorsOf[c.name]}
+		if c.model != nil {
+			cs.Trained = true
+			cs.Labels = c.model.LabelCounts()
+			cs.TrainingAccuracy = c.model.TrainingAccuracy()
+		}
+		out[i] = cs
+	}
+	return out
+}
+
+// readExamples returns the reader of examplesFrom files for a compile.
+func readExamples(ctx context.Context, known map[string]*v1alpha1.ContextSource, envOf func(name string) sources.Env) func(*v1alpha1.ExamplesFrom) (string, error) {
+	return func(f *v1alpha1.ExamplesFrom) (string, error) {
+		spec := known[f.Source]
+		if spec == nil {
+			return "", fmt.Errorf("ContextSource %q not found", f.Source)
+		}
+		content, _, err := sources.ReadFile(ctx, spec, envOf(f.Source), f.Path)
+		return content, err
+	}
+}
+
+var (
+	emptyDetected = types.DefaultTypeAdapter.NativeToValue(map[string]any{})
+	emptyEntities = types.DefaultTypeAdapter.NativeToValue([]any{})
+)
+
+// detectRefs is what a condition reads of detection.
+type detectRefs struct {
+	// names are the classifiers named as detected.<name> or detected["name"], sorted.
+	names []string
+	// all: detected is used otherwise (a computed key, `in`), so every classifier may be read.
+	all bool
+	// entities: the condition reads entities.
+	entities bool
+	// labels are the string literals compared with detected.<name>.label.
+	labels []labelRef
+}
+
+// labelRef is a label literal a condition compares with a classifier's label.
+type labelRef struct{ classifier, label string }
+
+// classifierKey returns the classifier an expression names, for
+// detected.<name> and detected["name"].
+func classifierKey(e celast.Expr) (string, bool) {
+	switch e.Kind() {
+	case celast.SelectKind:
+		sel := e.AsSelect()
+		if op := sel.Operand(); op.Kind() == celast.IdentKind && op.AsIdent() == "detected" {
+			return sel.FieldName(), true
+		}
+	case celast.CallKind:
+		call := e.AsCall()
+		if (call.FunctionName() == "_[_]" || call.FunctionName() == "_[?_]") && len(call.Args()) == 2 {
+			if op := call.Args()[0]; op.Kind() == celast.IdentKind && op.AsIdent() == "detected" {
+				if lit := call.Args()[1]; lit.Kind() == celast.LiteralKind {
+					if s, ok := lit.AsLiteral().(types.String); ok {
+						return string(s), true
+					}
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// labelOf returns the classifier of detected.<name>.label.
+func labelOf(e celast.Expr) (string, bool) {
+	if e.Kind() != celast.SelectKind || e.AsSelect().FieldName() != "label" || e.AsSelect().IsTestOnly() {
+		return "", false
+	}
+	return classifierKey(e.AsSelect().Operand())
+}
+
+func stringLit(e celast.Expr) (string, bool) {
+	if e.Kind() == celast.LiteralKind {
+		if s, ok := e.AsLiteral().(types.String); ok {
+			return string(s), true
+		}
+	}
+	return "", false
+}
+
+// detectRefsOf finds what an expression reads of detection.
+func detectRefsOf(root celast.Expr) detectRefs {
+	var r detectRefs
+	uses, named := 0, 0
+	celast.PreOrderVisit(root, celast.NewExprVisitor(func(e celast.Expr) {
+		if e.Kind() == celast.IdentKind {
+			switch e.AsIdent() {
+			case "detected":
+				uses++
+			case "entities":
+				r.entities = true
+			}
+			return
+		}
+		if name, ok := classifierKey(e); ok {
+			named++
+			if !slices.Contains(r.names, name) {
+				r.names = append(r.names, name)
+			}
+		}
+		if e.Kind() != celast.CallKind {
+			return
+		}
+		call := e.AsCall()
+		args := call.Args()
+		switch call.FunctionName() {
+		case "_==_", "_!=_":
+			for i := range 2 {
+				if c, ok := labelOf(args[i]); ok {
+					if l, ok := stringLit(args[1-i]); ok {
+						r.labels = append(r.labels, labelRef{c, l})
+					}
+				}
+			}
+		case "@in":
+			if c, ok := labelOf(args[0]); ok && args[1].Kind() == celast.ListKind {
+				for _, el := range args[1].AsList().Elements() {
+					if l, ok := stringLit(el); ok {
+						r.labels = append(r.labels, labelRef{c, l})
+					}
+				}
+			}
+		}
+	}))
+	r.all = uses > named
+	sort.Strings(r.names)
+	return r
+}
+
+// Warnings are problems found while compiling that do not stop the router,
+// such as a condition comparing a label that its classifier does not have.
+func (s *Snapshot) Warnings() problem.List { return slices.Clone(s.warnings) }
+
+// compileDetection trains the classifiers of cfg, compiles their
+// extractors and checks what the route conditions read of them: an unknown
+// classifier is an error, an unknown label a warning. It returns the hashes
+// of the example files read, for the snapshot's hash.
+func (s *Snapshot) compileDetection(ctx context.Context, cfg *Config, opts Options, known map[string]*v1alpha1.ContextSource,
+	envOf func(string) sources.Env, addReason func(reason v1alpha1.ConditionReason, kind, name, field, msg string)) [][]byte {
+	kind := v1alpha1.KindContextClassifier
+	cls := make([]v1alpha1.ContextClassifier, len(cfg.Classifiers))
+	for i := range cfg.Classifiers {
+		cls[i] = *cfg.Classifiers[i].DeepCopy()
+		cls[i].Default()
+	}
+	sort.SliceStable(cls, func(i, j int) bool { return cls[i].Name < cls[j].Name })
+	s.classifierIndex = make(map[string]int, len(cls))
+	s.extractorsOf = make(map[string]int, len(cls))
+	var fileHashes [][]byte
+	var read func(*v1alpha1.ExamplesFrom) (string, error)
+	if !opts.SkipLoad {
+		r := readExamples(ctx, known, envOf)
+		read = func(f *v1alpha1.ExamplesFrom) (string, error) {
+			content, err := r(f)
+			if err == nil {
+				sum := sha256.Sum256([]byte(content))
+				fileHashes = append(fileHashes, sum[:])
+			}
+			return content, err
+		}
+	}
+	for i := range cls {
+		c := &cls[i]
+		if f := c.Spec.ExamplesFrom; f != nil && known[f.Source] == nil {
+			addReason(v1alpha1.ReasonSourceNotFound, kind, c.Name, "spec.examplesFrom.source", fmt.Sprintf("ContextSource %q not found", f.Source))
+			continue
+		}
+		st, xs := compileClassifier(c, read, func(field, msg string) {
+			addReason(v1alpha1.ReasonInvalidSpec, kind, c.Name, field, problem.OneLine(msg))
+		})
+		s.classifierIndex[c.Name] = len(s.classifiers)
+		s.classifiers = append(s.classifiers, st)
+		s.extractors = append(s.extractors, xs...)
+		s.extractorsOf[c.Name] = len(xs)
+	}
+	s.detectWant = make([]bool, len(s.classifiers))
+	for _, rt := range cfg.Routes {
+		c, _ := compileCached(rt.Spec.When)
+		if c == nil {
+			continue
+		}
+		refs := c.detect
+		s.entitiesUsed = s.entitiesUsed || refs.entities
+		s.detectUsed = s.detectUsed || refs.entities || refs.all || len(refs.names) > 0
+		if refs.all {
+			for i := range s.detectWant {
+				s.detectWant[i] = true
+			}
+		}
+		for _, n := range refs.names {
+			i, ok := s.classifierIndex[n]
+			if !ok {
+				addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when",
+					fmt.Sprintf("detected.%s: no ContextClassifier %q attaches to router %s%s", n, n, s.routerName, s.knownClassifiers()))
+				continue
+			}
+			s.detectWant[i] = true
+		}
+		for _, l := range refs.labels {
+			i, ok := s.classifierIndex[l.classifier]
+			if !ok || s.classifiers[i].labels == nil || s.classifiers[i].labels[l.label] {
+				continue
+			}
+			s.warnings = append(s.warnings, problem.Problem{Location: cfg.Origin(v1alpha1.KindContextRoute, rt.Name),
+				Kind: v1alpha1.KindContextRoute, Name: rt.Name, Field: "spec.when", Severity: problem.Warning, Reason: v1alpha1.ReasonInvalidCondition,
+				Message: fmt.Sprintf("detected.%s.label compared with %q, which is not a label of ContextClassifier %s (labels: %s)",
+					l.classifier, l.label, l.classifier, quotedKeys(s.classifiers[i].labels))})
+		}
+	}
+	return fileHashes
+}
+
+func quotedKeys(m map[string]bool) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, strconv.Quote(k))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+// ConditionClassifiers names the classifiers a condition reads as
+// detected.<name> (nil when it does not compile).
+func ConditionClassifiers(expr string) []string {
+	c, _ := compileCached(expr)
+	if c == nil {
+		return nil
+	}
+	return c.detect.names
+}
