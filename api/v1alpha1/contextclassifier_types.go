@@ -140,8 +140,10 @@ type ContextClassifierSpec struct {
 
 // LabelStatus is how many examples a label was trained on.
 type LabelStatus struct {
-	Name     string `json:"name"`
-	Examples int32  `json:"examples"`
+	// Name of the label.
+	Name string `json:"name"`
+	// Examples is how many examples of the label the model learned from.
+	Examples int32 `json:"examples"`
 }
 
 // ContextClassifierStatus is the observed state of a classifier.

@@ -74,6 +74,7 @@ func TestCRDs(t *testing.T) {
 		{v1alpha1.KindContextRoute, "contextroutes", "ctxroute", []string{"Ready", "When", "Age"}},
 		{v1alpha1.KindContextSource, "contextsources", "ctxsrc", []string{"Type", "Sensitivity", "Ready", "Age"}},
 		{v1alpha1.KindAgentPermission, "agentpermissions", "agentperm", []string{"Agents", "Default", "Ready", "Resolved", "Age"}},
+		{v1alpha1.KindContextClassifier, "contextclassifiers", "ctxclassifier", []string{"Ready", "Labels", "Accuracy", "Age"}},
 	}
 	if len(crds) != len(tests) {
 		t.Errorf("%s holds %d CRDs, want %d", crdDir, len(crds), len(tests))
