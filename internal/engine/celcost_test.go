@@ -242,6 +242,7 @@ func TestCostEstimateBoundsActualCost(t *testing.T) {
 			}
 			for name, req := range inputs {
 				act := newActivation(req, vars)
+				act.det = maxDetector()
 				act.question.register(req.Text) // as matchRoutes does
 				_, det, _ := prg.Eval(act)
 				act.question.unregister()

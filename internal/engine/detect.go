@@ -192,7 +192,11 @@ func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.Exampl
 		xs = append(xs, e)
 	}
 	var examples []classify.Example
-	for _, l := range c.Spec.Labels {
+	for i, l := range c.Spec.Labels {
+		if len(l.Examples) == 0 {
+			// Validate refuses it first; a hand-built config fails here too.
+			add(fmt.Sprintf("spec.labels[%d].examples", i), "a label needs at least one example")
+		}
 		for _, t := range l.Examples {
 			examples = append(examples, classify.Example{Text: t, Label: l.Name})
 		}

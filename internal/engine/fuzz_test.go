@@ -103,6 +103,8 @@ func FuzzCondition(f *testing.F) {
 				inlineSource("echo", "Echo", "Echo: "+req.Text),
 				inlineSource("handbook", "Handbook", "# Handbook\n\n## Vacation\n\nEmployees get 25 vacation days per year; up to five carry over.\n\n## Deploys\n\nDeploys run through the pipeline with a canary stage."),
 			},
+			// The quickstart's conditions read detected.intent.
+			Classifiers: []v1alpha1.ContextClassifier{intentClassifier()},
 		}
 		snap, err := Compile(context.Background(), cfg, Options{})
 		if err != nil {
@@ -164,7 +166,9 @@ func FuzzCondition(f *testing.F) {
 		}
 		want, werr := true, error(nil)
 		if c != nil {
-			want, werr = c.eval(context.Background(), newActivation(&req, snap.vars))
+			act := newActivation(&req, snap.vars)
+			act.det = snap.queryDetector(&req)
+			want, werr = c.eval(context.Background(), act)
 		}
 		switch {
 		case werr != nil && !errored:

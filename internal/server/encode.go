@@ -1,7 +1,9 @@
 package server
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -85,6 +87,10 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 		}
 		b = append(b, ']')
 	}
+	if r.Detection != nil {
+		b = append(b, `,"detection":`...)
+		b = appendDetection(b, r.Detection)
+	}
 	s := &r.Stats
 	b = append(b, `,"stats":{"candidates":`...)
 	b = strconv.AppendInt(b, int64(s.Candidates), 10)
@@ -111,6 +117,67 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = append(b, `}},"evaluation_time_ms":`...)
 	b = appendFloat(b, r.EvaluationTimeMS)
 	return append(b, "}\n"...)
+}
+
+// appendDetection writes a detection as encoding/json does: classifiers by
+// sorted name, nil lists as null.
+func appendDetection(b []byte, d *engine.Detection) []byte {
+	b = append(b, `{"classifiers":`...)
+	if d.Classifiers == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '{')
+		for i, name := range slices.Sorted(maps.Keys(d.Classifiers)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			c := d.Classifiers[name]
+			b = appendString(b, name)
+			b = append(b, `:{"label":`...)
+			b = appendString(b, c.Label)
+			b = append(b, `,"confidence":`...)
+			b = appendFloat(b, c.Confidence)
+			b = append(b, `,"alternatives":`...)
+			if c.Alternatives == nil {
+				b = append(b, "null"...)
+			} else {
+				b = append(b, '[')
+				for j, a := range c.Alternatives {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					b = append(b, `{"label":`...)
+					b = appendString(b, a.Label)
+					b = append(b, `,"confidence":`...)
+					b = appendFloat(b, a.Confidence)
+					b = append(b, '}')
+				}
+				b = append(b, ']')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"entities":`...)
+	if d.Entities == nil {
+		return append(b, "null}"...)
+	}
+	b = append(b, '[')
+	for i, e := range d.Entities {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":`...)
+		b = appendString(b, e.Type)
+		b = append(b, `,"value":`...)
+		b = appendString(b, e.Value)
+		b = append(b, `,"start":`...)
+		b = strconv.AppendInt(b, int64(e.Start), 10)
+		b = append(b, `,"end":`...)
+		b = strconv.AppendInt(b, int64(e.End), 10)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
 }
 
 func appendChunk(b []byte, c *engine.Chunk) []byte {

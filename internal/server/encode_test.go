@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/classify"
 	"github.com/contextrouter/contextrouter/internal/engine"
 )
 
@@ -126,6 +127,14 @@ func TestAppendResponseMatchesEncodingJSON(t *testing.T) {
 				SafetyTags: []string{"financial", "pii"}, CostHint: "$0.01/call"}, Score: 1e-7, Confidence: 0, Fallback: true},
 		}, Stats: engine.Stats{Tools: engine.ToolStats{Candidates: 7, Denied: 2, BelowThreshold: 1, Returned: 2}}},
 		"no tools": {Tools: []engine.ToolCard{}},
+		"detection": {Detection: &engine.Detection{
+			Classifiers: map[string]engine.ClassifierResult{
+				"urgency": {Label: "high", Confidence: 0.5, Alternatives: []classify.Alternative{}},
+				"intent":  {Label: "<refund>", Confidence: 0.9123, Alternatives: []classify.Alternative{{Label: "de\"ploy", Confidence: 1e-7}, {Label: "ü", Confidence: 0}}},
+			},
+			Entities: []engine.Entity{{Type: "ticket", Value: "OPS-1 & <x>", Start: 3, End: 14}, {Type: "t", Value: "\u2028", Start: 0, End: 3}},
+		}},
+		"detection, nothing found": {Detection: &engine.Detection{Classifiers: map[string]engine.ClassifierResult{}, Entities: []engine.Entity{}}},
 	}
 	for _, s := range trickyStrings {
 		cases["strings: "+s[:min(len(s), 20)]] = &engine.Response{Text: s, Chunks: []engine.Chunk{{Content: s, Title: s, Path: s}}}

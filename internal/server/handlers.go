@@ -214,6 +214,11 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
 		s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
 	}
+	if d := resp.Detection; d != nil {
+		for name, c := range d.Classifiers {
+			s.metrics.classifierConfidence.WithLabelValues(name).Observe(c.Confidence)
+		}
+	}
 	return resp, nil
 }
 

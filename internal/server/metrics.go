@@ -32,6 +32,8 @@ type metrics struct {
 	mcpToolCalls    *prometheus.CounterVec
 	tokenReviews    *prometheus.CounterVec
 	toolsReturned   prometheus.Histogram
+	// classifierConfidence: the confidence of each classifier that ran, by classifier.
+	classifierConfidence *prometheus.HistogramVec
 }
 
 // stateCounters are the per-route and per-source counters of one snapshot,
@@ -103,6 +105,11 @@ func newMetrics(s *Server) *metrics {
 		Help:    "Tool cards in an answer of POST /v1/tools, or of POST /v1/query when a matched route names a tool source.",
 		Buckets: []float64{0, 1, 2, 3, 5, 10, 20, 50, 100},
 	})
+	m.classifierConfidence = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Name: "classifier_confidence",
+		Help:    "Confidence of a ContextClassifier's label in the queries that ran it (api.md §1.5).",
+		Buckets: []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1},
+	}, []string{"classifier"})
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}
@@ -113,6 +120,7 @@ func newMetrics(s *Server) *metrics {
 		m.reloads, m.lastReload, m.gitSyncFailures, m.mcpSyncFailures, m.mcpToolCalls, m.tokenReviews, m.toolsReturned,
 		&snapshotCollector{s: s},
 	)
+	m.reg.MustRegister(m.classifierConfidence)
 	if c := s.opts.Cache; c != nil {
 		m.reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
+)
+
+func intentClassifier() v1alpha1.ContextClassifier {
+	return v1alpha1.ContextClassifier{ObjectMeta: meta("intent"), Spec: v1alpha1.ContextClassifierSpec{
+		Labels: []v1alpha1.ClassifierLabel{
+			{Name: "refund", Examples: []string{"I want my money back", "refund my order please", "return the item for a refund"}},
+			{Name: "deploy", Examples: []string{"roll out the new release", "deploy the service to production", "the deploy pipeline failed"}},
+		},
+		OutOfScopeLabel: "other", Threshold: "0.5",
+		Entities: []v1alpha1.EntityExtractor{
+			{Type: "ticket", Pattern: `\b[A-Z]+-[0-9]+\b`},
+			{Type: "team", Dictionary: &v1alpha1.EntityDictionary{Values: []string{"Payments", "data science", "data"}}},
+		},
+	}}
+}
+
+func detectConfig(routes ...v1alpha1.ContextRoute) *Config {
+	return &Config{
+		Router:      router(nil),
+		Sources:     []v1alpha1.ContextSource{inlineSource("refunds", "Refunds", "Refunds take five days."), inlineSource("deploys", "Deploys", "Deploy with the pipeline.")},
+		Routes:      routes,
+		Classifiers: []v1alpha1.ContextClassifier{intentClassifier()},
+	}
+}
+
+func TestDetectionInConditions(t *testing.T) {
+	s := compile(t, detectConfig(
+		routeTo("refunds", `detected.intent.label == "refund" && detected.intent.confidence >= 0.5`, "refunds"),
+		routeTo("deploys", `detected["intent"].label == "deploy"`, "deploys"),
+		routeTo("tickets", `entities.exists(e, e.type == "ticket")`, "deploys"),
+	))
+	cases := []struct {
+		text     string
+		routes   []string
+		label    string
+		entities []Entity
+	}{
+		{"I want a refund for my order", []string{"refunds"}, "refund", []Entity{}},
+		{"the deploy of the service failed, see OPS-12", []string{"deploys", "tickets"}, "deploy",
+			[]Entity{{Type: "ticket", Value: "OPS-12", Start: 38, End: 44}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.text, func(t *testing.T) {
+			resp := query(t, s, Request{Text: tc.text})
+			if !slices.Equal(resp.MatchedRoutes, tc.routes) {
+				t.Errorf("matched %q, want %q", resp.MatchedRoutes, tc.routes)
+			}
+			if resp.Detection == nil {
+				t.Fatal("no detection in the response")
+			}
+			got := resp.Detection.Classifiers["intent"]
+			if got.Label != tc.label || got.Confidence <= 0 || got.Confidence > 1 || len(got.Alternatives) == 0 {
+				t.Errorf("intent = %+v, want label %q with a confidence and alternatives", got, tc.label)
+			}
+			if !slices.Equal(resp.Detection.Entities, tc.entities) {
+				t.Errorf("entities = %+v, want %+v", resp.Detection.Entities, tc.entities)
+			}
+		})
+	}
+}
+
+func TestDetectionIsLazy(t *testing.T) {
+	other := intentClassifier()
+	other.Name = "urgency"
+	cfg := detectConfig(routeTo("all", "", "refunds"), routeTo("refunds", `detected.intent.label == "refund"`, "refunds"))
+	cfg.Classifiers = append(cfg.Classifiers, other)
+	s := compile(t, cfg)
+	resp := query(t, s, Request{Text: "refund my order"})
+	if resp.Detection == nil {
+		t.Fatal("no detection although a condition reads detected.intent")
+	}
+	if _, ok := resp.Detection.Classifiers["urgency"]; ok || len(resp.Detection.Classifiers) != 1 {
+		t.Errorf("classifiers run: %v; only intent is read by a condition", resp.Detection.Classifiers)
+	}
+	resp = query(t, s, Request{Text: "refund my order", Detect: []string{"urgency"}})
+	if len(resp.Detection.Classifiers) != 2 {
+		t.Errorf("detect: [urgency] ran %v, want intent and urgency", resp.Detection.Classifiers)
+	}
+
+	// No condition reads detection: a query runs none, unless it asks.
+	s = compile(t, detectConfig(routeTo("all", `containsAnyWord(text, ["refund"])`, "refunds")))
+	if resp := query(t, s, Request{Text: "refund my order"}); resp.Detection != nil {
+		t.Errorf("detection ran without a reader: %+v", resp.Detection)
+	}
+	resp = query(t, s, Request{Text: "refund my order for PAY-7", Detect: []string{"*"}})
+	if resp.Detection == nil || resp.Detection.Classifiers["intent"].Label != "refund" || len(resp.Detection.Entities) != 1 {
+		t.Errorf("detect: [*] = %+v", resp.Detection)
+	}
+	_, err := s.Query(context.Background(), Request{Text: "x", Detect: []string{"intnt"}})
+	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), `detect[0]: no ContextClassifier "intnt" (known: "intent")`) {
+		t.Errorf("unknown detect name: %v", err)
+	}
+	_, err = s.Query(context.Background(), Request{Text: "x", Detect: slices.Repeat([]string{"intent"}, MaxDetect+1)})
+	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "at most 16") {
+		t.Errorf("detect past its limit: %v", err)
+	}
+}
+
+func TestDetectionConditionChecks(t *testing.T) {
+	t.Run("unknown classifier is an error", func(t *testing.T) {
+		_, err := Compile(context.Background(), detectConfig(routeTo("r", `detected.intnt.label == "refund"`, "refunds")), Options{})
+		var ps problem.List
+		if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Field != "spec.when" || ps[0].Reason != v1alpha1.ReasonInvalidCondition ||
+			!strings.Contains(ps[0].Message, `detected.intnt: no ContextClassifier "intnt" attaches to router test (known: "intent")`) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("unknown label is a warning naming the labels", func(t *testing.T) {
+		s := compile(t, detectConfig(routeTo("r", `detected.intent.label == "refnd" || detected.intent.label in ["deploy", "deplyo"]`, "refunds")))
+		w := s.Warnings()
+		if len(w) != 2 || !w[0].IsWarning() {
+			t.Fatalf("warnings %v, want 2", w)
+		}
+		for i, bad := range []string{"refnd", "deplyo"} {
+			want := `detected.intent.label compared with "` + bad + `", which is not a label of ContextClassifier intent (labels: "deploy", "other", "refund")`
+			if w[i].Field != "spec.when" || w[i].Message != want {
+				t.Errorf("warning %d = %v, want %q", i, w[i], want)
+			}
+		}
+	})
+	t.Run("known labels give no warning", func(t *testing.T) {
+		if w := compile(t, detectConfig(routeTo("r", `detected.intent.label == "other" || "refund" == detected.intent.label`, "refunds"))).Warnings(); len(w) != 0 {
+			t.Errorf("warnings %v", w)
+		}
+	})
+	t.Run("label without examples", func(t *testing.T) {
+		cfg := detectConfig()
+		cfg.Classifiers[0].Spec.Labels[1].Examples = nil
+		_, err := Compile(context.Background(), cfg, Options{})
+		if err == nil || !strings.Contains(err.Error(), "spec.labels[1].examples: a label needs at least one example") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("pattern that does not compile", func(t *testing.T) {
+		cfg := detectConfig()
+		cfg.Classifiers[0].Spec.Entities[0].Pattern = "([A-Z"
+		_, err := Compile(context.Background(), cfg, Options{})
+		if err == nil || !strings.Contains(err.Error(), "ContextClassifier/intent: spec.entities[0].pattern: error parsing regexp: missing closing ]") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestExamplesFrom(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("intents/train.jsonl", `{"text": "where is my parcel", "label": "shipping"}`+"\n\n"+`{"text": "track the delivery", "label": "shipping"}`+"\n")
+	write("intents/bad.jsonl", `{"text": "ok", "label": "a"}`+"\n"+`{"text": "broken"`+"\n")
+	write("intents/nolabel.jsonl", `{"text": "ok"}`+"\n")
+	write("intents/long.jsonl", `{"text": "`+strings.Repeat("a", v1alpha1.MaxExampleBytes+1)+`", "label": "a"}`+"\n")
+	src := v1alpha1.ContextSource{ObjectMeta: meta("examples"), Spec: v1alpha1.ContextSourceSpec{
+		Type: v1alpha1.SourceDirectory, Directory: &v1alpha1.DirectorySource{Path: dir}}}
+	src.Default()
+	cases := []struct {
+		path, want string // want "" = compiles, with label shipping
+	}{
+		{"intents/train.jsonl", ""},
+		{"intents/missing.jsonl", "spec.examplesFrom: intents/missing.jsonl: file not found in ContextSource \"examples\""},
+		{"intents/bad.jsonl", "spec.examplesFrom: intents/bad.jsonl:2: invalid JSON"},
+		{"intents/nolabel.jsonl", "spec.examplesFrom: intents/nolabel.jsonl:1: want {\"text\": ..., \"label\": ...}"},
+		{"intents/long.jsonl", "spec.examplesFrom: intents/long.jsonl:1: text: 1025 bytes; examples are limited to 1024 bytes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.path, func(t *testing.T) {
+			cfg := detectConfig(routeTo("r", `detected.intent.label == "shipping"`, "refunds"))
+			cfg.Sources = append(cfg.Sources, src)
+			cfg.Classifiers[0].Spec.ExamplesFrom = &v1alpha1.ExamplesFrom{Source: "examples", Path: tc.path}
+			s, err := Compile(context.Background(), cfg, Options{})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Classifiers()[0].Labels["shipping"]; got != 2 {
+				t.Errorf("shipping examples = %d, want 2 (from the file)", got)
+			}
+			if resp := query(t, s, Request{Text: "where is my parcel delivery"}); !slices.Equal(resp.MatchedRoutes, []string{"r"}) {
+				t.Errorf("matched %v", resp.MatchedRoutes)
+			}
+			// The operator's compile reads no file: the classifier is left untrained, not refused.
+			if _, err := Compile(context.Background(), cfg, Options{SkipLoad: true}); err != nil {
+				t.Errorf("SkipLoad: %v", err)
+			}
+		})
+	}
+}
+
+func TestTrainingIsCachedByContent(t *testing.T) {
+	a := compile(t, detectConfig())
+	b := compile(t, detectConfig())
+	if a.classifiers[0].model != b.classifiers[0].model {
+		t.Error("the same examples were trained twice")
+	}
+	cfg := detectConfig()
+	cfg.Classifiers[0].Spec.Labels[0].Examples = append(cfg.Classifiers[0].Spec.Labels[0].Examples, "one more")
+	if c := compile(t, cfg); c.classifiers[0].model == a.classifiers[0].model {
+		t.Error("changed examples reused the old model")
+	}
+}
+
+func TestExtractEntities(t *testing.T) {
+	xs := []extractor{
+		{typ: "team", dict: newDictionary([]string{"Payments", "data science", "data", "Ünïcode"})},
+		{typ: "ticket", re: mustPattern(t, `\b[A-Z]+-[0-9]+\b`)},
+	}
+	cases := []struct {
+		text string
+		want []Entity
+	}{
+		{"ask PAYMENTS about data-science", []Entity{{"team", "PAYMENTS", 4, 12}, {"team", "data-science", 19, 31}}},
+		{"paymentsx and xdata are not words", []Entity{}},
+		{"Ärger: ünïcode OPS-1", []Entity{{"team", "ünïcode", 8, 17}, {"ticket", "OPS-1", 18, 23}}},
+		{"data, then data", []Entity{{"team", "data", 0, 4}, {"team", "data", 11, 15}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.text, func(t *testing.T) {
+			got := extractEntities(tc.text, xs)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			for _, e := range got {
+				if tc.text[e.Start:e.End] != e.Value {
+					t.Errorf("%+v: offsets are not the value's bytes", e)
+				}
+			}
+		})
+	}
+	t.Run("bounded", func(t *testing.T) {
+		text := strings.Repeat("OPS-1 ", MaxEntities+10) + "X-" + strings.Repeat("1", MaxEntityValueBytes)
+		if got := extractEntities(text, xs); len(got) != MaxEntities {
+			t.Errorf("%d entities, want the limit %d", len(got), MaxEntities)
+		}
+		long := "X-" + strings.Repeat("1", MaxEntityValueBytes)
+		if got := extractEntities(long, xs); len(got) != 0 {
+			t.Errorf("a match over %d bytes was reported: %d", MaxEntityValueBytes, len(got))
+		}
+	})
+}
+
+func mustPattern(t *testing.T, p string) *regexp.Regexp {
+	t.Helper()
+	re, err := v1alpha1.CompileEntityPattern(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re
+}
+
+func TestDetectionConditionCost(t *testing.T) {
+	for _, expr := range []string{
+		`detected.intent.label == "refund" && detected.intent.confidence >= 0.7`,
+		`detected.intent.alternatives.exists(a, a.label == "deploy" && a.confidence > 0.2)`,
+		`entities.exists(e, e.type == "ticket" && e.value.startsWith("OPS-"))`,
+		`entities.filter(e, e.type == "team").map(e, e.value).exists(v, v in ["payments"])`,
+	} {
+		t.Run(expr, func(t *testing.T) {
+			ast, iss := celEnv.Compile(expr)
+			if iss.Err() != nil {
+				t.Fatal(iss.Err())
+			}
+			estimate, err := checkCost(ast)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prg, err := celEnv.Program(ast, cel.CostTracking(wordsCostTracker{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			act := newActivation(&Request{Text: "x"}, nil)
+			act.det = maxDetector()
+			if _, det, err := prg.Eval(act); err != nil || det.ActualCost() == nil || *det.ActualCost() > estimate {
+				t.Errorf("evaluation %v: actual cost %v exceeds the estimate %d", err, det.ActualCost(), estimate)
+			}
+		})
+	}
+}
+
+// maxDetector is a detection at the bounds the cost check assumes: the
+// classifier "intent" with a label of MaxDetectedSize bytes and
+// MaxDetectedSize alternatives, and MaxDetectedSize entities of values that size.
+func maxDetector() *detector {
+	long := strings.Repeat("x", MaxDetectedSize)
+	alts := make([]any, MaxDetectedSize)
+	for i := range alts {
+		alts[i] = map[string]any{"label": long, "confidence": 0.5}
+	}
+	ents := make([]any, MaxDetectedSize)
+	for i := range ents {
+		ents[i] = map[string]any{"type": long, "value": long, "start": int64(i), "end": int64(i + 1)}
+	}
+	return &detector{done: true,
+		detected: types.DefaultTypeAdapter.NativeToValue(map[string]any{"intent": map[string]any{"label": long, "confidence": 0.5, "alternatives": alts}}),
+		entities: types.DefaultTypeAdapter.NativeToValue(ents)}
+}
