@@ -69,6 +69,8 @@ type Input struct {
 	Sources []v1alpha1.ContextSource
 	// Permissions that apply to the router.
 	Permissions []v1alpha1.AgentPermission
+	// Classifiers attached to the router.
+	Classifiers []v1alpha1.ContextClassifier
 }
 
 // Verdict is the bundle's judgement of one object under the router.
@@ -103,6 +105,11 @@ type Bundle struct {
 	Hash string
 	// Routes, Sources and Permissions name what the bundle holds, sorted.
 	Routes, Sources, Permissions []string
+	// Classifiers names the classifiers the bundle holds, sorted; Trained
+	// describes them as the compile trained them (inline examples only: an
+	// examplesFrom file is read by the pod, and such a classifier is not trained here).
+	Classifiers []string
+	Trained     []engine.ClassifierStatus
 	// Verdicts judge the router and every route, source and permission it
 	// was given: sorted by kind (router, routes, sources, permissions), then name.
 	Verdicts []Verdict
@@ -126,7 +133,7 @@ type Bundle struct {
 func (b *Bundle) Excluded() []Verdict {
 	var out []Verdict
 	for _, v := range b.Verdicts {
-		if !v.Included && len(v.Problems) > 0 && (v.Kind == v1alpha1.KindContextRoute || v.Kind == v1alpha1.KindContextSource) {
+		if !v.Included && len(v.Problems) > 0 && (v.Kind == v1alpha1.KindContextRoute || v.Kind == v1alpha1.KindContextSource || v.Kind == v1alpha1.KindContextClassifier) {
 			out = append(out, v)
 		}
 	}
@@ -166,6 +173,8 @@ var kindOrder = map[string]int{
 	v1alpha1.KindContextRoute:    1,
 	v1alpha1.KindContextSource:   2,
 	v1alpha1.KindAgentPermission: 3,
+	// After the rest, so that bundles without classifiers keep their hash.
+	v1alpha1.KindContextClassifier: 4,
 }
 
 // Build compiles a router's bundle and judges every object it was given
@@ -189,14 +198,14 @@ func Build(ctx context.Context, in Input) (*Bundle, error) {
 	// object, or finds only problems of the router; so the loop ends. The
 	// bound is a guard against a bug.
 	for pass := 0; ; pass++ {
-		if pass > len(b.routes)+len(b.sources)+len(b.perms)+1 {
+		if pass > len(b.routes)+len(b.sources)+len(b.perms)+len(b.classifiers)+1 {
 			return nil, errors.New("bundle: compile did not converge (a bug: please report it)")
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		objs := b.objects()
-		problems, err := compile(ctx, objs)
+		problems, trained, err := compile(ctx, objs)
 		if err != nil {
 			return nil, err
 		}
@@ -212,13 +221,13 @@ func Build(ctx context.Context, in Input) (*Bundle, error) {
 		}
 		took := time.Since(start)
 		if len(b.refused) > 0 {
-			return b.finish(nil, took), nil
+			return b.finish(nil, nil, took), nil
 		}
 		data, err := objs.encode()
 		if err != nil {
 			return nil, err
 		}
-		return b.finish(data, took), nil
+		return b.finish(data, trained, took), nil
 	}
 }
 
@@ -235,6 +244,14 @@ func newBuilder(in Input) *builder {
 		sources:  make(map[string]*v1alpha1.ContextSource, len(in.Sources)),
 		perms:    make([]*v1alpha1.AgentPermission, 0, len(in.Permissions)),
 		excluded: make(map[string]problem.List),
+
+		classifiers: make(map[string]*v1alpha1.ContextClassifier, len(in.Classifiers)),
+	}
+	for i := range in.Classifiers {
+		c := in.Classifiers[i].DeepCopy()
+		c.Default()
+		b.classifiers[c.Name] = c
+		b.given = append(b.given, key(v1alpha1.KindContextClassifier, c.Name))
 	}
 	for i := range in.Routes {
 		rt := in.Routes[i].DeepCopy()
@@ -277,6 +294,8 @@ type builder struct {
 	excluded map[string]problem.List   // by Kind/name: left out, and why
 	refused  problem.List              // router and permission problems
 	given    []string                  // Kind/name of every route, source and permission given
+
+	classifiers map[string]*v1alpha1.ContextClassifier
 }
 
 func key(kind, name string) string { return kind + "/" + name }
@@ -293,9 +312,24 @@ func (b *builder) exclude(kind, name string, problems problem.List) {
 	switch kind {
 	case v1alpha1.KindContextRoute:
 		delete(b.routes, name)
+	case v1alpha1.KindContextClassifier:
+		delete(b.classifiers, name)
+		// A route reading the classifier cannot be compiled without it.
+		for _, rn := range sortedKeys(b.routes) {
+			if slices.Contains(engine.ConditionClassifiers(b.routes[rn].Spec.When), name) {
+				b.exclude(v1alpha1.KindContextRoute, rn, problem.List{problem.Errorf(v1alpha1.ReasonInvalidCondition,
+					v1alpha1.KindContextRoute, rn, "spec.when", "ContextClassifier %q is left out: %s", name, problems.Details())})
+			}
+		}
 	case v1alpha1.KindContextSource:
 		delete(b.sources, name)
 		delete(b.mounts, name)
+		for _, cn := range sortedKeys(b.classifiers) {
+			if f := b.classifiers[cn].Spec.ExamplesFrom; f != nil && f.Source == name {
+				b.exclude(v1alpha1.KindContextClassifier, cn, problem.List{problem.Errorf(v1alpha1.ReasonInvalidSource,
+					v1alpha1.KindContextClassifier, cn, "spec.examplesFrom.source", "ContextSource %q is left out: %s", name, problems.Details())})
+			}
+		}
 		for _, rn := range sortedKeys(b.routes) {
 			for i, ref := range b.routes[rn].Spec.Sources {
 				if ref.Name == name {
@@ -309,8 +343,15 @@ func (b *builder) exclude(kind, name string, problems problem.List) {
 	}
 }
 
-// excludeMissingSources leaves out routes that name a source that was not found.
+// excludeMissingSources leaves out routes that name a source that was not
+// found, and classifiers whose examples file is in such a source.
 func (b *builder) excludeMissingSources() {
+	for _, cn := range sortedKeys(b.classifiers) {
+		if f := b.classifiers[cn].Spec.ExamplesFrom; f != nil && b.sources[f.Source] == nil {
+			b.exclude(v1alpha1.KindContextClassifier, cn, problem.List{problem.Errorf(v1alpha1.ReasonSourceNotFound,
+				v1alpha1.KindContextClassifier, cn, "spec.examplesFrom.source", "ContextSource %q not found", f.Source)})
+		}
+	}
 	for _, rn := range sortedKeys(b.routes) {
 		var missing problem.List
 		for i, ref := range b.routes[rn].Spec.Sources {
@@ -443,6 +484,11 @@ func (b *builder) judge(problems problem.List) (bool, error) {
 				b.exclude(kind, name, ps)
 				progress = true
 			}
+		case v1alpha1.KindContextClassifier:
+			if b.classifiers[name] != nil {
+				b.exclude(kind, name, ps)
+				progress = true
+			}
 		case v1alpha1.KindAgentPermission:
 			if i := slices.IndexFunc(b.perms, func(p *v1alpha1.AgentPermission) bool { return p.Name == name }); i >= 0 {
 				b.refused = append(b.refused, ps...)
@@ -462,12 +508,18 @@ func (b *builder) judge(problems problem.List) (bool, error) {
 	return progress, nil
 }
 
-// included returns the sources that the remaining routes reference, sorted.
+// included returns the sources that the remaining routes reference, and
+// those holding a remaining classifier's examples file, sorted.
 func (b *builder) included() []string {
 	used := make(map[string]bool)
 	for _, rt := range b.routes {
 		for _, ref := range rt.Spec.Sources {
 			used[ref.Name] = true
+		}
+	}
+	for _, c := range b.classifiers {
+		if f := c.Spec.ExamplesFrom; f != nil {
+			used[f.Source] = true
 		}
 	}
 	var names []string
@@ -488,6 +540,7 @@ type objects struct {
 	routes      []v1alpha1.ContextRoute
 	sources     []v1alpha1.ContextSource
 	permissions []v1alpha1.AgentPermission
+	classifiers []v1alpha1.ContextClassifier
 }
 
 func (b *builder) objects() *objects {
@@ -524,6 +577,13 @@ func (b *builder) objects() *objects {
 		o.permissions = append(o.permissions, v1alpha1.AgentPermission{
 			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindAgentPermission},
 			ObjectMeta: bundleMeta(p.Name, p.Namespace), Spec: *p.Spec.DeepCopy(),
+		})
+	}
+	for _, name := range sortedKeys(b.classifiers) {
+		c := b.classifiers[name]
+		o.classifiers = append(o.classifiers, v1alpha1.ContextClassifier{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindContextClassifier},
+			ObjectMeta: bundleMeta(c.Name, c.Namespace), Spec: *c.Spec.DeepCopy(),
 		})
 	}
 	return o
@@ -589,6 +649,11 @@ func (o *objects) encode() ([]byte, error) {
 			return nil, err
 		}
 	}
+	for i := range o.classifiers {
+		if err := add(v1alpha1.KindContextClassifier, o.classifiers[i].ObjectMeta, &o.classifiers[i].Spec); err != nil {
+			return nil, err
+		}
+	}
 	return buf.Bytes(), nil
 }
 
@@ -614,34 +679,38 @@ func withoutDeployment(spec *v1alpha1.ContextRouterSpec) (map[string]json.RawMes
 // are the typed values the bundle encodes, and the encoding round-trips
 // (see the package tests), so decoding would only cost time. Problems come
 // back attributed to objects; an error means something else is wrong.
-func compile(ctx context.Context, o *objects) (problem.List, error) {
+func compile(ctx context.Context, o *objects) (problem.List, []engine.ClassifierStatus, error) {
 	set := &manifest.Set{
 		Routers:     []v1alpha1.ContextRouter{o.router},
 		Routes:      o.routes,
 		Sources:     o.sources,
 		Permissions: o.permissions,
+		Classifiers: o.classifiers,
 		Namespace:   o.router.Namespace,
 	}
 	if problems := set.Check().Errors(); len(problems) > 0 {
-		return problems, nil
+		return problems, nil, nil
 	}
 	cfg, err := set.Config("")
 	if err != nil {
-		return nil, fmt.Errorf("bundle: selecting the router: %w", err)
+		return nil, nil, fmt.Errorf("bundle: selecting the router: %w", err)
 	}
 	// In the pod, relative paths resolve against the bundle's folder.
 	for _, s := range cfg.Sources {
 		cfg.BaseDirs[s.Name] = MountDir
 	}
-	_, err = engine.Compile(ctx, cfg, engine.Options{SkipLoad: true, Logger: slog.New(slog.DiscardHandler)})
-	var problems problem.List
-	if err == nil || errors.As(err, &problems) {
-		return problems, nil
+	snap, err := engine.Compile(ctx, cfg, engine.Options{SkipLoad: true, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		return nil, snap.Classifiers(), nil
 	}
-	return nil, err
+	var problems problem.List
+	if errors.As(err, &problems) {
+		return problems, nil, nil
+	}
+	return nil, nil, err
 }
 
-func (b *builder) finish(data []byte, took time.Duration) *Bundle {
+func (b *builder) finish(data []byte, trained []engine.ClassifierStatus, took time.Duration) *Bundle {
 	out := &Bundle{
 		Namespace:   b.router.Namespace,
 		Router:      b.router.Name,
@@ -657,6 +726,8 @@ func (b *builder) finish(data []byte, took time.Duration) *Bundle {
 		for _, p := range b.perms {
 			out.Permissions = append(out.Permissions, p.Name)
 		}
+		out.Classifiers = sortedKeys(b.classifiers)
+		out.Trained = trained
 		srcs := make([]*v1alpha1.ContextSource, len(out.Sources))
 		for i, name := range out.Sources {
 			srcs[i] = b.sources[name]
@@ -681,6 +752,9 @@ func (b *builder) verdicts(out *Bundle) []Verdict {
 	}
 	for _, n := range out.Permissions {
 		held[key(v1alpha1.KindAgentPermission, n)] = true
+	}
+	for _, n := range out.Classifiers {
+		held[key(v1alpha1.KindContextClassifier, n)] = true
 	}
 	vs := []Verdict{{Kind: v1alpha1.KindContextRouter, Name: b.router.Name, Included: out.Data != nil,
 		Problems: b.refused.OfKind(v1alpha1.KindContextRouter)}}
