@@ -100,6 +100,7 @@ func (m routerMapper) forPermission(ctx context.Context, obj client.Object) []re
 func (m routerMapper) forSource(ctx context.Context, obj client.Object) []reconcile.Request {
 	s := newRouterSet(obj.GetNamespace())
 	m.addSourceRouters(ctx, s, obj.GetName())
+	m.addExampleSourceRouters(ctx, s, obj.GetName())
 	return s.requests(ctx, m.c)
 }
 

@@ -159,10 +159,20 @@ func (r *RouterReconciler) gather(ctx context.Context, s *routerScope) (bool, er
 		}
 		s.in.Permissions = append(s.in.Permissions, perms.Items...)
 	}
+	classifiers, err := attachedClassifiers(ctx, r.Client, ns, name)
+	if err != nil {
+		return false, err
+	}
+	s.in.Classifiers = classifiers
 	wanted := make(map[string]bool)
 	for _, rt := range s.in.Routes {
 		for _, ref := range rt.Spec.Sources {
 			wanted[ref.Name] = true
+		}
+	}
+	for _, c := range s.in.Classifiers {
+		if f := c.Spec.ExamplesFrom; f != nil {
+			wanted[f.Source] = true
 		}
 	}
 	names := make([]string, 0, len(wanted))
@@ -537,6 +547,7 @@ func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ContextRoute{}, handler.EnqueueRequestsFromMapFunc(m.forRoute), specChanged).
 		Watches(&v1alpha1.ContextSource{}, handler.EnqueueRequestsFromMapFunc(m.forSource), specChanged).
 		Watches(&v1alpha1.AgentPermission{}, handler.EnqueueRequestsFromMapFunc(m.forPermission), specChanged).
+		Watches(&v1alpha1.ContextClassifier{}, handler.EnqueueRequestsFromMapFunc(m.forClassifier), specChanged).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(m.forSecret),
 			builder.OnlyMetadata, builder.WithPredicates(createOrDeleteOnly)).
 		WatchesRawSource(watchDocumentConfigMaps(docs, m.forConfigMap)).
@@ -598,6 +609,22 @@ func (r *RouterReconciler) writeVerdicts(ctx context.Context, s *routerScope) er
 				setParent(&cur.Status.Parents, entry, now)
 				setReady(cur, routers, now)
 				return !statusEqual(before, &cur.Status)
+			})
+		})
+	}
+	for i := range s.in.Classifiers {
+		c := s.in.Classifiers[i].DeepCopy()
+		v, ok := b.Verdict(v1alpha1.KindContextClassifier, c.Name)
+		if !ok || !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		gen := c.Generation
+		writes = append(writes, func() error {
+			return patchStatusLocked(ctx, r.Client, r.reader(), c, func(cur *v1alpha1.ContextClassifier) bool {
+				if cur.Generation != gen || !cur.AttachesTo(name) {
+					return false
+				}
+				return classifierVerdict(cur, name, routers, v, b, now)
 			})
 		})
 	}

@@ -38,6 +38,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"ContextRoute", (&RouteReconciler{Client: mgr.GetClient()}).SetupWithManager},
 		{"ContextSource", (&SourceReconciler{Client: mgr.GetClient(), namespaces: opts.Namespaces}).SetupWithManager},
 		{"AgentPermission", (&PermissionReconciler{Client: mgr.GetClient()}).SetupWithManager},
+		{"ContextClassifier", (&ClassifierReconciler{Client: mgr.GetClient()}).SetupWithManager},
 	}
 	for _, r := range reconcilers {
 		if err := r.setup(mgr); err != nil {

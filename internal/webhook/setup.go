@@ -150,6 +150,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ContextSource{}).WithValidator(NewSourceValidator()).Complete(); err != nil {
 		return fmt.Errorf("webhook: ContextSource: %w", err)
 	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ContextClassifier{}).WithValidator(NewClassifierValidator(cached, live)).Complete(); err != nil {
+		return fmt.Errorf("webhook: ContextClassifier: %w", err)
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.AgentPermission{}).WithValidator(NewPermissionValidator(cached, live)).Complete(); err != nil {
 		return fmt.Errorf("webhook: AgentPermission: %w", err)
 	}

@@ -31,6 +31,7 @@ const refLookupTimeout = 3 * time.Second
 // +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-contextrouter,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=contextrouters,verbs=create;update,versions=v1alpha1,name=vcontextrouter.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
 // +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-contextroute,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=contextroutes,verbs=create;update,versions=v1alpha1,name=vcontextroute.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
 // +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-contextsource,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=contextsources,verbs=create;update,versions=v1alpha1,name=vcontextsource.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
+// +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-contextclassifier,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=contextclassifiers,verbs=create;update,versions=v1alpha1,name=vcontextclassifier.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
 // +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-agentpermission,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=agentpermissions,verbs=create;update,versions=v1alpha1,name=vagentpermission.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
 
 // Reference warnings list routers and sources.
@@ -110,6 +111,48 @@ func NewPermissionValidator(cached, live client.Reader) admission.Validator[*v1a
 		}
 	}
 	return v
+}
+
+// NewClassifierValidator validates ContextClassifiers: Validate (labels and
+// their examples, limits, entity patterns). With a cached reader, parentRefs
+// and an examplesFrom source that do not exist are reported as warnings.
+// The examples file itself is read by the router, not at admission.
+func NewClassifierValidator(cached, live client.Reader) admission.Validator[*v1alpha1.ContextClassifier] {
+	v := &validator[*v1alpha1.ContextClassifier]{
+		kind:  v1alpha1.KindContextClassifier,
+		check: engine.CheckClassifier,
+		spec:  func(c *v1alpha1.ContextClassifier) any { return c.Spec },
+	}
+	if cached != nil {
+		rr := refReaders{cached: cached, live: live}
+		v.warn = func(ctx context.Context, c *v1alpha1.ContextClassifier) admission.Warnings {
+			var srcs []string
+			if f := c.Spec.ExamplesFrom; f != nil {
+				srcs = []string{f.Source}
+			}
+			return classifierWarnings(c, rr.lookup(ctx, c.Namespace, c.ParentNames(), srcs))
+		}
+	}
+	return v
+}
+
+// classifierWarnings names the parentRefs and the examplesFrom source of a
+// classifier that do not exist.
+func classifierWarnings(c *v1alpha1.ContextClassifier, known refs) admission.Warnings {
+	var ps problem.List
+	if known.routers != nil {
+		for i, ref := range c.Spec.ParentRefs {
+			if !known.routers[ref.Name] {
+				ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
+					"ContextRouter %q not found in namespace %q; the classifier attaches to it once it exists", ref.Name, known.namespace))
+			}
+		}
+	}
+	if f := c.Spec.ExamplesFrom; f != nil && known.sources != nil && !known.sources[f.Source] {
+		ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, "spec.examplesFrom.source",
+			"ContextSource %q not found in namespace %q; the classifier is left out of its routers until it exists", f.Source, known.namespace))
+	}
+	return warnings(ps)
 }
 
 func (v *validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
