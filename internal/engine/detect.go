@@ -264,42 +264,59 @@ func newDictionary(values []string) *dictionary {
 	return d
 }
 
-// span is one word of the question: its folded text and byte offsets.
+// span is one word of the question: its folded text (buf[lo:hi] of its
+// questionWords call) and its byte offsets in the question.
 type span struct {
-	word       string
+	lo, hi     int
 	start, end int
 }
 
-// questionWords splits s into maximal runs of letters, digits and marks, lower-cased.
-func questionWords(s string) []span {
+// questionWords splits s into maximal runs of letters, digits and marks,
+// folded to lower case into one buffer: no allocation per word.
+func questionWords(s string) ([]span, []byte) {
 	var out []span
+	buf := make([]byte, 0, len(s))
 	start := -1
-	var b strings.Builder
+	lo := 0
 	for i, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) {
+		if isWordRune(r) {
 			if start < 0 {
-				start = i
-				b.Reset()
+				start, lo = i, len(buf)
 			}
-			b.WriteRune(unicode.ToLower(r))
+			if r < utf8.RuneSelf {
+				if 'A' <= r && r <= 'Z' {
+					r += 'a' - 'A'
+				}
+				buf = append(buf, byte(r))
+			} else {
+				buf = utf8.AppendRune(buf, unicode.ToLower(r))
+			}
 			continue
 		}
 		if start >= 0 {
-			out = append(out, span{b.String(), start, i})
+			out = append(out, span{lo, len(buf), start, i})
 			start = -1
 		}
 	}
 	if start >= 0 {
-		out = append(out, span{b.String(), start, len(s)})
+		out = append(out, span{lo, len(buf), start, len(s)})
 	}
-	return out
+	return out, buf
+}
+
+// isWordRune: a letter, digit or combining mark, with an ASCII fast path.
+func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
 }
 
 func foldedWords(s string) []string {
-	ws := questionWords(s)
+	ws, buf := questionWords(s)
 	out := make([]string, len(ws))
 	for i, w := range ws {
-		out[i] = w.word
+		out[i] = string(buf[w.lo:w.hi])
 	}
 	return out
 }
@@ -309,6 +326,7 @@ func foldedWords(s string) []string {
 func extractEntities(text string, xs []extractor) []Entity {
 	out := []Entity{}
 	var words []span
+	var buf []byte
 	for _, x := range xs {
 		if x.re != nil {
 			for _, m := range x.re.FindAllStringIndex(text, MaxEntities+1) {
@@ -319,11 +337,11 @@ func extractEntities(text string, xs []extractor) []Entity {
 			continue
 		}
 		if words == nil {
-			words = questionWords(text)
+			words, buf = questionWords(text)
 		}
 		for i := 0; i < len(words); i++ {
-			for _, seq := range x.dict.first[words[i].word] {
-				if i+len(seq) > len(words) || !matchSeq(words[i:i+len(seq)], seq) {
+			for _, seq := range x.dict.first[string(buf[words[i].lo:words[i].hi])] {
+				if i+len(seq) > len(words) || !matchSeq(buf, words[i:i+len(seq)], seq) {
 					continue
 				}
 				start, end := words[i].start, words[i+len(seq)-1].end
@@ -334,17 +352,16 @@ func extractEntities(text string, xs []extractor) []Entity {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
+	slices.SortFunc(out, func(a, b Entity) int {
 		switch {
 		case a.Start != b.Start:
-			return a.Start < b.Start
+			return a.Start - b.Start
 		case a.End != b.End:
-			return a.End > b.End
+			return b.End - a.End
 		case a.Type != b.Type:
-			return a.Type < b.Type
+			return strings.Compare(a.Type, b.Type)
 		}
-		return a.Value < b.Value
+		return strings.Compare(a.Value, b.Value)
 	})
 	out = slices.CompactFunc(out, func(a, b Entity) bool { return a == b })
 	if len(out) > MaxEntities {
@@ -353,9 +370,9 @@ func extractEntities(text string, xs []extractor) []Entity {
 	return out
 }
 
-func matchSeq(words []span, seq []string) bool {
+func matchSeq(buf []byte, words []span, seq []string) bool {
 	for i, w := range seq {
-		if words[i].word != w {
+		if string(buf[words[i].lo:words[i].hi]) != w {
 			return false
 		}
 	}
@@ -381,35 +398,33 @@ func (d *detector) run() {
 	}
 	d.done = true
 	det := &Detection{Classifiers: map[string]ClassifierResult{}, Entities: []Entity{}}
-	vals := make(map[string]any, len(d.want))
+	// CEL values are built typed (no reflection when conditions read them).
+	vals := make(map[ref.Val]ref.Val, len(d.want))
 	for i, c := range d.s.classifiers {
 		if !d.want[i] || c.model == nil {
 			continue
 		}
 		r := c.model.Classify(d.text)
-		alts := r.Alternatives
-		if alts == nil {
-			alts = []classify.Alternative{}
-		}
-		cr := ClassifierResult{Label: r.Label, Confidence: round4(r.Confidence), Alternatives: make([]classify.Alternative, len(alts))}
-		celAlts := make([]any, len(alts))
-		for j, a := range alts {
+		cr := ClassifierResult{Label: r.Label, Confidence: round4(r.Confidence), Alternatives: make([]classify.Alternative, len(r.Alternatives))}
+		celAlts := make([]ref.Val, len(r.Alternatives))
+		for j, a := range r.Alternatives {
 			cr.Alternatives[j] = classify.Alternative{Label: a.Label, Confidence: round4(a.Confidence)}
-			celAlts[j] = map[string]any{"label": a.Label, "confidence": a.Confidence}
+			celAlts[j] = newRecord(alternativeKeys, types.String(a.Label), types.Double(a.Confidence))
 		}
 		det.Classifiers[c.name] = cr
-		vals[c.name] = map[string]any{"label": r.Label, "confidence": r.Confidence, "alternatives": celAlts}
+		vals[types.String(c.name)] = newRecord(resultKeys, types.String(r.Label), types.Double(r.Confidence),
+			types.NewRefValList(types.DefaultTypeAdapter, celAlts))
 	}
 	if d.ents {
 		det.Entities = extractEntities(d.text, d.s.extractors)
 	}
-	ents := make([]any, len(det.Entities))
+	ents := make([]ref.Val, len(det.Entities))
 	for i, e := range det.Entities {
-		ents[i] = map[string]any{"type": e.Type, "value": e.Value, "start": int64(e.Start), "end": int64(e.End)}
+		ents[i] = newRecord(entityKeys, types.String(e.Type), types.String(e.Value), types.Int(e.Start), types.Int(e.End))
 	}
 	d.det = det
-	d.detected = types.DefaultTypeAdapter.NativeToValue(vals)
-	d.entities = types.DefaultTypeAdapter.NativeToValue(ents)
+	d.detected = types.NewRefValMap(types.DefaultTypeAdapter, vals)
+	d.entities = types.NewRefValList(types.DefaultTypeAdapter, ents)
 }
 
 // newDetector returns the detector of a query, or nil when the query needs

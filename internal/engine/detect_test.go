@@ -13,6 +13,8 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/problem"
 )
@@ -319,4 +321,71 @@ func maxDetector() *detector {
 	return &detector{done: true,
 		detected: types.DefaultTypeAdapter.NativeToValue(map[string]any{"intent": map[string]any{"label": long, "confidence": 0.5, "alternatives": alts}}),
 		entities: types.DefaultTypeAdapter.NativeToValue(ents)}
+}
+
+// BenchmarkDetect is the work detection adds to a quickstart query: the
+// intent classifier and the two entity extractors on the question, and the
+// CEL values the incident-help route reads.
+func BenchmarkDetect(b *testing.B) {
+	raw, err := os.ReadFile("../../examples/quickstart/classifiers.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var qc v1alpha1.ContextClassifier
+	if err := yaml.Unmarshal(raw, &qc); err != nil {
+		b.Fatal(err)
+	}
+	cfg := detectConfig(routeTo("incident-help", `(detected.intent.label == "incident" && detected.intent.confidence >= 0.6) || entities.exists(e, e.type == "ticket")`, "deploys"))
+	cfg.Classifiers = []v1alpha1.ContextClassifier{qc}
+	s := compile(b, cfg)
+	text := "How many vacation days do I get, and can I carry them over?"
+	b.Run("classify+entities", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d := s.newDetector(text, nil)
+			d.run()
+		}
+	})
+	b.Run("entities", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			extractEntities(text, s.extractors)
+		}
+	})
+	b.Run("classify", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.classifiers[0].model.Classify(text)
+		}
+	})
+}
+
+// TestDetectionValuesInCEL: the records conditions read behave as CEL maps.
+func TestDetectionValuesInCEL(t *testing.T) {
+	cases := []struct {
+		when    string
+		matched bool
+		err     string
+	}{
+		{`"label" in detected.intent && size(detected.intent) == 3`, true, ""},
+		{`detected.intent.alternatives.all(a, a.confidence <= detected.intent.confidence)`, true, ""},
+		{`detected.intent.exists(k, k == "alternatives")`, true, ""},
+		{`has(detected.intent.label) && !has(detected.intent.nope)`, true, ""},
+		{`entities.exists(e, e.type == "ticket" && e.value == "OPS-7" && e.start == 14 && e.end == 19)`, true, ""},
+		{`entities[0] == {"type": "ticket", "value": "OPS-7", "start": 14, "end": 19}`, true, ""},
+		{`detected.intent.nope == "x"`, false, "no such key: nope"},
+		{`"refund" in detected.intent.alternatives.map(a, a.label) || detected.intent.label == "refund"`, true, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.when, func(t *testing.T) {
+			s := compile(t, detectConfig(routeTo("r", tc.when, "refunds")))
+			resp := query(t, s, Request{Text: "refund please OPS-7"})
+			if got := slices.Equal(resp.MatchedRoutes, []string{"r"}); got != tc.matched {
+				t.Errorf("matched %v, want %v (errors %v)", got, tc.matched, resp.RouteErrors)
+			}
+			if tc.err != "" && (len(resp.RouteErrors) != 1 || !strings.Contains(resp.RouteErrors[0].Error, tc.err)) {
+				t.Errorf("route errors %v, want %q", resp.RouteErrors, tc.err)
+			}
+		})
+	}
 }

@@ -2,8 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
 )
@@ -74,4 +77,50 @@ func BenchmarkQueryQuickstartTools(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkQueryQuickstartDetection is BenchmarkQueryQuickstart's query with
+// the quickstart's intent classifier (classifier=on: the incident-help route
+// reads detected.intent and entities, so every query classifies the question
+// and extracts entities) and without it (classifier=off: the classifier and
+// that route removed). Compare with `benchstat -col /classifier`.
+func BenchmarkQueryQuickstartDetection(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "classifier=off"
+		if on {
+			name = "classifier=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			set, err := manifest.Load("../../examples/quickstart")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !on {
+				set.Classifiers = nil
+				set.Routes = slices.DeleteFunc(set.Routes, func(r v1alpha1.ContextRoute) bool {
+					return strings.Contains(r.Spec.When, "detected") || strings.Contains(r.Spec.When, "entities")
+				})
+			}
+			cfg, err := set.Config("")
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := engine.Compile(context.Background(), cfg, engine.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := engine.Request{Text: "How many vacation days do I get, and can I carry them over?", Agent: "hr-assistant"}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := s.Query(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if (resp.Detection != nil) != on {
+					b.Fatalf("detection %+v with classifier=%v", resp.Detection, on)
+				}
+			}
+		})
+	}
 }
