@@ -398,29 +398,27 @@ func (d *detector) run() {
 	}
 	d.done = true
 	det := &Detection{Classifiers: map[string]ClassifierResult{}, Entities: []Entity{}}
-	// CEL values are built typed (no reflection when conditions read them).
+	// CEL values box a field only when a condition reads it (detect_values.go).
 	vals := make(map[ref.Val]ref.Val, len(d.want))
 	for i, c := range d.s.classifiers {
 		if !d.want[i] || c.model == nil {
 			continue
 		}
-		r := c.model.Classify(d.text)
+		f := &resultFields{r: c.model.Classify(d.text)}
+		r := &f.r
 		cr := ClassifierResult{Label: r.Label, Confidence: round4(r.Confidence), Alternatives: make([]classify.Alternative, len(r.Alternatives))}
-		celAlts := make([]ref.Val, len(r.Alternatives))
 		for j, a := range r.Alternatives {
 			cr.Alternatives[j] = classify.Alternative{Label: a.Label, Confidence: round4(a.Confidence)}
-			celAlts[j] = newRecord(alternativeKeys, types.String(a.Label), types.Double(a.Confidence))
 		}
 		det.Classifiers[c.name] = cr
-		vals[types.String(c.name)] = newRecord(resultKeys, types.String(r.Label), types.Double(r.Confidence),
-			types.NewRefValList(types.DefaultTypeAdapter, celAlts))
+		vals[types.String(c.name)] = &record{keys: resultKeys, src: f}
 	}
 	if d.ents {
 		det.Entities = extractEntities(d.text, d.s.extractors)
 	}
 	ents := make([]ref.Val, len(det.Entities))
-	for i, e := range det.Entities {
-		ents[i] = newRecord(entityKeys, types.String(e.Type), types.String(e.Value), types.Int(e.Start), types.Int(e.End))
+	for i := range det.Entities {
+		ents[i] = &record{keys: entityKeys, src: entityFields{&det.Entities[i]}}
 	}
 	d.det = det
 	d.detected = types.NewRefValMap(types.DefaultTypeAdapter, vals)

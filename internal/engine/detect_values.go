@@ -3,6 +3,8 @@ package engine
 import (
 	"reflect"
 
+	"github.com/contextrouter/contextrouter/internal/classify"
+
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
@@ -16,13 +18,63 @@ import (
 // on first use.
 type record struct {
 	keys []types.String
-	vals []ref.Val
+	// src makes the value of keys[i] when a condition reads it: a field no
+	// condition reads is never boxed.
+	src  fields
 	full traits.Mapper
 }
 
+// fields makes the values of a record's keys.
+type fields interface{ field(i int) ref.Val }
+
 var _ traits.Mapper = (*record)(nil)
 
-func newRecord(keys []types.String, vals ...ref.Val) *record { return &record{keys: keys, vals: vals} }
+// resultFields are a classifier's result: label, confidence, alternatives
+// (the list is made on first read).
+type resultFields struct {
+	r    classify.Result
+	alts ref.Val
+}
+
+func (f *resultFields) field(i int) ref.Val {
+	switch i {
+	case 0:
+		return types.String(f.r.Label)
+	case 1:
+		return types.Double(f.r.Confidence)
+	}
+	if f.alts == nil {
+		vals := make([]ref.Val, len(f.r.Alternatives))
+		for j := range f.r.Alternatives {
+			vals[j] = &record{keys: alternativeKeys, src: alternativeFields{&f.r.Alternatives[j]}}
+		}
+		f.alts = types.NewRefValList(types.DefaultTypeAdapter, vals)
+	}
+	return f.alts
+}
+
+type alternativeFields struct{ a *classify.Alternative }
+
+func (f alternativeFields) field(i int) ref.Val {
+	if i == 0 {
+		return types.String(f.a.Label)
+	}
+	return types.Double(f.a.Confidence)
+}
+
+type entityFields struct{ e *Entity }
+
+func (f entityFields) field(i int) ref.Val {
+	switch i {
+	case 0:
+		return types.String(f.e.Type)
+	case 1:
+		return types.String(f.e.Value)
+	case 2:
+		return types.Int(f.e.Start)
+	}
+	return types.Int(f.e.End)
+}
 
 // Key sets of the records, shared by every record of a kind.
 var (
@@ -35,7 +87,7 @@ func (r *record) mapper() traits.Mapper {
 	if r.full == nil {
 		m := make(map[ref.Val]ref.Val, len(r.keys))
 		for i, k := range r.keys {
-			m[k] = r.vals[i]
+			m[k] = r.src.field(i)
 		}
 		r.full = types.NewRefValMap(types.DefaultTypeAdapter, m).(traits.Mapper)
 	}
@@ -46,7 +98,7 @@ func (r *record) Find(key ref.Val) (ref.Val, bool) {
 	if k, ok := key.(types.String); ok {
 		for i, rk := range r.keys {
 			if rk == k {
-				return r.vals[i], true
+				return r.src.field(i), true
 			}
 		}
 		return nil, false
