@@ -389,3 +389,18 @@ func TestDetectionValuesInCEL(t *testing.T) {
 		})
 	}
 }
+
+func TestParseExamplesLimit(t *testing.T) {
+	line := `{"text": "where is my parcel", "label": "shipping"}` + "\n"
+	_, err := ParseExamples("big.jsonl", strings.Repeat(line, v1alpha1.MaxClassifierExamples+1))
+	if err == nil || !strings.Contains(err.Error(), "big.jsonl:50001: more than 50000 examples") {
+		t.Fatalf("got %v", err)
+	}
+	got, err := ParseExamples("ok.jsonl", strings.Repeat(line, v1alpha1.MaxClassifierExamples))
+	if err != nil || len(got) != v1alpha1.MaxClassifierExamples {
+		t.Fatalf("%d examples, %v", len(got), err)
+	}
+	if _, err := ParseExamples("extra.jsonl", `{"text": "a", "label": "b", "lable": "c"}`); err == nil || !strings.Contains(err.Error(), `extra.jsonl:1: invalid JSON: json: unknown field "lable"`) {
+		t.Errorf("unknown field: %v", err)
+	}
+}
