@@ -139,15 +139,7 @@ func NewClassifierValidator(cached, live client.Reader) admission.Validator[*v1a
 // classifierWarnings names the parentRefs and the examplesFrom source of a
 // classifier that do not exist.
 func classifierWarnings(c *v1alpha1.ContextClassifier, known refs) admission.Warnings {
-	var ps problem.List
-	if known.routers != nil {
-		for i, ref := range c.Spec.ParentRefs {
-			if !known.routers[ref.Name] {
-				ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
-					"ContextRouter %q not found in namespace %q; the classifier attaches to it once it exists", ref.Name, known.namespace))
-			}
-		}
-	}
+	ps := parentRefWarnings(c.Spec.ParentRefs, known, "the classifier attaches to it once it exists")
 	if f := c.Spec.ExamplesFrom; f != nil && known.sources != nil && !known.sources[f.Source] {
 		ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, "spec.examplesFrom.source",
 			"ContextSource %q not found in namespace %q; the classifier is left out of its routers until it exists", f.Source, known.namespace))
@@ -259,15 +251,7 @@ func (r refReaders) find(ctx context.Context, namespace string, names []string, 
 // the bundle until its sources exist, and attaches it to a router once the
 // router exists.
 func routeWarnings(r *v1alpha1.ContextRoute, known refs) admission.Warnings {
-	var ps problem.List
-	if known.routers != nil {
-		for i, ref := range r.Spec.ParentRefs {
-			if !known.routers[ref.Name] {
-				ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
-					"ContextRouter %q not found in namespace %q; the route attaches to it once it exists", ref.Name, known.namespace))
-			}
-		}
-	}
+	ps := parentRefWarnings(r.Spec.ParentRefs, known, "the route attaches to it once it exists")
 	if known.sources != nil {
 		for i, ref := range r.Spec.Sources {
 			if !known.sources[ref.Name] {
@@ -283,15 +267,7 @@ func routeWarnings(r *v1alpha1.ContextRoute, known refs) admission.Warnings {
 // permission that do not exist. The permission applies regardless; an entry
 // takes effect once its source exists.
 func permissionWarnings(p *v1alpha1.AgentPermission, known refs) admission.Warnings {
-	var ps problem.List
-	if known.routers != nil {
-		for i, ref := range p.Spec.ParentRefs {
-			if !known.routers[ref.Name] {
-				ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
-					"ContextRouter %q not found in namespace %q; the permission applies to it once it exists", ref.Name, known.namespace))
-			}
-		}
-	}
+	ps := parentRefWarnings(p.Spec.ParentRefs, known, "the permission applies to it once it exists")
 	if known.sources != nil {
 		for _, list := range []struct {
 			field string
@@ -306,6 +282,22 @@ func permissionWarnings(p *v1alpha1.AgentPermission, known refs) admission.Warni
 		}
 	}
 	return warnings(ps)
+}
+
+// parentRefWarnings names the parentRefs that name no existing router;
+// then says what happens once it exists.
+func parentRefWarnings(parents []v1alpha1.ParentReference, known refs, then string) problem.List {
+	var ps problem.List
+	if known.routers == nil {
+		return nil
+	}
+	for i, ref := range parents {
+		if !known.routers[ref.Name] {
+			ps = append(ps, warning(v1alpha1.ReasonNoMatchingParent, fmt.Sprintf("spec.parentRefs[%d].name", i),
+				"ContextRouter %q not found in namespace %q; %s", ref.Name, known.namespace, then))
+		}
+	}
+	return ps
 }
 
 // warning is a reference problem that does not refuse the object.
