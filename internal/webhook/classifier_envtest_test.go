@@ -13,7 +13,7 @@ import (
 
 func testClassifier(mut func(*v1alpha1.ContextClassifier)) *v1alpha1.ContextClassifier {
 	c := &v1alpha1.ContextClassifier{ObjectMeta: metav1.ObjectMeta{Name: "intent"}, Spec: v1alpha1.ContextClassifierSpec{
-		Labels: []v1alpha1.ClassifierLabel{{Name: "refund", Examples: []string{"money back"}}, {Name: "deploy", Examples: []string{"roll out"}}},
+		Labels:   []v1alpha1.ClassifierLabel{{Name: "refund", Examples: []string{"money back"}}, {Name: "deploy", Examples: []string{"roll out"}}},
 		Entities: []v1alpha1.EntityExtractor{{Type: "ticket", Pattern: `[A-Z]+-[0-9]+`}},
 	}}
 	if mut != nil {
