@@ -70,6 +70,20 @@ func TestClassifierAdmission(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a route reading a missing classifier is created with a warning", func(t *testing.T) {
+		ns := env.Namespace(t)
+		if err := c.Create(ctx, inNS(inlineSource("faq"), ns)); err != nil {
+			t.Fatal(err)
+		}
+		warnings.take()
+		if err := c.Create(ctx, inNS(testRoute(`detected.intnt.label == "refund"`, "faq"), ns)); err != nil {
+			t.Fatal(err)
+		}
+		want := `spec.when: ContextClassifier "intnt" (detected.intnt) not found in namespace "` + ns + `"; the route is left out of its routers until it exists`
+		if got := warnings.take(); len(got) != 1 || got[0] != want {
+			t.Errorf("warnings %q, want [%q]", got, want)
+		}
+	})
 	t.Run("missing examples source is created with a warning", func(t *testing.T) {
 		ns := env.Namespace(t)
 		warnings.take()

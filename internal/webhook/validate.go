@@ -34,8 +34,8 @@ const refLookupTimeout = 3 * time.Second
 // +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-contextclassifier,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=contextclassifiers,verbs=create;update,versions=v1alpha1,name=vcontextclassifier.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
 // +kubebuilder:webhook:path=/validate-contextrouter-dev-v1alpha1-agentpermission,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,sideEffects=None,groups=contextrouter.dev,resources=agentpermissions,verbs=create;update,versions=v1alpha1,name=vagentpermission.contextrouter.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-changed","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
 
-// Reference warnings list routers and sources.
-// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters;contextsources,verbs=get;list;watch
+// Reference warnings list routers, sources and classifiers.
+// +kubebuilder:rbac:groups=contextrouter.dev,resources=contextrouters;contextsources;contextclassifiers,verbs=get;list;watch
 
 // object is what every kind of api/v1alpha1 offers.
 type object[T any] interface {
@@ -78,7 +78,8 @@ func NewRouteValidator(cached, live client.Reader) admission.Validator[*v1alpha1
 	if cached != nil {
 		rr := refReaders{cached: cached, live: live}
 		v.warn = func(ctx context.Context, r *v1alpha1.ContextRoute) admission.Warnings {
-			return routeWarnings(r, rr.lookup(ctx, r.Namespace, r.ParentNames(), r.SourceNames()))
+			w := routeWarnings(r, rr.lookup(ctx, r.Namespace, r.ParentNames(), r.SourceNames()))
+			return append(w, rr.classifierWarnings(ctx, r)...)
 		}
 	}
 	return v
@@ -244,6 +245,30 @@ func (r refReaders) find(ctx context.Context, namespace string, names []string, 
 		known[name] = !apierrors.IsNotFound(err)
 	}
 	return known
+}
+
+// classifierWarnings names the ContextClassifiers a route's condition reads
+// (detected.<name>) that do not exist: the routers leave the route out until
+// they do, as for a missing source.
+func (r refReaders) classifierWarnings(ctx context.Context, rt *v1alpha1.ContextRoute) admission.Warnings {
+	names := engine.ConditionClassifiers(rt.Spec.When)
+	if len(names) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, refLookupTimeout)
+	defer cancel()
+	known := r.find(ctx, rt.Namespace, names, &v1alpha1.ContextClassifierList{}, func() client.Object { return &v1alpha1.ContextClassifier{} })
+	if known == nil {
+		return nil
+	}
+	var ps problem.List
+	for _, n := range names {
+		if !known[n] {
+			ps = append(ps, warning(v1alpha1.ReasonInvalidCondition, "spec.when",
+				"ContextClassifier %q (detected.%s) not found in namespace %q; the route is left out of its routers until it exists", n, n, rt.Namespace))
+		}
+	}
+	return warnings(ps)
 }
 
 // routeWarnings names the parentRefs and sources of a route that do not
