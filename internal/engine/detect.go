@@ -68,7 +68,7 @@ type ClassifierStatus struct {
 	// Labels maps each learned label to its number of examples; nil when the
 	// classifier was not trained (its examples are in a file not read).
 	Labels           map[string]int `json:"labels,omitempty"`
-	TrainingAccuracy float64        `json:"trainingAccuracy"`
+	TrainingAccuracy float64        `json:"training_accuracy"`
 	Trained          bool           `json:"trained"`
 	Extractors       int            `json:"extractors"`
 }

@@ -403,6 +403,9 @@ type Status struct {
 	LastSuccessAt   *time.Time     `json:"last_success_at,omitempty"`
 	LastReloadError string         `json:"last_reload_error,omitempty"`
 	Sources         []SourceStatus `json:"sources"`
+	// Classifiers are the ContextClassifiers the snapshot trained, sorted by
+	// name: learned labels with their example counts, training accuracy.
+	Classifiers []engine.ClassifierStatus `json:"classifiers,omitempty"`
 }
 
 // SourceStatus is one source of the serving snapshot.
@@ -447,6 +450,7 @@ func (s *Server) Status() Status {
 	out.BuiltAt = timePtr(snap.BuiltAt())
 	out.Chunks = snap.Chunks()
 	out.Routes = snap.Routes()
+	out.Classifiers = snap.Classifiers()
 	for _, src := range snap.Sources() {
 		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
 		live := snap.Source(src.Name)

@@ -180,6 +180,10 @@ func TestStatus(t *testing.T) {
 	if want := []string{"always", "hr-policies", "engineering", "finance", "incident-help"}; !slices.Equal(st.Routes, want) {
 		t.Errorf("routes %v, want %v", st.Routes, want)
 	}
+	if len(st.Classifiers) != 1 || st.Classifiers[0].Name != "intent" || !st.Classifiers[0].Trained ||
+		st.Classifiers[0].Labels["incident"] != 8 || st.Classifiers[0].Extractors != 2 {
+		t.Errorf("classifiers %+v, want the quickstart's intent (8 incident examples, 2 extractors)", st.Classifiers)
+	}
 	var names []string
 	total := 0
 	for _, s := range st.Sources {
