@@ -3,11 +3,14 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/cel-go/cel"
@@ -402,5 +405,37 @@ func TestParseExamplesLimit(t *testing.T) {
 	}
 	if _, err := ParseExamples("extra.jsonl", `{"text": "a", "label": "b", "lable": "c"}`); err == nil || !strings.Contains(err.Error(), `extra.jsonl:1: invalid JSON: json: unknown field "lable"`) {
 		t.Errorf("unknown field: %v", err)
+	}
+}
+
+// Queries share a snapshot's models and extractors: concurrent detection
+// gives every query the answer a lone query gets (run with -race).
+func TestDetectionConcurrent(t *testing.T) {
+	s := compile(t, detectConfig(routeTo("refunds", `detected.intent.label == "refund" || entities.exists(e, e.type == "team")`, "refunds")))
+	texts := []string{"refund my order", "deploy the service for Payments", "data science team, OPS-3"}
+	want := make([]*Response, len(texts))
+	for i, text := range texts {
+		want[i] = query(t, s, Request{Text: text, Detect: []string{"*"}})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 30 {
+				i := (g + n) % len(texts)
+				resp, err := s.Query(context.Background(), Request{Text: texts[i], Detect: []string{"*"}})
+				if err != nil || !reflect.DeepEqual(resp.Detection, want[i].Detection) || !slices.Equal(resp.MatchedRoutes, want[i].MatchedRoutes) {
+					errs <- fmt.Sprintf("%q: %v %+v, want %+v", texts[i], err, resp.Detection, want[i].Detection)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
