@@ -30,11 +30,16 @@ func BenchmarkQueryQuickstart(b *testing.B) {
 	b.ReportMetric(float64(s.Chunks()), "chunks")
 }
 
-func quickstartSnapshot(b *testing.B) *engine.Snapshot {
+// quickstartSnapshot compiles examples/quickstart, after edit changes the
+// loaded objects (if given).
+func quickstartSnapshot(b *testing.B, edit ...func(*manifest.Set)) *engine.Snapshot {
 	b.Helper()
 	set, err := manifest.Load("../../examples/quickstart")
 	if err != nil {
 		b.Fatal(err)
+	}
+	for _, e := range edit {
+		e(set)
 	}
 	cfg, err := set.Config("")
 	if err != nil {
@@ -91,24 +96,14 @@ func BenchmarkQueryQuickstartDetection(b *testing.B) {
 			name = "classifier=on"
 		}
 		b.Run(name, func(b *testing.B) {
-			set, err := manifest.Load("../../examples/quickstart")
-			if err != nil {
-				b.Fatal(err)
-			}
-			if !on {
-				set.Classifiers = nil
-				set.Routes = slices.DeleteFunc(set.Routes, func(r v1alpha1.ContextRoute) bool {
-					return strings.Contains(r.Spec.When, "detected") || strings.Contains(r.Spec.When, "entities")
-				})
-			}
-			cfg, err := set.Config("")
-			if err != nil {
-				b.Fatal(err)
-			}
-			s, err := engine.Compile(context.Background(), cfg, engine.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := quickstartSnapshot(b, func(set *manifest.Set) {
+				if !on {
+					set.Classifiers = nil
+					set.Routes = slices.DeleteFunc(set.Routes, func(r v1alpha1.ContextRoute) bool {
+						return strings.Contains(r.Spec.When, "detected") || strings.Contains(r.Spec.When, "entities")
+					})
+				}
+			})
 			req := engine.Request{Text: "How many vacation days do I get, and can I carry them over?", Agent: "hr-assistant"}
 			ctx := context.Background()
 			b.ReportAllocs()
