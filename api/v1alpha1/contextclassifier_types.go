@@ -1,6 +1,11 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Limits of a ContextClassifier (docs/api.md §1.5, §9). The markers carry
 // the same numbers; schema_parity_test.go keeps them equal.
@@ -38,9 +43,9 @@ type ClassifierLabel struct {
 	Examples []string `json:"examples"`
 }
 
-// ExamplesFrom names a JSONL file of {"text", "label"} objects in a
-// ContextSource.
-type ExamplesFrom struct {
+// SourceFile names a file in a ContextSource: a classifier's examples
+// (JSONL of {"text", "label"}) or a dictionary's values (one a line).
+type SourceFile struct {
 	// Source is a Directory or GitRepo ContextSource in this namespace.
 	// +required
 	// +kubebuilder:validation:MinLength=1
@@ -53,16 +58,21 @@ type ExamplesFrom struct {
 	Path string `json:"path"`
 }
 
-// EntityDictionary lists the values of an entity type.
+// EntityDictionary lists the values of an entity type: exactly one of values and valuesFrom.
+// +kubebuilder:validation:XValidation:rule="has(self.values) != has(self.valuesFrom)",message="set exactly one of values and valuesFrom"
 type EntityDictionary struct {
 	// Values match case-insensitively as whole words.
-	// +required
+	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=10000
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=256
 	// +listType=set
-	Values []string `json:"values"`
+	Values []string `json:"values,omitempty"`
+	// ValuesFrom reads the values from a file of a ContextSource, one a
+	// line (blank lines and lines starting with # are skipped).
+	// +optional
+	ValuesFrom *SourceFile `json:"valuesFrom,omitempty"`
 }
 
 // EntityExtractor finds entities of one type: exactly one of dictionary and pattern.
@@ -104,7 +114,7 @@ type ContextClassifierSpec struct {
 
 	// ExamplesFrom reads more examples from a file of a ContextSource.
 	// +optional
-	ExamplesFrom *ExamplesFrom `json:"examplesFrom,omitempty"`
+	ExamplesFrom *SourceFile `json:"examplesFrom,omitempty"`
 
 	// OutOfScopeLabel is the label of a question whose confidence is below
 	// threshold (and of out-of-scope examples).
@@ -208,6 +218,40 @@ type ContextClassifierList struct {
 // empty parentRefs list attaches it to every router in its namespace.
 func (c *ContextClassifier) AttachesTo(router string) bool {
 	return attached(c.Spec.ParentRefs, router)
+}
+
+// FileRef is a file a classifier reads, with the field that names its source.
+type FileRef struct {
+	// Field is the path of the source's name: "spec.examplesFrom.source",
+	// "spec.entities[2].dictionary.valuesFrom.source".
+	Field string
+	File  *SourceFile
+}
+
+// Files lists the files a classifier reads, in spec order: examplesFrom,
+// then the dictionaries' valuesFrom.
+func (c *ContextClassifier) Files() []FileRef {
+	var out []FileRef
+	if f := c.Spec.ExamplesFrom; f != nil {
+		out = append(out, FileRef{"spec.examplesFrom.source", f})
+	}
+	for i, x := range c.Spec.Entities {
+		if x.Dictionary != nil && x.Dictionary.ValuesFrom != nil {
+			out = append(out, FileRef{fmt.Sprintf("spec.entities[%d].dictionary.valuesFrom.source", i), x.Dictionary.ValuesFrom})
+		}
+	}
+	return out
+}
+
+// SourceNames lists, sorted and once each, the ContextSources whose files a
+// classifier reads.
+func (c *ContextClassifier) SourceNames() []string {
+	var names []string
+	for _, f := range c.Files() {
+		names = append(names, f.File.Source)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // ParentNames lists the routers a classifier names in parentRefs (empty = all).

@@ -89,6 +89,7 @@ var parityBases = map[string][]string{
 			"examplesFrom": {"source": "examples", "path": "intents/train.jsonl"}, "outOfScopeLabel": "other", "threshold": "0.5",
 			"maxAlternatives": 2, "entities": [{"type": "team", "dictionary": {"values": ["payments", "platform"]}}], "description": "d"}`,
 		`{"labels": [{"name": "a", "examples": ["x"]}], "entities": [{"type": "ticket", "pattern": "[A-Z]+-[0-9]+"}]}`,
+		`{"labels": [{"name": "a", "examples": ["x"]}], "entities": [{"type": "team", "dictionary": {"valuesFrom": {"source": "lists", "path": "teams.txt"}}}]}`,
 	},
 }
 
@@ -148,6 +149,9 @@ var celCases = []struct {
 		[]edit{set("spec.httpAPI.headers[].value", "v")}, nil},
 	{v1alpha1.KindContextClassifier, "spec", "set labels or examplesFrom (or both)",
 		[]edit{del("spec.labels"), del("spec.examplesFrom")}, []edit{del("spec.labels")}},
+	{v1alpha1.KindContextClassifier, "spec.entities[].dictionary", "set exactly one of values and valuesFrom",
+		[]edit{set("spec.entities[].dictionary.valuesFrom", map[string]any{"source": "lists", "path": "teams.txt"}),
+			set("spec.entities[].dictionary.values", []any{"v"})}, nil},
 	{v1alpha1.KindContextClassifier, "spec.entities[]", "set exactly one of dictionary and pattern",
 		[]edit{set("spec.entities[].pattern", "x+"), set("spec.entities[].dictionary", map[string]any{"values": []any{"v"}})}, nil},
 }

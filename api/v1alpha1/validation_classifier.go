@@ -60,11 +60,7 @@ func (c *ContextClassifier) Validate() field.ErrorList {
 			}
 		}
 	}
-	if f := s.ExamplesFrom; f != nil {
-		fp := spec.Child("examplesFrom")
-		allErrs = append(allErrs, validateRefName(fp.Child("source"), f.Source)...)
-		allErrs = append(allErrs, validateRelativeFile(fp.Child("path"), f.Path)...)
-	}
+	allErrs = append(allErrs, validateSourceFile(spec.Child("examplesFrom"), s.ExamplesFrom)...)
 	if s.OutOfScopeLabel != "" {
 		allErrs = append(allErrs, ValidateLabelName(spec.Child("outOfScopeLabel"), s.OutOfScopeLabel)...)
 	}
@@ -116,6 +112,14 @@ func truncateValue(s string) string {
 	return s
 }
 
+// validateSourceFile checks a reference to a file of a source (nil is fine).
+func validateSourceFile(p *field.Path, f *SourceFile) field.ErrorList {
+	if f == nil {
+		return nil
+	}
+	return append(validateRefName(p.Child("source"), f.Source), validateRelativeFile(p.Child("path"), f.Path)...)
+}
+
 // validateRelativeFile checks a slash path relative to a source root.
 func validateRelativeFile(p *field.Path, file string) field.ErrorList {
 	switch {
@@ -139,9 +143,10 @@ func validateEntityExtractor(p *field.Path, x *EntityExtractor) field.ErrorList 
 	case x.Dictionary != nil:
 		vp := p.Child("dictionary", "values")
 		vs := x.Dictionary.Values
+		allErrs = append(allErrs, validateSourceFile(p.Child("dictionary", "valuesFrom"), x.Dictionary.ValuesFrom)...)
 		switch {
-		case len(vs) == 0:
-			allErrs = append(allErrs, field.Required(vp, "a dictionary needs at least one value"))
+		case (len(vs) == 0) == (x.Dictionary.ValuesFrom == nil):
+			allErrs = append(allErrs, field.Invalid(p.Child("dictionary"), x.Type, "set exactly one of values and valuesFrom"))
 		case len(vs) > MaxDictionaryValues:
 			allErrs = append(allErrs, field.TooMany(vp, len(vs), MaxDictionaryValues))
 		}

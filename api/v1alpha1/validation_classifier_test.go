@@ -30,7 +30,7 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"valid", func(*ContextClassifier) {}, "", ""},
 		{"examplesFrom only", func(c *ContextClassifier) {
 			c.Spec.Labels = nil
-			c.Spec.ExamplesFrom = &ExamplesFrom{Source: "ex", Path: "a/train.jsonl"}
+			c.Spec.ExamplesFrom = &SourceFile{Source: "ex", Path: "a/train.jsonl"}
 		}, "", ""},
 		{"no labels nor file", func(c *ContextClassifier) { c.Spec.Labels = nil }, "spec.labels", "set labels or examplesFrom"},
 		{"label without examples", func(c *ContextClassifier) { c.Spec.Labels[1].Examples = nil }, "spec.labels[1].examples", "at least one example"},
@@ -51,8 +51,8 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"bad label name", func(c *ContextClassifier) { c.Spec.Labels[1].Name = "-x" }, "spec.labels[1].name", "must start with a letter or digit"},
 		{"threshold", func(c *ContextClassifier) { c.Spec.Threshold = "1.5" }, "spec.threshold", "decimal in [0, 1]"},
 		{"maxAlternatives", func(c *ContextClassifier) { c.Spec.MaxAlternatives = 11 }, "spec.maxAlternatives", "between 0 and 10"},
-		{"path escapes", func(c *ContextClassifier) { c.Spec.ExamplesFrom = &ExamplesFrom{Source: "ex", Path: "../x.jsonl"} }, "spec.examplesFrom.path", "clean relative path"},
-		{"absolute path", func(c *ContextClassifier) { c.Spec.ExamplesFrom = &ExamplesFrom{Source: "ex", Path: "/x.jsonl"} }, "spec.examplesFrom.path", "relative path"},
+		{"path escapes", func(c *ContextClassifier) { c.Spec.ExamplesFrom = &SourceFile{Source: "ex", Path: "../x.jsonl"} }, "spec.examplesFrom.path", "clean relative path"},
+		{"absolute path", func(c *ContextClassifier) { c.Spec.ExamplesFrom = &SourceFile{Source: "ex", Path: "/x.jsonl"} }, "spec.examplesFrom.path", "relative path"},
 		{"pattern does not compile", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = "([a-z" }, "spec.entities[0].pattern", "missing closing ]"},
 		{"pattern matches empty", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = "a*" }, "spec.entities[0].pattern", "matches the empty string"},
 		{"pattern program too large", func(c *ContextClassifier) {
@@ -66,6 +66,17 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"dictionary value too long", func(c *ContextClassifier) {
 			c.Spec.Entities[1].Dictionary.Values = []string{strings.Repeat("v", MaxDictionaryValueSize+1)}
 		}, "spec.entities[1].dictionary.values[0]", "may not be more than 256"},
+		{"dictionary from a file", func(c *ContextClassifier) {
+			c.Spec.Entities[1].Dictionary = &EntityDictionary{ValuesFrom: &SourceFile{Source: "lists", Path: "teams.txt"}}
+		}, "", ""},
+		{"dictionary with values and a file", func(c *ContextClassifier) {
+			c.Spec.Entities[1].Dictionary.ValuesFrom = &SourceFile{Source: "lists", Path: "teams.txt"}
+		}, "spec.entities[1].dictionary", "set exactly one of values and valuesFrom"},
+		{"dictionary with neither", func(c *ContextClassifier) { c.Spec.Entities[1].Dictionary.Values = nil },
+			"spec.entities[1].dictionary", "set exactly one of values and valuesFrom"},
+		{"dictionary file escapes the source", func(c *ContextClassifier) {
+			c.Spec.Entities[1].Dictionary = &EntityDictionary{ValuesFrom: &SourceFile{Source: "lists", Path: "a/../../teams.txt"}}
+		}, "spec.entities[1].dictionary.valuesFrom.path", "clean relative path"},
 		{"too many extractors", func(c *ContextClassifier) {
 			for len(c.Spec.Entities) <= MaxEntityExtractors {
 				c.Spec.Entities = append(c.Spec.Entities, EntityExtractor{Type: "t", Pattern: "x+"})

@@ -325,9 +325,12 @@ func (b *builder) exclude(kind, name string, problems problem.List) {
 		delete(b.sources, name)
 		delete(b.mounts, name)
 		for _, cn := range sortedKeys(b.classifiers) {
-			if f := b.classifiers[cn].Spec.ExamplesFrom; f != nil && f.Source == name {
-				b.exclude(v1alpha1.KindContextClassifier, cn, problem.List{problem.Errorf(v1alpha1.ReasonInvalidSource,
-					v1alpha1.KindContextClassifier, cn, "spec.examplesFrom.source", "ContextSource %q is left out: %s", name, problems.Details())})
+			for _, f := range b.classifiers[cn].Files() {
+				if f.File.Source == name {
+					b.exclude(v1alpha1.KindContextClassifier, cn, problem.List{problem.Errorf(v1alpha1.ReasonInvalidSource,
+						v1alpha1.KindContextClassifier, cn, f.Field, "ContextSource %q is left out: %s", name, problems.Details())})
+					break
+				}
 			}
 		}
 		for _, rn := range sortedKeys(b.routes) {
@@ -347,9 +350,15 @@ func (b *builder) exclude(kind, name string, problems problem.List) {
 // found, and classifiers whose examples file is in such a source.
 func (b *builder) excludeMissingSources() {
 	for _, cn := range sortedKeys(b.classifiers) {
-		if f := b.classifiers[cn].Spec.ExamplesFrom; f != nil && b.sources[f.Source] == nil {
-			b.exclude(v1alpha1.KindContextClassifier, cn, problem.List{problem.Errorf(v1alpha1.ReasonSourceNotFound,
-				v1alpha1.KindContextClassifier, cn, "spec.examplesFrom.source", "ContextSource %q not found", f.Source)})
+		var missing problem.List
+		for _, f := range b.classifiers[cn].Files() {
+			if b.sources[f.File.Source] == nil {
+				missing = append(missing, problem.Errorf(v1alpha1.ReasonSourceNotFound, v1alpha1.KindContextClassifier, cn,
+					f.Field, "ContextSource %q not found", f.File.Source))
+			}
+		}
+		if len(missing) > 0 {
+			b.exclude(v1alpha1.KindContextClassifier, cn, missing)
 		}
 	}
 	for _, rn := range sortedKeys(b.routes) {
@@ -518,8 +527,8 @@ func (b *builder) included() []string {
 		}
 	}
 	for _, c := range b.classifiers {
-		if f := c.Spec.ExamplesFrom; f != nil {
-			used[f.Source] = true
+		for _, n := range c.SourceNames() {
+			used[n] = true
 		}
 	}
 	var names []string

@@ -40,10 +40,14 @@ func TestBuildCarriesClassifiers(t *testing.T) {
 			classifier("intent"),
 			classifier("broken", func(c *v1alpha1.ContextClassifier) { c.Spec.Entities[0].Pattern = "([A-Z" }),
 			classifier("from-file", func(c *v1alpha1.ContextClassifier) {
-				c.Spec.ExamplesFrom = &v1alpha1.ExamplesFrom{Source: "examples", Path: "train.jsonl"}
+				c.Spec.ExamplesFrom = &v1alpha1.SourceFile{Source: "examples", Path: "train.jsonl"}
 			}),
 			classifier("from-missing", func(c *v1alpha1.ContextClassifier) {
-				c.Spec.ExamplesFrom = &v1alpha1.ExamplesFrom{Source: "nope", Path: "train.jsonl"}
+				c.Spec.ExamplesFrom = &v1alpha1.SourceFile{Source: "nope", Path: "train.jsonl"}
+			}),
+			classifier("values-missing", func(c *v1alpha1.ContextClassifier) {
+				c.Spec.Entities = append(c.Spec.Entities, v1alpha1.EntityExtractor{Type: "team",
+					Dictionary: &v1alpha1.EntityDictionary{ValuesFrom: &v1alpha1.SourceFile{Source: "lists", Path: "teams.txt"}}})
 			}),
 		},
 	}
@@ -70,7 +74,8 @@ func TestBuildCarriesClassifiers(t *testing.T) {
 	}{
 		{v1alpha1.KindContextClassifier, "intent", true, "", ""},
 		{v1alpha1.KindContextClassifier, "broken", false, v1alpha1.ReasonInvalidSpec, "spec.entities[0].pattern"},
-		{v1alpha1.KindContextClassifier, "from-missing", false, v1alpha1.ReasonSourceNotFound, `ContextSource "nope" not found`},
+		{v1alpha1.KindContextClassifier, "from-missing", false, v1alpha1.ReasonSourceNotFound, `spec.examplesFrom.source: ContextSource "nope" not found`},
+		{v1alpha1.KindContextClassifier, "values-missing", false, v1alpha1.ReasonSourceNotFound, `spec.entities[1].dictionary.valuesFrom.source: ContextSource "lists" not found`},
 		{v1alpha1.KindContextRoute, "broken-reader", false, v1alpha1.ReasonInvalidCondition, `ContextClassifier "broken" is left out`},
 	}
 	for _, tc := range cases {

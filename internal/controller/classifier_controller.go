@@ -175,8 +175,8 @@ func (m routerMapper) forClassifier(ctx context.Context, obj client.Object) []re
 	return s.requests(ctx, m.c)
 }
 
-// addExampleSourceRouters adds the routers of the classifiers whose
-// examples file is in source.
+// addExampleSourceRouters adds the routers of the classifiers that read a
+// file of source (examples, dictionary values).
 func (m routerMapper) addExampleSourceRouters(ctx context.Context, s *routerSet, source string) {
 	var list v1alpha1.ContextClassifierList
 	if err := m.c.List(ctx, &list, client.InNamespace(s.ns)); err != nil {
@@ -184,7 +184,7 @@ func (m routerMapper) addExampleSourceRouters(ctx context.Context, s *routerSet,
 		return
 	}
 	for _, c := range list.Items {
-		if f := c.Spec.ExamplesFrom; f != nil && f.Source == source {
+		if slices.Contains(c.SourceNames(), source) {
 			s.addParents(c.Spec.ParentRefs)
 		}
 	}

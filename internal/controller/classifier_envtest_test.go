@@ -50,7 +50,7 @@ func TestClassifierStatus(t *testing.T) {
 		{"example past the byte limit", func(c *v1alpha1.ContextClassifier) { c.Spec.Labels[1].Examples = []string{strings.Repeat("é", 600)} },
 			condFalse, condTrue, v1alpha1.ReasonInvalidSpec, "1200 bytes; examples are limited to 1024 bytes"},
 		{"examples source missing", func(c *v1alpha1.ContextClassifier) {
-			c.Spec.ExamplesFrom = &v1alpha1.ExamplesFrom{Source: "intent-examples", Path: "train.jsonl"}
+			c.Spec.ExamplesFrom = &v1alpha1.SourceFile{Source: "intent-examples", Path: "train.jsonl"}
 		}, condTrue, condFalse, v1alpha1.ReasonSourceNotFound, `ContextSource "intent-examples" not found`},
 	}
 	for _, tc := range cases {

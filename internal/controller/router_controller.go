@@ -171,8 +171,8 @@ func (r *RouterReconciler) gather(ctx context.Context, s *routerScope) (bool, er
 		}
 	}
 	for _, c := range s.in.Classifiers {
-		if f := c.Spec.ExamplesFrom; f != nil {
-			wanted[f.Source] = true
+		for _, n := range c.SourceNames() {
+			wanted[n] = true
 		}
 	}
 	names := make([]string, 0, len(wanted))

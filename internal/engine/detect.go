@@ -170,15 +170,54 @@ func ParseExamples(file, content string) ([]classify.Example, error) {
 	return out, nil
 }
 
+// ParseDictionary reads a dictionary file: one value a line, blank lines
+// and lines starting with # skipped, at most MaxDictionaryValues values of
+// at most MaxDictionaryValueSize bytes. Errors name the file and the line.
+func ParseDictionary(file, content string) ([]string, error) {
+	var out []string
+	for i, line := range strings.Split(content, "\n") {
+		v := strings.TrimSpace(line)
+		switch {
+		case v == "" || strings.HasPrefix(v, "#"):
+			continue
+		case len(v) > v1alpha1.MaxDictionaryValueSize:
+			return nil, fmt.Errorf("%s:%d: %d bytes; dictionary values are limited to %d bytes", file, i+1, len(v), v1alpha1.MaxDictionaryValueSize)
+		case len(out) == v1alpha1.MaxDictionaryValues:
+			return nil, fmt.Errorf("%s:%d: more than %d values; a dictionary is limited to %d", file, i+1, v1alpha1.MaxDictionaryValues, v1alpha1.MaxDictionaryValues)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no values", file)
+	}
+	return out, nil
+}
+
 // compileClassifier trains a classifier and compiles its extractors. read
 // returns the examplesFrom file's content; nil means files are not read
 // (SkipLoad), and a classifier with examplesFrom is then left untrained.
-func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.ExamplesFrom) (string, error), add func(field, msg string)) (*classifierState, []extractor) {
+func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.SourceFile) (string, error), add func(field, msg string)) (*classifierState, []extractor) {
 	st := &classifierState{name: c.Name}
 	var xs []extractor
 	for i, x := range c.Spec.Entities {
 		e := extractor{typ: x.Type}
 		switch {
+		case x.Dictionary != nil && x.Dictionary.ValuesFrom != nil:
+			if read == nil {
+				continue // files are not read (SkipLoad)
+			}
+			field := fmt.Sprintf("spec.entities[%d].dictionary.valuesFrom", i)
+			content, err := read(x.Dictionary.ValuesFrom)
+			if err != nil {
+				add(field, err.Error())
+				continue
+			}
+			values, err := ParseDictionary(x.Dictionary.ValuesFrom.Path, content)
+			if err != nil {
+				add(field, err.Error())
+				continue
+			}
+			e.dict = newDictionary(values)
 		case x.Dictionary != nil:
 			e.dict = newDictionary(x.Dictionary.Values)
 		default:
@@ -508,8 +547,8 @@ func (s *Snapshot) Classifiers() []ClassifierStatus {
 }
 
 // readExamples returns the reader of examplesFrom files for a compile.
-func readExamples(ctx context.Context, known map[string]*v1alpha1.ContextSource, envOf func(name string) sources.Env) func(*v1alpha1.ExamplesFrom) (string, error) {
-	return func(f *v1alpha1.ExamplesFrom) (string, error) {
+func readExamples(ctx context.Context, known map[string]*v1alpha1.ContextSource, envOf func(name string) sources.Env) func(*v1alpha1.SourceFile) (string, error) {
+	return func(f *v1alpha1.SourceFile) (string, error) {
 		spec := known[f.Source]
 		if spec == nil {
 			return "", fmt.Errorf("ContextSource %q not found", f.Source)
@@ -649,10 +688,10 @@ func (s *Snapshot) compileDetection(ctx context.Context, cfg *Config, opts Optio
 	s.classifierIndex = make(map[string]int, len(cls))
 	s.extractorsOf = make(map[string]int, len(cls))
 	var fileHashes [][]byte
-	var read func(*v1alpha1.ExamplesFrom) (string, error)
+	var read func(*v1alpha1.SourceFile) (string, error)
 	if !opts.SkipLoad {
 		r := readExamples(ctx, known, envOf)
-		read = func(f *v1alpha1.ExamplesFrom) (string, error) {
+		read = func(f *v1alpha1.SourceFile) (string, error) {
 			content, err := r(f)
 			if err == nil {
 				sum := sha256.Sum256([]byte(content))
@@ -663,8 +702,14 @@ func (s *Snapshot) compileDetection(ctx context.Context, cfg *Config, opts Optio
 	}
 	for i := range cls {
 		c := &cls[i]
-		if f := c.Spec.ExamplesFrom; f != nil && known[f.Source] == nil {
-			addReason(v1alpha1.ReasonSourceNotFound, kind, c.Name, "spec.examplesFrom.source", fmt.Sprintf("ContextSource %q not found", f.Source))
+		missing := false
+		for _, f := range c.Files() {
+			if known[f.File.Source] == nil {
+				addReason(v1alpha1.ReasonSourceNotFound, kind, c.Name, f.Field, fmt.Sprintf("ContextSource %q not found", f.File.Source))
+				missing = true
+			}
+		}
+		if missing {
 			continue
 		}
 		st, xs := compileClassifier(c, read, func(field, msg string) {

@@ -193,7 +193,7 @@ func TestExamplesFrom(t *testing.T) {
 		t.Run(tc.path, func(t *testing.T) {
 			cfg := detectConfig(routeTo("r", `detected.intent.label == "shipping"`, "refunds"))
 			cfg.Sources = append(cfg.Sources, src)
-			cfg.Classifiers[0].Spec.ExamplesFrom = &v1alpha1.ExamplesFrom{Source: "examples", Path: tc.path}
+			cfg.Classifiers[0].Spec.ExamplesFrom = &v1alpha1.SourceFile{Source: "examples", Path: tc.path}
 			s, err := Compile(context.Background(), cfg, Options{})
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -438,4 +438,61 @@ func TestDetectionConcurrent(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
+}
+
+// A dictionary read from a source file: values one a line; a missing file,
+// a value past its limit or too many values name the file and the line.
+func TestDictionaryValuesFrom(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"teams.txt":    "# teams\nPayments\n\ndata science\n",
+		"long.txt":     "ok\n" + strings.Repeat("v", v1alpha1.MaxDictionaryValueSize+1) + "\n",
+		"many.txt":     strings.Repeat("v\n", v1alpha1.MaxDictionaryValues+1),
+		"comments.txt": "# nothing\n\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := v1alpha1.ContextSource{ObjectMeta: meta("lists"), Spec: v1alpha1.ContextSourceSpec{
+		Type: v1alpha1.SourceDirectory, Directory: &v1alpha1.DirectorySource{Path: dir}}}
+	src.Default()
+	cases := []struct{ path, err string }{
+		{"teams.txt", ""},
+		{"nope.txt", `spec.entities[1].dictionary.valuesFrom: nope.txt: file not found in ContextSource "lists"`},
+		{"long.txt", "spec.entities[1].dictionary.valuesFrom: long.txt:2: 257 bytes; dictionary values are limited to 256 bytes"},
+		{"many.txt", "spec.entities[1].dictionary.valuesFrom: many.txt:10001: more than 10000 values"},
+		{"comments.txt", "spec.entities[1].dictionary.valuesFrom: comments.txt: no values"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.path, func(t *testing.T) {
+			cfg := detectConfig(routeTo("r", `entities.exists(e, e.type == "team")`, "refunds"))
+			cfg.Sources = append(cfg.Sources, src)
+			cfg.Classifiers[0].Spec.Entities[1].Dictionary = &v1alpha1.EntityDictionary{ValuesFrom: &v1alpha1.SourceFile{Source: "lists", Path: tc.path}}
+			s, err := Compile(context.Background(), cfg, Options{})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := query(t, s, Request{Text: "ask Data-Science and PAYMENTS"})
+			want := []Entity{{"team", "Data-Science", 4, 16}, {"team", "PAYMENTS", 21, 29}}
+			if !slices.Equal(resp.Detection.Entities, want) || !slices.Equal(resp.MatchedRoutes, []string{"r"}) {
+				t.Errorf("entities %+v, matched %v; want %+v", resp.Detection.Entities, resp.MatchedRoutes, want)
+			}
+		})
+	}
+	t.Run("missing source", func(t *testing.T) {
+		cfg := detectConfig()
+		cfg.Classifiers[0].Spec.Entities[1].Dictionary = &v1alpha1.EntityDictionary{ValuesFrom: &v1alpha1.SourceFile{Source: "lists", Path: "teams.txt"}}
+		_, err := Compile(context.Background(), cfg, Options{})
+		if err == nil || !strings.Contains(err.Error(), `spec.entities[1].dictionary.valuesFrom.source: ContextSource "lists" not found`) {
+			t.Fatalf("got %v", err)
+		}
+	})
 }

@@ -115,8 +115,8 @@ func (s *Set) Check() problem.List {
 		cl.Default()
 		o := c.object(v1alpha1.KindContextClassifier, cl.Name)
 		c.addAll(o, engine.CheckClassifier(cl), func(string) v1alpha1.ConditionReason { return v1alpha1.ReasonInvalidSpec })
-		if f := cl.Spec.ExamplesFrom; f != nil {
-			sourceRef(o, "spec.examplesFrom.source", f.Source, problem.Error)
+		for _, f := range cl.Files() {
+			sourceRef(o, f.Field, f.File.Source, problem.Error)
 		}
 		parentRef(o, cl.Spec.ParentRefs, "the classifier does not attach to it")
 	}

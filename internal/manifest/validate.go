@@ -159,7 +159,7 @@ func (s *Set) usable(problems problem.List) *Set {
 	u.Classifiers = nil
 	dropped := map[string]bool{}
 	for _, c := range s.Classifiers {
-		if keep(v1alpha1.KindContextClassifier, c.Name) && (c.Spec.ExamplesFrom == nil || held[c.Spec.ExamplesFrom.Source]) {
+		if keep(v1alpha1.KindContextClassifier, c.Name) && !slices.ContainsFunc(c.SourceNames(), func(n string) bool { return !held[n] }) {
 			u.Classifiers = append(u.Classifiers, c)
 		} else {
 			dropped[c.Name] = true

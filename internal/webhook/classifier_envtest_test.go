@@ -88,7 +88,7 @@ func TestClassifierAdmission(t *testing.T) {
 		ns := env.Namespace(t)
 		warnings.take()
 		obj := testClassifier(func(c *v1alpha1.ContextClassifier) {
-			c.Spec.ExamplesFrom = &v1alpha1.ExamplesFrom{Source: "intent-examples", Path: "train.jsonl"}
+			c.Spec.ExamplesFrom = &v1alpha1.SourceFile{Source: "intent-examples", Path: "train.jsonl"}
 		})
 		if err := c.Create(ctx, inNS(obj, ns)); err != nil {
 			t.Fatal(err)

@@ -127,11 +127,7 @@ func NewClassifierValidator(cached, live client.Reader) admission.Validator[*v1a
 	if cached != nil {
 		rr := refReaders{cached: cached, live: live}
 		v.warn = func(ctx context.Context, c *v1alpha1.ContextClassifier) admission.Warnings {
-			var srcs []string
-			if f := c.Spec.ExamplesFrom; f != nil {
-				srcs = []string{f.Source}
-			}
-			return classifierWarnings(c, rr.lookup(ctx, c.Namespace, c.ParentNames(), srcs))
+			return classifierWarnings(c, rr.lookup(ctx, c.Namespace, c.ParentNames(), c.SourceNames()))
 		}
 	}
 	return v
@@ -141,9 +137,13 @@ func NewClassifierValidator(cached, live client.Reader) admission.Validator[*v1a
 // classifier that do not exist.
 func classifierWarnings(c *v1alpha1.ContextClassifier, known refs) admission.Warnings {
 	ps := parentRefWarnings(c.Spec.ParentRefs, known, "the classifier attaches to it once it exists")
-	if f := c.Spec.ExamplesFrom; f != nil && known.sources != nil && !known.sources[f.Source] {
-		ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, "spec.examplesFrom.source",
-			"ContextSource %q not found in namespace %q; the classifier is left out of its routers until it exists", f.Source, known.namespace))
+	if known.sources != nil {
+		for _, f := range c.Files() {
+			if !known.sources[f.File.Source] {
+				ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, f.Field,
+					"ContextSource %q not found in namespace %q; the classifier is left out of its routers until it exists", f.File.Source, known.namespace))
+			}
+		}
 	}
 	return warnings(ps)
 }
