@@ -419,6 +419,26 @@ func Lines(text []byte) int {
 // yamlLineRE finds the document-relative line numbers in go-yaml errors.
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
+// yamlParserProblems are the problems go-yaml's parser (not its scanner)
+// reports: indentation that ends a block early, a missing "-" or key.
+var yamlParserProblems = []string{
+	"did not find expected key",
+	"did not find expected '-' indicator",
+	"did not find expected node content",
+	"did not find expected <document start>",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found undefined tag handle",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
+func isYAMLParserProblem(rest string) bool {
+	rest = strings.TrimPrefix(strings.TrimSpace(rest), ": ")
+	return slices.Contains(yamlParserProblems, rest)
+}
+
 // YAMLError is one problem of a go-yaml error, at an absolute line (0 when
 // the error names none).
 type YAMLError struct {
@@ -435,6 +455,11 @@ func YAMLErrors(err error, text []byte, lineOffset int) []YAMLError {
 		line := 0
 		if m := yamlLineRE.FindStringSubmatchIndex(msg); m != nil {
 			rel, _ := strconv.Atoi(msg[m[2]:m[3]])
+			if isYAMLParserProblem(msg[m[1]:]) {
+				// go-yaml v2 (under sigs.k8s.io/yaml) prints a parser error's
+				// 0-based line; only scanner errors get the 1-based one.
+				rel++
+			}
 			// go-yaml counts the end of a text without a final newline as the
 			// line after it; the problem is on the document's last line.
 			line = min(rel, Lines(text)) + lineOffset

@@ -359,6 +359,22 @@ spec:
 			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
 		},
 		{
+			// go-yaml's parser errors name the line before; scanner errors do not.
+			name:  "YAML indentation error at the offending line",
+			files: map[string]string{"i.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata:\n  name: s\nspec:\n  type: Inline\n  inline:\n    content: hello\n   sensitivity: Public\n"},
+			want:  [][]string{{"i.yaml:9: invalid YAML: did not find expected key"}},
+		},
+		{
+			name:  "YAML list item out of line, in a later document",
+			files: map[string]string{"l.yaml": "# first\n---\napiVersion: contextrouter.dev/v1alpha1\nkind: ContextRoute\nmetadata: {name: r}\nspec:\n  sources:\n  - name: a\n - name: b\n"},
+			want:  [][]string{{"l.yaml:9: invalid YAML: did not find expected key"}},
+		},
+		{
+			name:  "YAML scanner error keeps its line",
+			files: map[string]string{"m.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata:\n  name: s\nspec:\n  type: Inline\n   inline:\n    content: hello\n"},
+			want:  [][]string{{"m.yaml:7: invalid YAML: mapping values are not allowed in this context"}},
+		},
+		{
 			name:  "lone CR line breaks count as lines",
 			files: map[string]string{"c.yaml": "# old Mac file\r---\rapiVersion: contextrouter.dev/v1alpha1\rkind: ContextSource\rmetadata: {name: c}\rspec: {type: Inline, inlin: {content: x}}\r"},
 			want:  [][]string{{"c.yaml:6: ContextSource/c: spec.inlin: unknown field"}},
