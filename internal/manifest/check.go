@@ -3,8 +3,10 @@ package manifest
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -146,12 +148,32 @@ func (c *checker) object(kind, name string) object {
 }
 
 func (c *checker) add(o object, path, msg string, sev problem.Severity, reason v1alpha1.ConditionReason) {
-	origin := o.pl.origin
-	if line := located.LineOf(o.pl.node, path, false); line > 0 {
+	c.problems = append(c.problems, Problem{Location: o.pl.locate(path, msg), Kind: o.kind, Name: o.name,
+		Field: path, Message: msg, Severity: sev, Reason: reason})
+}
+
+// celPosition finds the position the CEL compiler names in its message
+// ("ERROR: <input>:2:17: ..."), relative to the expression.
+var celPosition = regexp.MustCompile(`<input>:(\d+):(\d+):`)
+
+// locate returns where a problem of the field at path is: the line of the
+// field when the manifest shows it, else the object's; for a CEL error,
+// the line and column in the file of the character the compiler points
+// at, through the YAML scalar's quoting and folding.
+func (pl placement) locate(path, msg string) problem.Location {
+	origin := pl.origin
+	if line := located.LineOf(pl.node, path, false); line > 0 {
 		origin.Line = line
 	}
-	c.problems = append(c.problems, Problem{Location: loc(origin), Kind: o.kind, Name: o.name,
-		Field: path, Message: msg, Severity: sev, Reason: reason})
+	l := loc(origin)
+	if m := celPosition.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		col, _ := strconv.Atoi(m[2])
+		if fl, fc, ok := located.ScalarPosition(pl.src, pl.lineOffset, located.Lookup(pl.node, path), line, col); ok {
+			l.Line, l.Column = fl, fc
+		}
+	}
+	return l
 }
 
 func (c *checker) addAll(o object, errs field.ErrorList, reason func(path string) v1alpha1.ConditionReason) {
@@ -173,10 +195,6 @@ func (s *Set) Locate(ps problem.List) {
 		if !ok {
 			continue
 		}
-		origin := pl.origin
-		if line := located.LineOf(pl.node, p.Field, false); line > 0 {
-			origin.Line = line
-		}
-		p.Location = loc(origin)
+		p.Location = pl.locate(p.Field, p.Message)
 	}
 }

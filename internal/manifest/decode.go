@@ -318,7 +318,7 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 	case *v1alpha1.AgentPermission:
 		s.Permissions = append(s.Permissions, *v)
 	}
-	s.place(kind, name, placement{origin: o, node: node})
+	s.place(kind, name, placement{origin: o, node: node, src: d.text, lineOffset: d.lineOffset})
 }
 
 // positiveFields are integer fields with a default and a minimum of 1.

@@ -46,6 +46,10 @@ type Set struct {
 type placement struct {
 	origin Origin
 	node   *yamlv3.Node // nil when the document could not be parsed for positions
+	// src is the document's text and lineOffset the file line before its
+	// first, to follow a position inside a scalar (a CEL error's column).
+	src        []byte
+	lineOffset int
 }
 
 // Origin is where an object came from.

@@ -1,6 +1,11 @@
 package manifest
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+)
 
 func TestMarkerLineDocument(t *testing.T) {
 	s, err := Parse("i.yaml", []byte("# header\n--- {apiVersion: contextrouter.dev/v1alpha1, kind: ContextSource, metadata: {name: a}, spec: {type: Inline, inline: {content: x}}}\n"))
@@ -28,5 +33,38 @@ spec:
 	}
 	if got := string(s.Routers[0].Spec.Variables["eu2"].Raw); got != `{"name":"eu","tier":2}` {
 		t.Errorf("merged variable = %s", got)
+	}
+}
+
+// TestCELErrorLocation: a CEL error is reported at the line and column of
+// the character the compiler points at, in every scalar style, not at the
+// object or the `when:` line with a column into the folded string. Validate
+// (every router compiled too) prints it once.
+func TestCELErrorLocation(t *testing.T) {
+	const head = "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextRoute\nmetadata:\n  name: r\nspec:\n  sources: [{name: s}]\n"
+	const source = "---\napiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: s}\nspec: {type: Inline, inline: {content: x}}\n"
+	tests := []struct {
+		name, when string
+		want       string // the location prefix of the problem line
+	}{
+		{"plain", "  when: text == 'a' && foo(1)\n", "r.yaml:7:27: ContextRoute/r: spec.when:"},
+		{"folded", "  when: >\n    containsAnyWord(text, [\"a\"]) &&\n    metadata.role == \"x\" && foo(1)\n", "r.yaml:9:32: ContextRoute/r: spec.when:"},
+		{"literal", "  when: |\n    text == \"a\" &&\n      foo(1)\n", "r.yaml:9:10: ContextRoute/r: spec.when:"},
+		{"double-quoted over two lines", "  when: \"text == 'a' &&\n    foo(1)\"\n", "r.yaml:8:8: ContextRoute/r: spec.when:"},
+		{"syntax error at the end", "  when: 'text == \"a\" &&'\n", "r.yaml:7:24: ContextRoute/r: spec.when:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{"r.yaml": head + tt.when + source})
+			_, problems := Validate(t.Context(), []string{dir + "/r.yaml"}, "", engine.Options{CacheDir: t.TempDir()})
+			if len(problems) != 1 {
+				t.Fatalf("want one problem, got %d:\n%v", len(problems), problems)
+			}
+			got := strings.TrimPrefix(problems[0].Error(), dir+"/")
+			if !strings.HasPrefix(got, tt.want) {
+				t.Errorf("problem = %q\nwant it to start with %q", got, tt.want)
+			}
+		})
 	}
 }
