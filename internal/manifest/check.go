@@ -25,7 +25,8 @@ import (
 //     except "default" when no router is declared, which names the implied one;
 //   - permission allowSources/denySources should exist (warning);
 //   - Kind/name must be unique (error);
-//   - a file should hold objects, and a route should attach to every router (warning).
+//   - a file should hold objects, and a route should attach to every router (warning);
+//   - a condition should not read a metadata key without has() (warning).
 //
 // A reference to an object that is in the files but did not decode (see
 // Broken) is not reported: its own problems say what is wrong.
@@ -87,7 +88,13 @@ func (s *Set) Check() problem.List {
 		r := s.Routes[i].DeepCopy()
 		r.Default()
 		o := c.object(v1alpha1.KindContextRoute, r.Name)
-		c.addAll(o, engine.CheckRoute(r), engine.RouteReason)
+		errs := engine.CheckRoute(r)
+		c.addAll(o, errs, engine.RouteReason)
+		if !slices.ContainsFunc(errs, func(e *field.Error) bool { return e.Field == "spec.when" }) {
+			for _, k := range engine.UnguardedMetadataKeys(r.Spec.When) {
+				c.add(o, "spec.when", engine.UnguardedMetadataMessage(k), problem.Warning, v1alpha1.ReasonInvalidCondition)
+			}
+		}
 		for j, src := range r.Spec.Sources {
 			sourceRef(o, fmt.Sprintf("spec.sources[%d].name", j), src.Name, problem.Error)
 		}

@@ -68,3 +68,37 @@ func TestCELErrorLocation(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateWarnsUnguardedMetadata: a condition that reads a metadata key
+// without has() fails on every request without the key; validate says so
+// at the `when:` line instead of leaving it to query time, and stays valid.
+func TestValidateWarnsUnguardedMetadata(t *testing.T) {
+	const src = "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: s}\nspec: {type: Inline, inline: {content: x}}\n"
+	tests := []struct {
+		name, when string
+		want       []string
+	}{
+		{"unguarded", `'metadata.role == "admin"'`, []string{`warning r.yaml:10: ContextRoute/r: spec.when: reads metadata key "role" without has()`}},
+		{"has()", `'has(metadata.role) && metadata.role == "admin"'`, nil},
+		{"optional", `'metadata[?"role"].orValue("") == "admin"'`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{"r.yaml": src + "---\napiVersion: contextrouter.dev/v1alpha1\nkind: ContextRoute\nmetadata: {name: r}\nspec:\n  when: " + tt.when + "\n  sources: [{name: s}]\n"})
+			_, problems := Validate(t.Context(), []string{dir + "/r.yaml"}, "", engine.Options{CacheDir: t.TempDir()})
+			var got []string
+			for _, p := range problems {
+				got = append(got, p.Severity.String()+" "+strings.TrimPrefix(p.Error(), dir+"/"))
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("problems = %q, want %d", got, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("problem %d = %q, want it to start with %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
