@@ -143,6 +143,7 @@ var (
 func ExplainDecodeError(err error, j []byte, t reflect.Type) (field, msg string) {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
+		te.Field = withIndexes(j, te.Field, te.Value)
 		// Errors of custom unmarshalers get their path too; explain them by
 		// the field's type (a duration, a quantity), not by the JSON they read.
 		if ft := typeAt(t, te.Field); ft != nil && (ft == durationType || ft == quantityType || ft == timeType) {
@@ -162,6 +163,66 @@ func ExplainDecodeError(err error, j []byte, t reflect.Type) (field, msg string)
 		}
 	}
 	return "", strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// withIndexes puts the list indexes encoding/json leaves out of a type
+// error's path back in ("spec.tools.catalog.description" is
+// "spec.tools.catalog[1].description"): the first element whose value at
+// the rest of the path has the JSON kind the error names (its Value:
+// "bool", "number …", "string", "array", "object"). The path is kept when
+// no element fits.
+func withIndexes(j []byte, path, value string) string {
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	if dec.Decode(&raw) != nil {
+		return path
+	}
+	kind, _, _ := strings.Cut(value, " ")
+	var walk func(v any, segs []string, prefix string) (string, bool)
+	walk = func(v any, segs []string, prefix string) (string, bool) {
+		if l, ok := v.([]any); ok {
+			for i, e := range l {
+				if p, ok := walk(e, segs, fmt.Sprintf("%s[%d]", prefix, i)); ok {
+					return p, true
+				}
+			}
+			return "", false
+		}
+		if len(segs) == 0 {
+			return prefix, jsonKind(v) == kind
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		e, ok := m[segs[0]]
+		if !ok {
+			return "", false
+		}
+		return walk(e, segs[1:], joinPath(prefix, segs[0]))
+	}
+	if p, ok := walk(raw, strings.Split(path, "."), ""); ok {
+		return p
+	}
+	return path
+}
+
+// jsonKind names a decoded JSON value as encoding/json's type errors do.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "bool"
+	case json.Number, float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
 }
 
 func explainValueError(raw any, path string, t reflect.Type, err error) string {

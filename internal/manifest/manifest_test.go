@@ -359,6 +359,12 @@ spec:
 			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
 		},
 		{
+			// encoding/json leaves list indexes out of a type error's path.
+			name:  "type error inside a list at its element",
+			files: map[string]string{"t.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: tools}\nspec:\n  type: Tools\n  tools:\n    catalog:\n    - name: a\n      description: x\n    - name: b\n      description: y\n"},
+			want:  [][]string{{"t.yaml:11: ContextSource/tools: spec.tools.catalog[1].description: must be a string, not bool (put it in quotes"}},
+		},
+		{
 			// go-yaml's parser errors name the line before; scanner errors do not.
 			name:  "YAML indentation error at the offending line",
 			files: map[string]string{"i.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata:\n  name: s\nspec:\n  type: Inline\n  inline:\n    content: hello\n   sensitivity: Public\n"},
