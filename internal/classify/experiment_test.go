@@ -1,0 +1,138 @@
+package classify
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+const evalDir = "/work/shared/eval"
+
+func loadJSONL(t testing.TB, path string) []Example {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []Example
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e Example
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestExperiment prints val numbers for the hyper-parameters in
+// CLASSIFY_EXPERIMENT runs; it only runs when asked.
+func TestExperiment(t *testing.T) {
+	if os.Getenv("CLASSIFY_EXPERIMENT") == "" {
+		t.Skip("set CLASSIFY_EXPERIMENT=1 to run the tuning experiment")
+	}
+	if v := os.Getenv("HYPER"); v != "" {
+		if err := json.Unmarshal([]byte(v), &expHyper); err != nil {
+			t.Fatal(err)
+		}
+		defaultHyper = hyper{epochs: expHyper.Epochs, lr: expHyper.LR, lambda: expHyper.Lambda, minDF: expHyper.MinDF}
+	}
+	t.Logf("hyper %+v", defaultHyper)
+	// CLINC150: train on train, calibrate+tune on val, report val (tuning set!) and held-out
+	train := loadJSONL(t, filepath.Join(evalDir, "clinc150/train.jsonl"))
+	val := loadJSONL(t, filepath.Join(evalDir, "clinc150/val.jsonl"))
+	// split val in two halves alternating: tune on one, report other
+	var tune, rep []Example
+	for i, e := range val {
+		if i%2 == 0 {
+			tune = append(tune, e)
+		} else {
+			rep = append(rep, e)
+		}
+	}
+	start := time.Now()
+	m, err := Train(train, Options{OutOfScopeLabel: "oos", Validation: tune, TuneThreshold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("clinc train %v T=%.3f thr=%.2f trainAcc=%.4f feats=%d", time.Since(start), m.Temperature(), m.Threshold(), m.TrainingAccuracy(), len(m.idf))
+	report(t, "clinc val-half", m, rep, "oos")
+	for _, thr := range []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7} {
+		m.opts.Threshold = thr
+		report(t, "  thr "+strconv.FormatFloat(thr, 'f', 2, 64), m, rep, "oos")
+	}
+	// Banking77: hold out 20% of train as val
+	b := loadJSONL(t, filepath.Join(evalDir, "banking77/train.jsonl"))
+	var btr, bval []Example
+	for i, e := range b {
+		if i%5 == 0 {
+			bval = append(bval, e)
+		} else {
+			btr = append(btr, e)
+		}
+	}
+	start = time.Now()
+	m, err = Train(btr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("banking train %v T=%.3f", time.Since(start), m.Temperature())
+	report(t, "banking val", m, bval, "oos")
+}
+
+var expHyper struct {
+	Epochs int
+	LR     float64
+	Lambda float64
+	MinDF  int
+}
+
+func report(t *testing.T, name string, m *Model, exs []Example, oos string) {
+	nIn, inRight, nOut, outRight, right := 0, 0, 0, 0, 0
+	var ece [15]struct {
+		n, hit int
+		conf   float64
+	}
+	for _, e := range exs {
+		r := m.Classify(e.Text)
+		p := m.Probabilities(e.Text)
+		top := argmax(p)
+		b := min(int(p[top]*15), 14)
+		ece[b].n++
+		ece[b].conf += p[top]
+		if m.labels[top] == e.Label {
+			ece[b].hit++
+		}
+		if r.Label == e.Label {
+			right++
+		}
+		if e.Label == oos {
+			nOut++
+			if r.Label == oos {
+				outRight++
+			}
+		} else {
+			nIn++
+			if r.Label == e.Label {
+				inRight++
+			}
+		}
+	}
+	e := 0.0
+	for _, b := range ece {
+		if b.n > 0 {
+			d := b.conf/float64(b.n) - float64(b.hit)/float64(b.n)
+			if d < 0 {
+				d = -d
+			}
+			e += d * float64(b.n) / float64(len(exs))
+		}
+	}
+	t.Logf("%s: acc %.4f in-scope %.4f oos-recall %.4f (n=%d) ece %.4f", name, float64(right)/float64(len(exs)), float64(inRight)/float64(max(nIn, 1)), float64(outRight)/float64(max(nOut, 1)), nOut, e)
+}

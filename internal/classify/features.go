@@ -1,0 +1,129 @@
+package classify
+
+import (
+	"math"
+	"slices"
+
+	"github.com/contextrouter/contextrouter/internal/tokenize"
+)
+
+// hashBits sizes the hash space of raw features before they are compacted
+// to the ones seen in training: 2^22 keeps collisions rare (CLINC150 has
+// about 10^5 distinct n-grams) at no memory cost, since only seen ids get a
+// weight row.
+const hashBits = 22
+
+// Feature kinds, mixed into the hash so a word and a char n-gram with the
+// same bytes stay apart.
+const (
+	kindWord byte = iota + 1
+	kindBigram
+	kindChar
+)
+
+// Char n-gram lengths, taken inside "<word>" (boundaries marked).
+const minGram, maxGram = 3, 5
+
+// groupWeight is the share of the squared norm given to word features; char
+// n-grams get the rest. Both groups are L2-normalised on their own first so
+// long texts do not tilt the mix.
+const groupWeight = 0.5
+
+// feat is one non-zero of a sparse vector: compact feature index and value.
+type feat struct {
+	idx int32
+	val float32
+}
+
+// extractor turns text into hashed feature ids, reusing its buffers. It is
+// not safe for concurrent use; Model keeps a pool.
+type extractor struct {
+	words [][]byte
+	stems []string
+	word  []uint32 // hashed word-level ids (unigrams, bigrams)
+	char  []uint32 // hashed char n-gram ids
+	pad   []byte
+}
+
+func fnv(kind byte, parts ...[]byte) uint32 {
+	h := uint32(2166136261)
+	h = (h ^ uint32(kind)) * 16777619
+	for i, p := range parts {
+		if i > 0 {
+			h = (h ^ 0xff) * 16777619 // separator: "ab","c" differs from "a","bc"
+		}
+		for _, c := range p {
+			h = (h ^ uint32(c)) * 16777619
+		}
+	}
+	return h & (1<<hashBits - 1)
+}
+
+// hash fills e.word and e.char with the raw ids of text (text already
+// bounded by the caller), sorted, duplicates kept: runs are term counts.
+func (e *extractor) hash(text string) {
+	e.words = e.words[:0]
+	e.stems = e.stems[:0]
+	e.word = e.word[:0]
+	e.char = e.char[:0]
+	tokenize.EachWord(text, func(w []byte) {
+		e.words = append(e.words, append([]byte(nil), w...))
+	})
+	for _, w := range e.words {
+		e.stems = append(e.stems, tokenize.Stem(string(w)))
+	}
+	prev := []byte("^")
+	for _, s := range e.stems {
+		sb := []byte(s)
+		e.word = append(e.word, fnv(kindWord, sb), fnv(kindBigram, prev, sb))
+		prev = sb
+	}
+	if len(e.stems) > 0 {
+		e.word = append(e.word, fnv(kindBigram, prev, []byte("$")))
+	}
+	for _, w := range e.words {
+		e.pad = append(append(append(e.pad[:0], '<'), w...), '>')
+		for n := minGram; n <= maxGram; n++ {
+			for i := 0; i+n <= len(e.pad); i++ {
+				e.char = append(e.char, fnv(kindChar, e.pad[i:i+n]))
+			}
+		}
+	}
+	slices.Sort(e.word)
+	slices.Sort(e.char)
+}
+
+// vectorize maps the hashed ids of text to a TF-IDF vector over the
+// model's compact features (unknown ids dropped): sublinear tf 1+ln(tf),
+// times idf, each group L2-normalised and weighted. dst is reused.
+func (e *extractor) vectorize(dst []feat, text string, index map[uint32]int32, idf []float32) []feat {
+	e.hash(text)
+	dst = dst[:0]
+	dst = appendGroup(dst, e.word, index, idf, float32(math.Sqrt(groupWeight)))
+	dst = appendGroup(dst, e.char, index, idf, float32(math.Sqrt(1-groupWeight)))
+	return dst
+}
+
+func appendGroup(dst []feat, ids []uint32, index map[uint32]int32, idf []float32, scale float32) []feat {
+	start := len(dst)
+	var norm float64
+	for i := 0; i < len(ids); {
+		j := i + 1
+		for j < len(ids) && ids[j] == ids[i] {
+			j++
+		}
+		if f, ok := index[ids[i]]; ok {
+			v := (1 + float32(math.Log(float64(j-i)))) * idf[f]
+			dst = append(dst, feat{idx: f, val: v})
+			norm += float64(v) * float64(v)
+		}
+		i = j
+	}
+	if norm > 0 {
+		k := scale / float32(math.Sqrt(norm))
+		for i := start; i < len(dst); i++ {
+			dst[i].val *= k
+		}
+	}
+	return dst
+}
