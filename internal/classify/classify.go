@@ -4,7 +4,7 @@
 // ContextClassifier and calls Classify once per query.
 //
 // The model is a multinomial logistic regression over TF-IDF word unigrams,
-// word bigrams (Snowball stems, stopwords kept) and character 3–5-grams
+// word bigrams (Snowball stems, stopwords kept) and character 2–5-grams
 // inside word boundaries, hashed and compacted to the features seen in
 // training. It is trained in-process with SGD, deterministically, and its
 // probabilities are calibrated by temperature scaling on held-out examples.
@@ -13,6 +13,7 @@ package classify
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -63,9 +64,10 @@ type Options struct {
 	// all examples.
 	Validation []Example
 	// TuneThreshold picks Threshold on the held-out examples (Validation,
-	// else the held-out tenth) when they contain OutOfScopeLabel examples:
-	// the threshold that maximises the mean of in-scope accuracy and
-	// out-of-scope recall. It overrides Threshold.
+	// else the held-out tenth) when they contain OutOfScopeLabel examples
+	// (Validation may have them even when the training examples do not):
+	// the threshold that maximises their accuracy, out-of-scope counted as a
+	// label. It overrides Threshold.
 	TuneThreshold bool
 	// Seed seeds the example shuffles and the hold-out split; the same
 	// examples, options and seed give the same model.
@@ -200,6 +202,15 @@ func Train(examples []Example, opts Options) (*Model, error) {
 		labelIdx[l] = i
 		known[l] = true
 	}
+	// Validation may carry an untrained out-of-scope label: it tunes the
+	// gate (index k below) but is left out of the temperature fit.
+	k := len(m.labels)
+	calIdx := labelIdx
+	if _, ok := labelIdx[opts.OutOfScopeLabel]; !ok && opts.OutOfScopeLabel != "" {
+		calIdx = maps.Clone(labelIdx)
+		calIdx[opts.OutOfScopeLabel] = k
+		known[opts.OutOfScopeLabel] = true
+	}
 	if err := checkExamples("validation", opts.Validation, known); err != nil {
 		return nil, err
 	}
@@ -209,11 +220,11 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	var cal *dataset
 	var fitOn *dataset // the model trained without the calibration examples
 	if len(opts.Validation) > 0 {
-		cal = m.dataset(opts.Validation, labelIdx)
-	} else if train, held := holdOut(all, len(m.labels), opts.Seed); held.len() >= minCalibration {
+		cal = m.dataset(opts.Validation, calIdx)
+	} else if train, held := holdOut(all, k, opts.Seed); held.len() >= minCalibration {
 		cal, fitOn = held, train
 	}
-	k, nFeat := len(m.labels), len(m.idf)
+	nFeat := len(m.idf)
 	var calModel *linear
 	var wg sync.WaitGroup
 	if fitOn != nil {
@@ -228,24 +239,29 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	m.temperature = 1
 	if cal != nil {
 		logits := make([][]float64, cal.len())
+		acc := make([]float32, k)
+		var fitLogits [][]float64
+		var fitY []int
 		right := 0
 		for i := range logits {
 			z := make([]float64, k)
-			calModel.scores(z, cal.row(i))
+			calModel.scores(z, acc, cal.row(i))
 			logits[i] = z
-			if argmax(z) == cal.y[i] {
-				right++
+			if cal.y[i] < k {
+				fitLogits, fitY = append(fitLogits, z), append(fitY, cal.y[i])
+				if argmax(z) == cal.y[i] {
+					right++
+				}
 			}
 		}
-		m.heldOut = cal.len()
-		m.heldOutAcc = float64(right) / float64(cal.len())
-		m.temperature = fitTemperature(logits, cal.y)
-		if opts.TuneThreshold && opts.OutOfScopeLabel != "" {
-			// Only a trained out-of-scope label can appear in held-out examples.
-			if oos, ok := labelIdx[opts.OutOfScopeLabel]; ok {
-				if t, ok := tuneThreshold(logits, cal.y, m.temperature, oos); ok {
-					m.opts.Threshold = t
-				}
+		if len(fitY) > 0 {
+			m.heldOut = len(fitY)
+			m.heldOutAcc = float64(right) / float64(len(fitY))
+			m.temperature = fitTemperature(fitLogits, fitY)
+		}
+		if oos, ok := calIdx[opts.OutOfScopeLabel]; ok && opts.TuneThreshold {
+			if t, ok := tuneThreshold(logits, cal.y, m.temperature, oos); ok {
+				m.opts.Threshold = t
 			}
 		}
 	}
@@ -276,8 +292,9 @@ func holdOut(d *dataset, k int, seed uint64) (train, held *dataset) {
 	return d.subset(tr), d.subset(he)
 }
 
-// tuneThreshold picks the gate (in steps of 0.01) that maximises the mean
-// of in-scope accuracy and out-of-scope recall on held-out logits; oos is
+// tuneThreshold picks the gate (in steps of 0.01, the lowest on ties) that
+// maximises accuracy on held-out logits, the out-of-scope label counting as
+// one more label; oos is
 // the out-of-scope label's index. ok is false
 // when the held-out set lacks in-scope or out-of-scope examples.
 func tuneThreshold(logits [][]float64, y []int, temperature float64, oos int) (float64, bool) {
@@ -318,7 +335,7 @@ func tuneThreshold(logits [][]float64, y []int, temperature float64, oos int) (f
 				inRight++
 			}
 		}
-		score := (float64(inRight)/float64(nIn) + float64(outRight)/float64(nOut)) / 2
+		score := float64(inRight + outRight)
 		if score > bestScore+1e-12 {
 			best, bestScore = t, score
 		}
@@ -398,9 +415,10 @@ func (m *Model) accuracy(d *dataset) float64 {
 		return 0
 	}
 	z := make([]float64, len(m.labels))
+	acc := make([]float32, len(m.labels))
 	right := 0
 	for i := range d.y {
-		m.lin.scores(z, d.row(i))
+		m.lin.scores(z, acc, d.row(i))
 		if argmax(z) == d.y[i] {
 			right++
 		}
@@ -436,9 +454,10 @@ func (m *Model) Temperature() float64 { return m.temperature }
 func (m *Model) Threshold() float64 { return m.opts.Threshold }
 
 type scratch struct {
-	e extractor
-	x []feat
-	z []float64
+	e   extractor
+	x   []feat
+	z   []float64
+	acc []float32
 }
 
 // Probabilities returns the calibrated probability of every label, in
@@ -453,12 +472,12 @@ func (m *Model) scratch() *scratch {
 	if s, ok := m.pool.Get().(*scratch); ok {
 		return s
 	}
-	return &scratch{z: make([]float64, len(m.labels))}
+	return &scratch{z: make([]float64, len(m.labels)), acc: make([]float32, len(m.labels))}
 }
 
 func (m *Model) probabilities(s *scratch, text string) []float64 {
 	s.x = s.e.vectorize(s.x, truncate(text, MaxTextBytes), m.index, m.idf)
-	m.lin.scores(s.z, s.x)
+	m.lin.scores(s.z, s.acc, s.x)
 	for c := range s.z {
 		s.z[c] /= m.temperature
 	}

@@ -3,9 +3,11 @@ package classify
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"testing"
 	"time"
 )
@@ -43,29 +45,52 @@ func TestExperiment(t *testing.T) {
 		}
 		defaultHyper = hyper{epochs: expHyper.Epochs, lr: expHyper.LR, lambda: expHyper.Lambda, minDF: expHyper.MinDF}
 	}
-	t.Logf("hyper %+v", defaultHyper)
+	if v := os.Getenv("FEAT"); v != "" {
+		var f struct {
+			Raw, Cross bool
+			MinN, MaxN int
+			GW         float64
+		}
+		if err := json.Unmarshal([]byte(v), &f); err != nil {
+			t.Fatal(err)
+		}
+		features = featureSet{raw: f.Raw, cross: f.Cross, minN: f.MinN, maxN: f.MaxN, groupWeight: f.GW}
+	}
+	t.Logf("hyper %+v features %+v", defaultHyper, features)
 	// CLINC150: train on train, calibrate+tune on val, report val (tuning set!) and held-out
 	train := loadJSONL(t, filepath.Join(evalDir, "clinc150/train.jsonl"))
 	val := loadJSONL(t, filepath.Join(evalDir, "clinc150/val.jsonl"))
-	// split val in two halves alternating: tune on one, report other
-	var tune, rep []Example
-	for i, e := range val {
-		if i%2 == 0 {
-			tune = append(tune, e)
-		} else {
-			rep = append(rep, e)
-		}
-	}
 	start := time.Now()
-	m, err := Train(train, Options{OutOfScopeLabel: "oos", Validation: tune, TuneThreshold: true})
+	m, err := Train(train, Options{OutOfScopeLabel: "oos", Validation: val})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("clinc train %v T=%.3f thr=%.2f trainAcc=%.4f feats=%d", time.Since(start), m.Temperature(), m.Threshold(), m.TrainingAccuracy(), len(m.idf))
-	report(t, "clinc val-half", m, rep, "oos")
-	for _, thr := range []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7} {
+	t.Logf("clinc train %v T=%.3f trainAcc=%.4f feats=%d", time.Since(start), m.Temperature(), m.TrainingAccuracy(), len(m.idf))
+	// 2-fold threshold on val: tune on even rows, report odd rows, and back.
+	oos := slices.Index(m.labels, "oos")
+	var logits [2][][]float64
+	var ys [2][]int
+	var exs [2][]Example
+	for i, e := range val {
+		p := m.Probabilities(e.Text)
+		z := make([]float64, len(p))
+		for c := range p {
+			z[c] = math.Log(p[c] + 1e-300)
+		}
+		logits[i%2] = append(logits[i%2], z)
+		ys[i%2] = append(ys[i%2], slices.Index(m.labels, e.Label))
+		exs[i%2] = append(exs[i%2], e)
+	}
+	m.opts.Threshold = 0
+	report(t, "clinc val thr=0", m, val, "oos")
+	for _, thr := range []float64{0.1, 0.2, 0.3, 0.4, 0.5} {
 		m.opts.Threshold = thr
-		report(t, "  thr "+strconv.FormatFloat(thr, 'f', 2, 64), m, rep, "oos")
+		report(t, fmt.Sprintf("clinc val thr=%.2f", thr), m, val, "oos")
+	}
+	for f := range 2 {
+		thr, _ := tuneThreshold(logits[f], ys[f], 1, oos)
+		m.opts.Threshold = thr
+		report(t, fmt.Sprintf("clinc val fold %d thr=%.2f", 1-f, thr), m, exs[1-f], "oos")
 	}
 	// Banking77: hold out 20% of train as val
 	b := loadJSONL(t, filepath.Join(evalDir, "banking77/train.jsonl"))
