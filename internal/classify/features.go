@@ -50,22 +50,31 @@ type feat struct {
 // extractor turns text into hashed feature ids, reusing its buffers. It is
 // not safe for concurrent use; Model keeps a pool.
 type extractor struct {
-	words [][]byte
+	buf   []byte // the words, back to back
+	ends  []int  // word i is buf[ends[i-1]:ends[i]]
 	stems []string
 	word  []uint32 // hashed word-level ids (unigrams, bigrams)
 	char  []uint32 // hashed char n-gram ids
 	pad   []byte
 }
 
-func fnv(kind byte, parts ...[]byte) uint32 {
+func (e *extractor) wordAt(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = e.ends[i-1]
+	}
+	return e.buf[start:e.ends[i]]
+}
+
+func fnv[T string | []byte](kind byte, parts ...T) uint32 {
 	h := uint32(2166136261)
 	h = (h ^ uint32(kind)) * 16777619
 	for i, p := range parts {
 		if i > 0 {
 			h = (h ^ 0xff) * 16777619 // separator: "ab","c" differs from "a","bc"
 		}
-		for _, c := range p {
-			h = (h ^ uint32(c)) * 16777619
+		for j := range len(p) {
+			h = (h ^ uint32(p[j])) * 16777619
 		}
 	}
 	return h & (1<<hashBits - 1)
@@ -74,43 +83,41 @@ func fnv(kind byte, parts ...[]byte) uint32 {
 // hash fills e.word and e.char with the raw ids of text (text already
 // bounded by the caller), sorted, duplicates kept: runs are term counts.
 func (e *extractor) hash(text string) {
-	e.words = e.words[:0]
-	e.stems = e.stems[:0]
-	e.word = e.word[:0]
-	e.char = e.char[:0]
+	e.buf, e.ends, e.stems = e.buf[:0], e.ends[:0], e.stems[:0]
+	e.word, e.char = e.word[:0], e.char[:0]
 	tokenize.EachWord(text, func(w []byte) {
-		e.words = append(e.words, append([]byte(nil), w...))
+		e.buf = append(e.buf, w...)
+		e.ends = append(e.ends, len(e.buf))
 	})
-	for _, w := range e.words {
-		e.stems = append(e.stems, tokenize.Stem(string(w)))
+	for i := range e.ends {
+		e.stems = append(e.stems, tokenize.Stem(string(e.wordAt(i))))
 	}
-	prev := []byte("^")
+	prev := "^" // sentence start and end are bigram partners too
 	for _, s := range e.stems {
-		sb := []byte(s)
-		e.word = append(e.word, fnv(kindWord, sb), fnv(kindBigram, prev, sb))
-		prev = sb
+		e.word = append(e.word, fnv(kindWord, s), fnv(kindBigram, prev, s))
+		prev = s
 	}
 	if features.raw {
-		for _, w := range e.words {
-			e.word = append(e.word, fnv(kindRaw, w))
+		for i := range e.ends {
+			e.word = append(e.word, fnv(kindRaw, string(e.wordAt(i))))
 		}
 	}
 	if len(e.stems) > 0 {
-		e.word = append(e.word, fnv(kindBigram, prev, []byte("$")))
+		e.word = append(e.word, fnv(kindBigram, prev, "$"))
 	}
 	if features.cross {
 		e.pad = append(e.pad[:0], '<')
-		for i, w := range e.words {
+		for i := range e.ends {
 			if i > 0 {
 				e.pad = append(e.pad, ' ')
 			}
-			e.pad = append(e.pad, w...)
+			e.pad = append(e.pad, e.wordAt(i)...)
 		}
 		e.pad = append(e.pad, '>')
 		e.grams()
 	} else {
-		for _, w := range e.words {
-			e.pad = append(append(append(e.pad[:0], '<'), w...), '>')
+		for i := range e.ends {
+			e.pad = append(append(append(e.pad[:0], '<'), e.wordAt(i)...), '>')
 			e.grams()
 		}
 	}
