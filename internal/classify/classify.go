@@ -20,6 +20,8 @@ import (
 	"sort"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
 // Limits enforced by Train where examples enter. Classify truncates longer
@@ -154,9 +156,9 @@ func checkExamples(what string, examples []Example, known map[string]bool) error
 }
 
 func hasWord(s string) bool {
-	e := extractor{}
-	e.hash(s)
-	return len(e.word) > 0
+	found := false
+	tokenize.EachWord(s, func([]byte) { found = true })
+	return found
 }
 
 // Train learns a model from examples.
