@@ -58,12 +58,7 @@ shortlist and, per confidence band of the top tool, how often that tool is relev
 			report := eval.Tools(ds, ex, tools.Options{})
 			report.Dataset = filepath.Base(filepath.Clean(dataset))
 			report.Split = split
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(report)
-			}
-			return printToolReport(cmd.OutOrStdout(), report)
+			return writeEvalReport(cmd.OutOrStdout(), output, report, func(w io.Writer) error { return printToolReport(w, report) })
 		},
 	}
 	cmd.Flags().StringVar(&dataset, "dataset", "", "BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
@@ -102,12 +97,7 @@ bins), the classification latency and the training time.`,
 			}
 			report.Dataset = filepath.Base(filepath.Clean(dataset))
 			report.Split = split
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(report)
-			}
-			return printIntentReport(cmd.OutOrStdout(), report)
+			return writeEvalReport(cmd.OutOrStdout(), output, report, func(w io.Writer) error { return printIntentReport(w, report) })
 		},
 	}
 	cmd.Flags().StringVar(&dataset, "dataset", "", `directory with train.jsonl, SPLIT.jsonl and optionally val.jsonl ({"text", "label"} lines)`)
@@ -116,6 +106,17 @@ bins), the classification latency and the training time.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("dataset")
 	return cmd
+}
+
+// writeEvalReport prints an eval report as indented JSON (-o json) or as
+// text.
+func writeEvalReport(w io.Writer, output string, report any, text func(io.Writer) error) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return text(w)
 }
 
 func printIntentReport(w io.Writer, r eval.IntentReport) error {
