@@ -216,7 +216,7 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	if err := checkExamples("validation", opts.Validation, known); err != nil {
 		return nil, err
 	}
-	m.buildVocabulary(examples, defaultHyper.minDF)
+	m.buildVocabulary(examples, defaultHyper.minDF, MaxParameters)
 
 	all := m.dataset(examples, labelIdx)
 	var cal *dataset
@@ -356,10 +356,10 @@ func argmax(z []float64) int {
 }
 
 // buildVocabulary keeps the hashed features occurring in at least minDF
-// training texts (the most frequent ones if MaxParameters would be
-// exceeded), indexes them in ascending hash order and computes their
+// training texts (the most frequent ones, ties by hash, if features ×
+// labels would pass maxParams), indexes them in ascending hash order and computes their
 // smoothed idf, ln((1+N)/(1+df)) + 1.
-func (m *Model) buildVocabulary(examples []Example, minDF int) {
+func (m *Model) buildVocabulary(examples []Example, minDF, maxParams int) {
 	df := map[uint32]int{}
 	var e extractor
 	seen := map[uint32]bool{}
@@ -381,7 +381,7 @@ func (m *Model) buildVocabulary(examples []Example, minDF int) {
 			ids = append(ids, id)
 		}
 	}
-	if limit := MaxParameters / len(m.labels); len(ids) > limit {
+	if limit := maxParams / len(m.labels); len(ids) > limit {
 		slices.SortFunc(ids, func(a, b uint32) int {
 			if df[a] != df[b] {
 				return df[b] - df[a]

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
 // toy is a separable three-label set with out-of-scope examples.
@@ -275,6 +277,11 @@ func TestFitTemperature(t *testing.T) {
 	if got := fitTemperature(logits, y); math.Abs(got-2) > 0.02 {
 		t.Errorf("temperature %v, want 2", got)
 	}
+	// A held-out set the model gets all right pulls T to the floor, not to 0.
+	sure := [][]float64{{3, 0}, {0, 3}}
+	if got := fitTemperature(sure, []int{0, 1}); math.Abs(got-0.25) > 0.01 {
+		t.Errorf("all right: temperature %v, want the floor 0.25", got)
+	}
 	if got := fitTemperature(nil, nil); got != 1 {
 		t.Errorf("no logits: temperature %v, want 1", got)
 	}
@@ -350,5 +357,40 @@ func BenchmarkClassify(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		m.Classify(queries[i%len(queries)])
+	}
+}
+
+func TestVocabularyBounds(t *testing.T) {
+	ex := []Example{{"alpha beta", "a"}, {"alpha gamma", "b"}, {"alpha beta delta", "a"}}
+	df := func(m *Model, word string) int {
+		_, ok := m.index[fnv(kindWord, tokenize.Stem(word))]
+		if ok {
+			return 1
+		}
+		return 0
+	}
+	all := &Model{labels: []string{"a", "b"}}
+	all.buildVocabulary(ex, 1, MaxParameters)
+	capped := &Model{labels: []string{"a", "b"}}
+	capped.buildVocabulary(ex, 1, 2*4) // 4 features for 2 labels
+	if len(capped.idf) != 4 || len(all.idf) <= 4 {
+		t.Fatalf("features: capped %d (want 4), uncapped %d", len(capped.idf), len(all.idf))
+	}
+	// The kept ones are the most frequent: features of "alpha" (in all 3
+	// texts), not "delta" (in 1).
+	var e extractor
+	e.hash("alpha")
+	for id := range capped.index {
+		if !slices.Contains(e.word, id) && !slices.Contains(e.char, id) {
+			t.Errorf("capped vocabulary kept %d, not a feature of alpha", id)
+		}
+	}
+	if df(capped, "delta") != 0 || df(all, "delta") != 1 {
+		t.Errorf("delta: capped %d, uncapped %d", df(capped, "delta"), df(all, "delta"))
+	}
+	twice := &Model{labels: []string{"a", "b"}}
+	twice.buildVocabulary(ex, 2, MaxParameters)
+	if df(twice, "alpha") != 1 || df(twice, "beta") != 1 || df(twice, "gamma") != 0 {
+		t.Errorf("minDF 2 kept a feature of one text or dropped one of two")
 	}
 }
