@@ -69,7 +69,7 @@ type Options struct {
 	// else the held-out tenth) when they contain OutOfScopeLabel examples
 	// (Validation may have them even when the training examples do not):
 	// the threshold that maximises their accuracy, out-of-scope counted as a
-	// label. It overrides Threshold.
+	// label. It then overrides Threshold (Model.Threshold says which is used).
 	TuneThreshold bool
 	// Seed seeds the example shuffles and the hold-out split; the same
 	// examples, options and seed give the same model.
