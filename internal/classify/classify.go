@@ -53,9 +53,10 @@ type Options struct {
 	// Threshold. Examples may carry it (out-of-scope training data).
 	OutOfScopeLabel string
 	// Threshold is the confidence below which the result is OutOfScopeLabel.
-	// Zero disables the gate.
+	// Zero disables the gate; outside [0, 1] is an error.
 	Threshold float64
-	// MaxAlternatives caps Result.Alternatives (default 3).
+	// MaxAlternatives caps Result.Alternatives (default 3; negative is an
+	// error).
 	MaxAlternatives int
 	// Labels, when set, is the complete label list: every label must have
 	// an example and every example a listed label.
@@ -117,6 +118,7 @@ var (
 	ErrTextTooLong          = fmt.Errorf("text longer than %d bytes", MaxTextBytes)
 	ErrUnknownLabel         = errors.New("label not in the label list")
 	ErrLabelWithoutExamples = errors.New("label has no examples")
+	ErrBadOption            = errors.New("invalid option")
 )
 
 // holdOutShare is the share of each label's examples held out for
@@ -166,11 +168,16 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	if len(examples) == 0 {
 		return nil, ErrNoExamples
 	}
-	if opts.MaxAlternatives == 0 {
+	switch {
+	case opts.MaxAlternatives < 0:
+		return nil, fmt.Errorf("maxAlternatives is %d: %w", opts.MaxAlternatives, ErrBadOption)
+	case opts.Threshold < 0 || opts.Threshold > 1:
+		return nil, fmt.Errorf("threshold is %v, not between 0 and 1: %w", opts.Threshold, ErrBadOption)
+	case opts.MaxAlternatives == 0:
 		opts.MaxAlternatives = 3
 	}
 	var listed map[string]bool
-	if opts.Labels != nil {
+	if len(opts.Labels) > 0 {
 		if len(opts.Labels) > MaxLabels {
 			return nil, fmt.Errorf("label list: %d labels: %w", len(opts.Labels), ErrTooManyLabels)
 		}
@@ -238,37 +245,47 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	if calModel == nil {
 		calModel = m.lin
 	}
+	m.calibrate(calModel, cal, calIdx)
+	m.trainAcc = m.accuracy(all)
+	return m, nil
+}
+
+// calibrate fits the temperature on the held-out rows cal, scored by
+// calModel (rows of an untrained out-of-scope label, index len(labels),
+// only count for the gate), records the held-out accuracy and, with
+// TuneThreshold, tunes the gate. Without cal the temperature is 1.
+func (m *Model) calibrate(calModel *linear, cal *dataset, calIdx map[string]int) {
 	m.temperature = 1
-	if cal != nil {
-		logits := make([][]float64, cal.len())
-		acc := make([]float32, k)
-		var fitLogits [][]float64
-		var fitY []int
-		right := 0
-		for i := range logits {
-			z := make([]float64, k)
-			calModel.scores(z, acc, cal.row(i))
-			logits[i] = z
-			if cal.y[i] < k {
-				fitLogits, fitY = append(fitLogits, z), append(fitY, cal.y[i])
-				if argmax(z) == cal.y[i] {
-					right++
-				}
-			}
-		}
-		if len(fitY) > 0 {
-			m.heldOut = len(fitY)
-			m.heldOutAcc = float64(right) / float64(len(fitY))
-			m.temperature = fitTemperature(fitLogits, fitY)
-		}
-		if oos, ok := calIdx[opts.OutOfScopeLabel]; ok && opts.TuneThreshold {
-			if t, ok := tuneThreshold(logits, cal.y, m.temperature, oos); ok {
-				m.opts.Threshold = t
+	if cal == nil {
+		return
+	}
+	k := len(m.labels)
+	logits := make([][]float64, cal.len())
+	acc := make([]float32, k)
+	var fitLogits [][]float64
+	var fitY []int
+	right := 0
+	for i := range logits {
+		z := make([]float64, k)
+		calModel.scores(z, acc, cal.row(i))
+		logits[i] = z
+		if cal.y[i] < k {
+			fitLogits, fitY = append(fitLogits, z), append(fitY, cal.y[i])
+			if argmax(z) == cal.y[i] {
+				right++
 			}
 		}
 	}
-	m.trainAcc = m.accuracy(all)
-	return m, nil
+	if len(fitY) > 0 {
+		m.heldOut = len(fitY)
+		m.heldOutAcc = float64(right) / float64(len(fitY))
+		m.temperature = fitTemperature(fitLogits, fitY)
+	}
+	if oos, ok := calIdx[m.opts.OutOfScopeLabel]; ok && m.opts.TuneThreshold {
+		if t, ok := tuneThreshold(logits, cal.y, m.temperature, oos); ok {
+			m.opts.Threshold = t
+		}
+	}
 }
 
 // holdOut splits d per label: a seeded shuffle of each label's rows, the

@@ -55,6 +55,7 @@ func TestClassifyLearnsLabels(t *testing.T) {
 		{"shipping", toy, Options{}, "track the parcel", "shipping"},
 		{"account", toy, Options{}, "I forgot the password of my login", "account"},
 		{"unstemmed variant", toy, Options{}, "refunding orders", "refund"},
+		{"empty label list is no list", toy, Options{Labels: []string{}}, "track the parcel", "shipping"},
 		{"gate: nothing known", toy, Options{OutOfScopeLabel: "oos", Threshold: 0.5}, "zzxq vvkj", "oos"},
 		{"gate: known text passes", toy, Options{OutOfScopeLabel: "oos", Threshold: 0.5}, "track my parcel delivery", "shipping"},
 		{"trained oos label", withOOS, Options{OutOfScopeLabel: "oos"}, "tell me a joke about dogs", "oos"},
@@ -239,6 +240,9 @@ func TestTrainBounds(t *testing.T) {
 		{"no words", []Example{{"hi", "a"}, {" ?! ", "b"}}, Options{}, ErrEmptyText, `label "b"`},
 		{"listed label without examples", toy, Options{Labels: []string{"refund", "shipping", "account", "billing"}}, ErrLabelWithoutExamples, `"billing"`},
 		{"example label not listed", toy, Options{Labels: []string{"refund", "shipping"}}, ErrUnknownLabel, `label "account"`},
+		{"negative alternatives", toy, Options{MaxAlternatives: -1}, ErrBadOption, "maxAlternatives is -1"},
+		{"threshold above 1", toy, Options{Threshold: 1.5}, ErrBadOption, "threshold is 1.5"},
+		{"threshold below 0", toy, Options{Threshold: -0.1}, ErrBadOption, "threshold is -0.1"},
 		{"validation label unknown", toy, Options{Validation: []Example{{"hi", "weather"}}}, ErrUnknownLabel, "validation: example 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
