@@ -245,8 +245,10 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	if calModel == nil {
 		calModel = m.lin
 	}
+	// Independent passes over the trained model: one core each.
+	wg.Go(func() { m.trainAcc = m.accuracy(all) })
 	m.calibrate(calModel, cal, calIdx)
-	m.trainAcc = m.accuracy(all)
+	wg.Wait()
 	return m, nil
 }
 
