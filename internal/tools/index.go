@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/contextrouter/contextrouter/internal/tokenize"
@@ -30,6 +31,16 @@ type Params struct {
 	// sets) against the BM25F score, as a share of the query's best BM25F
 	// score: a tool whose example is the query gets that much on top.
 	ExampleMatch float64
+	// Synonym, Related and Broader weigh the catalog terms WordNet relates
+	// to a question's word (related.go), as shares of the word's own weight:
+	// its synonyms; its derivationally related forms, pertainyms and similar
+	// adjectives; its hypernyms. A related term that is a word of the
+	// question counts as that word only. 0 leaves a kind out.
+	Synonym, Related, Broader float64
+	// ExpandNorm divides the weights of a word's related terms by their
+	// number in the catalog to this power, so that a word with many
+	// relatives does not outweigh one with few.
+	ExpandNorm float64
 	// Temperature of the confidence softmax over score/top score when the
 	// top tool has examples, and PlainTemperature when it has none: the
 	// scores of the two kinds spread differently (docs/api.md §10.3).
@@ -46,6 +57,10 @@ var DefaultParams = Params{
 	Tags:             Field{Weight: 1.5, B: 0},
 	Examples:         Field{Weight: 0.05, B: 0.25},
 	ExampleMatch:     1,
+	Synonym:          0.5,
+	Related:          0.3,
+	Broader:          0.2,
+	ExpandNorm:       0.5,
 	Temperature:      0.15,
 	PlainTemperature: 0.25,
 }
@@ -72,6 +87,10 @@ type termIndex struct {
 	setOff  []uint32  // per tool: range of sets
 	sets    []uint32  // sorted distinct term ids of name, namespace, description, tags
 	surface []string  // per term: its shortest word, for labels
+	stems   []string  // per term: the term itself
+
+	expansion bool     // any of Synonym, Related, Broader is set
+	related   sync.Map // term -> []expansion: its related catalog terms
 
 	pool sync.Pool
 }
@@ -121,7 +140,9 @@ type scratch struct {
 	antiHit []uint32  // tools with an anti-pattern cosine
 	sentHit []uint32  // sentences with a score
 	terms   []uint32
-	seen    []bool // per term: in terms
+	seen    []bool    // per term: in terms
+	expW    []float32 // per term: the weight of an expansion term
+	expand  []uint32  // terms with an expW
 	hits    []Hit
 }
 
@@ -341,6 +362,13 @@ func newIndex(entries []Entry, p Params) *termIndex {
 			ix.surface[id] = w
 		}
 	}
+	ix.expansion = p.Synonym > 0 || p.Related > 0 || p.Broader > 0
+	if ix.expansion {
+		ix.stems = make([]string, b.n)
+		for t, id := range b.dict {
+			ix.stems[id] = t
+		}
+	}
 	ix.idf2 = make([]float32, b.n)
 	for t, idf := range ix.toolIDF {
 		ix.idf2[t] = idf * idf
@@ -355,6 +383,7 @@ func newIndex(entries []Entry, p Params) *termIndex {
 			antiSim: make([]float32, n),
 			sent:    make([]float32, most),
 			seen:    make([]bool, b.n),
+			expW:    make([]float32, b.n),
 		}
 	}
 	return ix
@@ -494,4 +523,75 @@ func tieOrder(entries []Entry) []uint32 {
 		rank[i] = uint32(r)
 	}
 	return rank
+}
+
+// expansion is a catalog term related to a question word, with its weight
+// as a share of the word's.
+type expansion struct {
+	term   uint32
+	weight float32
+}
+
+// relatedTerms returns the catalog terms related to term (nil: none),
+// cached: at most one entry per term of the table, whatever the questions.
+func (ix *termIndex) relatedTerms(term string) []expansion {
+	if v, ok := ix.related.Load(term); ok {
+		return v.([]expansion)
+	}
+	weights := [numRel]float32{float32(ix.p.Synonym), float32(ix.p.Related), float32(ix.p.Broader)}
+	var out []expansion
+	found := loadRelated().lookup(term, func(kind int, rel []byte) {
+		id, ok := ix.dict[string(rel)]
+		if ok && weights[kind] > 0 && !slices.ContainsFunc(out, func(e expansion) bool { return e.term == id }) {
+			out = append(out, expansion{id, weights[kind]})
+		}
+	})
+	if !found {
+		return nil
+	}
+	if len(out) > 1 && ix.p.ExpandNorm > 0 {
+		norm := float32(math.Pow(float64(len(out)), -ix.p.ExpandNorm))
+		for i := range out {
+			out[i].weight *= norm
+		}
+	}
+	ix.related.Store(strings.Clone(term), out)
+	return out
+}
+
+// expandTerms collects in sc.expand the catalog terms related to the words
+// of text that are not terms of text (sc.seen), each with its weight in
+// sc.expW: the largest any word gives it, times the smaller idf of the two
+// when the word is a catalog term, so that a related term never counts
+// more than the word would.
+func (ix *termIndex) expandTerms(sc *scratch, text string) {
+	tokenize.EachWord(text, func(w []byte) {
+		src := float32(math.Inf(1))
+		var term string
+		if id, ok := ix.words[string(w)]; ok {
+			if id < 0 {
+				return
+			}
+			term, src = ix.stems[id], ix.toolIDF[id]
+		} else {
+			t, isTerm := tokenize.Term(string(w))
+			if !isTerm {
+				return
+			}
+			if id, known := ix.dict[t]; known {
+				src = ix.toolIDF[id]
+			}
+			term = t
+		}
+		for _, e := range ix.relatedTerms(term) {
+			if sc.seen[e.term] {
+				continue
+			}
+			wt := e.weight * min(src, ix.toolIDF[e.term])
+			if sc.expW[e.term] == 0 {
+				sc.expand = append(sc.expand, e.term)
+			}
+			sc.expW[e.term] = max(sc.expW[e.term], wt)
+		}
+	})
 }

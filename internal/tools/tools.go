@@ -76,9 +76,29 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	sc := x.pool.Get().(*scratch)
 	defer x.pool.Put(sc)
 	sc.terms = x.queryTerms(sc.terms[:0], query, sc.seen)
+	if x.expansion {
+		x.expandTerms(sc, query)
+	}
 	for _, t := range sc.terms {
 		sc.seen[t] = false
 	}
+	// Related terms first, at their weight (idf included in expW).
+	for _, t := range sc.expand {
+		w := sc.expW[t]
+		sc.expW[t] = 0
+		lo, hi := x.toolOff[t], x.toolOff[t+1]
+		docs, sats := x.toolDoc[lo:hi], x.toolSat[lo:hi]
+		for i, d := range docs {
+			if allowed != nil && !allowed[d] {
+				continue
+			}
+			if sc.tool[d] == 0 {
+				sc.touched = append(sc.touched, d)
+			}
+			sc.tool[d] += w * sats[i]
+		}
+	}
+	sc.expand = sc.expand[:0]
 	for _, t := range sc.terms {
 		idf := x.toolIDF[t]
 		lo, hi := x.toolOff[t], x.toolOff[t+1]
