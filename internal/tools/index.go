@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
@@ -41,6 +42,10 @@ type Params struct {
 	// number in the catalog to this power, so that a word with many
 	// relatives does not outweigh one with few.
 	ExpandNorm float64
+	// ExpandMaxDF leaves out related terms found in more than this share
+	// of the tools, rounded up (0: no limit): they say little and cost the
+	// most.
+	ExpandMaxDF float64
 	// Temperature of the confidence softmax over score/top score when the
 	// top tool has examples, and PlainTemperature when it has none: the
 	// scores of the two kinds spread differently (docs/api.md §10.3).
@@ -61,6 +66,7 @@ var DefaultParams = Params{
 	Related:          0.3,
 	Broader:          0.2,
 	ExpandNorm:       0.5,
+	ExpandMaxDF:      0.05,
 	Temperature:      0.15,
 	PlainTemperature: 0.25,
 }
@@ -89,8 +95,12 @@ type termIndex struct {
 	surface []string  // per term: its shortest word, for labels
 	stems   []string  // per term: the term itself
 
-	expansion bool     // any of Synonym, Related, Broader is set
-	related   sync.Map // term -> []expansion: its related catalog terms
+	expansion bool // any of Synonym, Related, Broader is set
+	// The catalog terms related to a term: per catalog term, and for other
+	// words of questions.
+	relKnown []atomic.Pointer[[]expansion]
+	relMu    sync.RWMutex
+	relOther map[string][]expansion
 
 	pool sync.Pool
 }
@@ -143,6 +153,7 @@ type scratch struct {
 	seen    []bool    // per term: in terms
 	expW    []float32 // per term: the weight of an expansion term
 	expand  []uint32  // terms with an expW
+	other   []string  // terms of the question the catalog lacks
 	hits    []Hit
 }
 
@@ -364,6 +375,8 @@ func newIndex(entries []Entry, p Params) *termIndex {
 	}
 	ix.expansion = p.Synonym > 0 || p.Related > 0 || p.Broader > 0
 	if ix.expansion {
+		ix.relKnown = make([]atomic.Pointer[[]expansion], b.n)
+		ix.relOther = map[string][]expansion{}
 		ix.stems = make([]string, b.n)
 		for t, id := range b.dict {
 			ix.stems[id] = t
@@ -429,6 +442,12 @@ func newSentences(ss *sentenceSets, idf2 []float32) sentences {
 // seen (per term id, all false; nil for a short text) makes repeats cost
 // O(1) on a long question; the caller clears it through the result.
 func (ix *termIndex) queryTerms(dst []uint32, text string, seen []bool) []uint32 {
+	return ix.queryTermsOther(dst, text, seen, nil)
+}
+
+// queryTermsOther is queryTerms that also appends to other (when given)
+// the terms of text the catalog lacks.
+func (ix *termIndex) queryTermsOther(dst []uint32, text string, seen []bool, other *[]string) []uint32 {
 	tokenize.EachWord(text, func(w []byte) {
 		id, ok := ix.words[string(w)]
 		if !ok {
@@ -438,6 +457,9 @@ func (ix *termIndex) queryTerms(dst []uint32, text string, seen []bool) []uint32
 			}
 			tid, known := ix.dict[t]
 			if !known {
+				if other != nil {
+					*other = append(*other, t)
+				}
 				return
 			}
 			id = int32(tid)
@@ -532,58 +554,60 @@ type expansion struct {
 	weight float32
 }
 
-// relatedTerms returns the catalog terms related to term (nil: none),
-// cached: at most one entry per term of the table, whatever the questions.
-func (ix *termIndex) relatedTerms(term string) []expansion {
-	if v, ok := ix.related.Load(term); ok {
-		return v.([]expansion)
+// relatedTerms returns the catalog terms related to term (id its term id,
+// -1: not a catalog term), computed once per term: a slot per catalog term,
+// a map bounded by the table's size for the others.
+func (ix *termIndex) relatedTerms(term string, id int32) []expansion {
+	if id >= 0 {
+		if p := ix.relKnown[id].Load(); p != nil {
+			return *p
+		}
+	} else {
+		ix.relMu.RLock()
+		out, ok := ix.relOther[term]
+		ix.relMu.RUnlock()
+		if ok {
+			return out
+		}
 	}
 	weights := [numRel]float32{float32(ix.p.Synonym), float32(ix.p.Related), float32(ix.p.Broader)}
+	maxDF := uint32(math.Ceil(ix.p.ExpandMaxDF * float64(len(ix.setOff)-1)))
 	var out []expansion
 	found := loadRelated().lookup(term, func(kind int, rel []byte) {
-		id, ok := ix.dict[string(rel)]
-		if ok && weights[kind] > 0 && !slices.ContainsFunc(out, func(e expansion) bool { return e.term == id }) {
-			out = append(out, expansion{id, weights[kind]})
+		t, ok := ix.dict[string(rel)]
+		if !ok || weights[kind] == 0 || ix.p.ExpandMaxDF > 0 && ix.toolOff[t+1]-ix.toolOff[t] > maxDF {
+			return
+		}
+		if !slices.ContainsFunc(out, func(e expansion) bool { return e.term == t }) {
+			out = append(out, expansion{t, weights[kind]})
 		}
 	})
-	if !found {
-		return nil
-	}
 	if len(out) > 1 && ix.p.ExpandNorm > 0 {
 		norm := float32(math.Pow(float64(len(out)), -ix.p.ExpandNorm))
 		for i := range out {
 			out[i].weight *= norm
 		}
 	}
-	ix.related.Store(strings.Clone(term), out)
+	switch {
+	case id >= 0:
+		ix.relKnown[id].Store(&out)
+	case found:
+		ix.relMu.Lock()
+		ix.relOther[strings.Clone(term)] = out
+		ix.relMu.Unlock()
+	}
 	return out
 }
 
-// expandTerms collects in sc.expand the catalog terms related to the words
-// of text that are not terms of text (sc.seen), each with its weight in
-// sc.expW: the largest any word gives it, times the smaller idf of the two
-// when the word is a catalog term, so that a related term never counts
-// more than the word would.
-func (ix *termIndex) expandTerms(sc *scratch, text string) {
-	tokenize.EachWord(text, func(w []byte) {
-		src := float32(math.Inf(1))
-		var term string
-		if id, ok := ix.words[string(w)]; ok {
-			if id < 0 {
-				return
-			}
-			term, src = ix.stems[id], ix.toolIDF[id]
-		} else {
-			t, isTerm := tokenize.Term(string(w))
-			if !isTerm {
-				return
-			}
-			if id, known := ix.dict[t]; known {
-				src = ix.toolIDF[id]
-			}
-			term = t
-		}
-		for _, e := range ix.relatedTerms(term) {
+// expandTerms collects in sc.expand the catalog terms related to the
+// question's terms (sc.terms, sc.other) that are not question terms
+// (sc.seen), each with its weight in sc.expW: the largest any question term
+// gives it, times the smaller idf of the two when the question term is a
+// catalog term, so that a related term never counts more than the term
+// would.
+func (ix *termIndex) expandTerms(sc *scratch) {
+	add := func(rel []expansion, src float32) {
+		for _, e := range rel {
 			if sc.seen[e.term] {
 				continue
 			}
@@ -593,5 +617,13 @@ func (ix *termIndex) expandTerms(sc *scratch, text string) {
 			}
 			sc.expW[e.term] = max(sc.expW[e.term], wt)
 		}
-	})
+	}
+	for _, t := range sc.terms {
+		add(ix.relatedTerms(ix.stems[t], int32(t)), ix.toolIDF[t])
+	}
+	for _, t := range sc.other {
+		add(ix.relatedTerms(t, -1), float32(math.Inf(1)))
+	}
+	clear(sc.other)
+	sc.other = sc.other[:0]
 }

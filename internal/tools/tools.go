@@ -75,9 +75,11 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	x := ix.ix
 	sc := x.pool.Get().(*scratch)
 	defer x.pool.Put(sc)
-	sc.terms = x.queryTerms(sc.terms[:0], query, sc.seen)
 	if x.expansion {
-		x.expandTerms(sc, query)
+		sc.terms = x.queryTermsOther(sc.terms[:0], query, sc.seen, &sc.other)
+		x.expandTerms(sc)
+	} else {
+		sc.terms = x.queryTerms(sc.terms[:0], query, sc.seen)
 	}
 	for _, t := range sc.terms {
 		sc.seen[t] = false
