@@ -375,6 +375,7 @@ func newIndex(entries []Entry, p Params) *termIndex {
 	}
 	ix.expansion = p.Synonym > 0 || p.Related > 0 || p.Broader > 0
 	if ix.expansion {
+		loadRelated() // here, not on the first question
 		ix.relKnown = make([]atomic.Pointer[[]expansion], b.n)
 		ix.relOther = map[string][]expansion{}
 		ix.stems = make([]string, b.n)

@@ -26,6 +26,9 @@ type Entry struct {
 type Options struct {
 	// Params overrides DefaultParams (for tuning on dev data).
 	Params *Params
+	// NoExpansion counts the question's own words only: no related words
+	// (spec.tools.expansion None).
+	NoExpansion bool
 }
 
 // Index ranks tools. It is immutable and safe for concurrent use.
@@ -41,6 +44,9 @@ func NewIndex(entries []Entry, opts Options) *Index {
 	p := DefaultParams
 	if opts.Params != nil {
 		p = *opts.Params
+	}
+	if opts.NoExpansion {
+		p.Synonym, p.Related, p.Broader = 0, 0, 0
 	}
 	return &Index{entries: entries, ix: newIndex(entries, p), tie: tieOrder(entries)}
 }
