@@ -16,6 +16,12 @@ import (
 //go:embed related.txt.gz
 var relatedGz []byte
 
+// WordNetLicense is WordNet's licence, which asks that its notice travel
+// with every copy of the data: embedded beside the table.
+//
+//go:embed WORDNET-LICENSE
+var WordNetLicense string
+
 // Kinds of related terms, in the table's column order.
 const (
 	relSynonym = iota

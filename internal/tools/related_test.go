@@ -2,6 +2,7 @@ package tools
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -93,4 +94,12 @@ func TestSearchExpansionConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+func TestWordNetLicenseTravelsWithTheTable(t *testing.T) {
+	for _, want := range []string{"WordNet 3.0 Copyright 2006 by Princeton University", "hack/wordnet"} {
+		if !strings.Contains(WordNetLicense, want) {
+			t.Errorf("WordNetLicense lacks %q", want)
+		}
+	}
 }
