@@ -479,6 +479,22 @@ func (ix *termIndex) queryTermsOther(dst []uint32, text string, seen []bool, oth
 	return dst
 }
 
+// addPostings adds w times term t's saturated BM25F weight to the score of
+// every allowed tool that holds it.
+func (ix *termIndex) addPostings(sc *scratch, t uint32, w float32, allowed []bool) {
+	lo, hi := ix.toolOff[t], ix.toolOff[t+1]
+	docs, sats := ix.toolDoc[lo:hi], ix.toolSat[lo:hi]
+	for i, d := range docs {
+		if allowed != nil && !allowed[d] {
+			continue
+		}
+		if sc.tool[d] == 0 {
+			sc.touched = append(sc.touched, d)
+		}
+		sc.tool[d] += w * sats[i]
+	}
+}
+
 // match scores the sentences of s against the query terms and keeps, per
 // tool, the best cosine in best. A tool gets its first cosine is appended
 // to list unless other (when given) already has a score for it.

@@ -90,36 +90,15 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	for _, t := range sc.terms {
 		sc.seen[t] = false
 	}
-	// Related terms first, at their weight (idf included in expW).
+	// Related terms at their weight (idf included in expW), then the
+	// question's own.
 	for _, t := range sc.expand {
-		w := sc.expW[t]
+		x.addPostings(sc, t, sc.expW[t], allowed)
 		sc.expW[t] = 0
-		lo, hi := x.toolOff[t], x.toolOff[t+1]
-		docs, sats := x.toolDoc[lo:hi], x.toolSat[lo:hi]
-		for i, d := range docs {
-			if allowed != nil && !allowed[d] {
-				continue
-			}
-			if sc.tool[d] == 0 {
-				sc.touched = append(sc.touched, d)
-			}
-			sc.tool[d] += w * sats[i]
-		}
 	}
 	sc.expand = sc.expand[:0]
 	for _, t := range sc.terms {
-		idf := x.toolIDF[t]
-		lo, hi := x.toolOff[t], x.toolOff[t+1]
-		docs, sats := x.toolDoc[lo:hi], x.toolSat[lo:hi]
-		for i, d := range docs {
-			if allowed != nil && !allowed[d] {
-				continue
-			}
-			if sc.tool[d] == 0 {
-				sc.touched = append(sc.touched, d)
-			}
-			sc.tool[d] += idf * sats[i]
-		}
+		x.addPostings(sc, t, x.toolIDF[t], allowed)
 	}
 	x.examples.match(sc, sc.terms, sc.best, allowed, &sc.touched, sc.tool)
 	x.anti.match(sc, sc.terms, sc.antiSim, allowed, &sc.antiHit, nil)
