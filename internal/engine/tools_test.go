@@ -129,14 +129,15 @@ func sameJSON(a, b any) bool {
 // question reach a tool through a related word; None does not.
 func TestToolExpansion(t *testing.T) {
 	for _, tt := range []struct {
+		name      string
 		expansion v1alpha1.ToolExpansion
 		want      []string
 	}{
-		{"", []string{"billing.refund_payment"}},
-		{v1alpha1.ToolExpansionSynonyms, []string{"billing.refund_payment"}},
-		{v1alpha1.ToolExpansionNone, nil},
+		{"unset", "", []string{"billing.refund_payment"}},
+		{"Synonyms", v1alpha1.ToolExpansionSynonyms, []string{"billing.refund_payment"}},
+		{"None", v1alpha1.ToolExpansionNone, nil},
 	} {
-		t.Run(string(tt.expansion), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) { r.Tools.Expansion = tt.expansion }))
 			resp := query(t, s, Request{Text: "please reimburse me"})
 			if got := cardIDs(resp.Tools); !slices.Equal(got, tt.want) {
