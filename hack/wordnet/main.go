@@ -50,7 +50,10 @@ type pointer struct {
 	source int    // word number in the synset (1-based); 0: the whole synset
 }
 
-var posFiles = map[string]string{"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
+// posFiles are the parts of speech and their files, in a fixed order: a
+// term's columns list the words of its noun senses first, then verb,
+// adjective and adverb senses, so the table is the same on every run.
+var posFiles = [][2]string{{"n", "noun"}, {"v", "verb"}, {"a", "adj"}, {"r", "adv"}}
 
 func main() {
 	dict := flag.String("dict", "/usr/share/wordnet", "directory of the WordNet database files")
@@ -60,13 +63,15 @@ func main() {
 	flag.Parse()
 
 	synsets := map[string]*synset{}
-	for pos, name := range posFiles {
+	for _, pf := range posFiles {
+		pos, name := pf[0], pf[1]
 		if err := readData(filepath.Join(*dict, "data."+name), pos, synsets); err != nil {
 			log.Fatal(err)
 		}
 	}
 	table := map[string]*[numCols][]string{}
-	for pos, name := range posFiles {
+	for _, pf := range posFiles {
+		pos, name := pf[0], pf[1]
 		if err := readIndex(filepath.Join(*dict, "index."+name), pos, *senses, synsets, table); err != nil {
 			log.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -101,5 +102,18 @@ func TestWordNetLicenseTravelsWithTheTable(t *testing.T) {
 		if !strings.Contains(WordNetLicense, want) {
 			t.Errorf("WordNetLicense lacks %q", want)
 		}
+	}
+}
+
+// TestRelatedCacheBounded: only words of the table are remembered for the
+// words of questions the catalog lacks, so made-up words cannot grow it.
+func TestRelatedCacheBounded(t *testing.T) {
+	ix := NewIndex([]Entry{tool("", "find_physician", "Find a physician near you.")}, Options{})
+	for i := range 1000 {
+		ix.Search(fmt.Sprintf("qzx%dv please", i), 5, nil)
+	}
+	ix.Search("a doctor, a doctor", 5, nil)
+	if n := len(ix.ix.relOther); n != 2 { // "doctor" and "pleas"
+		t.Errorf("%d words remembered, want 2", n)
 	}
 }
