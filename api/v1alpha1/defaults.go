@@ -94,6 +94,7 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Tools.TopK, defaultToolsTopK)
 	setDefault(&s.Tools.MinScore, "0")
 	setDefault(&s.Tools.MinConfidence, "0")
+	setDefault(&s.Tools.Expansion, ToolExpansionSynonyms)
 }
 
 // Default fills the fields the kubebuilder markers default. A route has none;

@@ -30,7 +30,7 @@ func TestDefault(t *testing.T) {
 		Cache:         CacheSpec{TTL: dur(5 * time.Minute), MaxEntries: ptr[int32](1000), MaxBytes: qty("64Mi")},
 		Auth:          AuthSpec{Mode: AuthNone},
 		Deployment:    DeploymentSpec{Replicas: ptr[int32](2)},
-		Tools:         RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0"},
+		Tools:         RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0", Expansion: ToolExpansionSynonyms},
 	}
 	tests := []struct {
 		name string
@@ -51,7 +51,7 @@ func TestDefault(t *testing.T) {
 				Cache:         CacheSpec{TTL: dur(time.Second), MaxEntries: ptr[int32](0), MaxBytes: qty("1Ki")},
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
-				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5"},
+				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
 			}},
 			want: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
@@ -60,7 +60,7 @@ func TestDefault(t *testing.T) {
 				Cache:         CacheSpec{TTL: dur(time.Second), MaxEntries: ptr[int32](0), MaxBytes: qty("1Ki")},
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
-				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5"},
+				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
 			}},
 		},
 		{

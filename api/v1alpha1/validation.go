@@ -56,6 +56,7 @@ var (
 	sensitivityActions = []SensitivityAction{SensitivityActionDrop, SensitivityActionRedact}
 	pathMatchings      = []PathMatching{PathMatchingCaseSensitive, PathMatchingCaseInsensitive}
 	truncationModes    = []TruncationMode{TruncationDrop, TruncationTruncateEnd, TruncationTruncateMiddle}
+	toolExpansions     = []ToolExpansion{ToolExpansionSynonyms, ToolExpansionNone}
 	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace}
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
 	scorers            = []Scorer{ScorerBM25, ScorerKeyword}

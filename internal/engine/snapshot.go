@@ -430,7 +430,7 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
 
 	ts := &rs.Tools
-	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback}
+	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion}
 	if s.tools.topK <= 0 {
 		add("spec.tools.topK", "must be at least 1")
 	}
@@ -467,7 +467,7 @@ func (s *Snapshot) indexTools(catalogs [][]v1alpha1.Tool, h io.Writer) {
 		st.tools.hi = len(s.toolEntries)
 	}
 	if len(s.toolEntries) > 0 {
-		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{})
+		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{NoExpansion: s.tools.expansion == v1alpha1.ToolExpansionNone})
 	}
 }
 
