@@ -97,7 +97,7 @@ func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		exclude:     slices.Clone(d.Exclude),
 		maxFileSize: d.MaxFileSize.Value(),
 		chunking:    chunkOptions(spec, env),
-		log:         logger.With("source", spec.Name, "type", string(v1alpha1.SourceDirectory)),
+		log:         logger.With("type", string(v1alpha1.SourceDirectory)),
 	}, nil
 }
 

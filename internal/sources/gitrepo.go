@@ -166,7 +166,7 @@ func newGitRepo(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		dir:         filepath.Join(cacheDir, gitCacheFolder(spec.Namespace, spec.Name, ep.key)),
 		secretName:  secretName,
 		secrets:     secrets,
-		log:         logger.With("source", spec.Name, "type", string(v1alpha1.SourceGitRepo), "url", ep.display),
+		log:         logger.With("type", string(v1alpha1.SourceGitRepo), "url", ep.display),
 	}, nil
 }
 

@@ -776,7 +776,7 @@ func (h *HTTPAPI) chunks(body []byte) ([]Chunk, error) {
 		raw, _ := h.textPath.lookup(item)
 		text, ok := scalarText(raw)
 		if !ok || strings.TrimSpace(text) == "" {
-			h.logger.Debug("httpAPI result has no text; skipped", "source", h.name, "index", i, "textField", h.textPath.String())
+			h.logger.Debug("httpAPI result has no text; skipped", "index", i, "textField", h.textPath.String())
 			continue
 		}
 		c := Chunk{Source: h.name, Index: i, Content: text}

@@ -100,6 +100,8 @@ type Env struct {
 	// HTTPClient for HTTPAPI sources; nil means a default client.
 	HTTPClient *http.Client
 	// Logger receives skipped files and other notes; nil means slog.Default().
+	// It already carries the source's name (the engine adds "source"), so
+	// sources must not add that key again.
 	Logger *slog.Logger
 	// CountTokens estimates tokens, for maxChunkTokens; nil means ceil(chars/4).
 	CountTokens func(string) int
