@@ -59,6 +59,7 @@ var (
 	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace}
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
 	scorers            = []Scorer{ScorerBM25, ScorerKeyword}
+	noMatchPolicies    = []NoMatchPolicy{NoMatchEmpty, NoMatchRecent, NoMatchPriority}
 	authModes          = []AuthMode{AuthNone, AuthServiceAccountToken}
 	sourceTypes        = []SourceType{SourceInline, SourceDirectory, SourceGitRepo, SourceHTTPAPI, SourceTools, SourceMCP}
 	sideEffectLevels   = []SideEffects{SideEffectsNone, SideEffectsRead, SideEffectsWrite, SideEffectsDestructive}
@@ -108,6 +109,7 @@ func (r *ContextRouter) Validate() field.ErrorList {
 	rk := spec.Child("ranking")
 	allErrs = append(allErrs, validateEnum(rk.Child("strategy"), s.Ranking.Strategy, rankingStrategies)...)
 	allErrs = append(allErrs, validateEnum(rk.Child("scorer"), s.Ranking.Scorer, scorers)...)
+	allErrs = append(allErrs, validateEnum(rk.Child("onNoMatch"), s.Ranking.OnNoMatch, noMatchPolicies)...)
 	if !validDedupThreshold(s.Ranking.DedupThreshold) {
 		allErrs = append(allErrs, field.Invalid(rk.Child("dedupThreshold"), s.Ranking.DedupThreshold,
 			`must be a decimal number from 0 to 1, such as "0.85" ("0" disables deduplication)`))

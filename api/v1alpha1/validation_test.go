@@ -67,6 +67,8 @@ func TestContextRouterValidate(t *testing.T) {
 		{"estimator enum", func(r *ContextRouter) { r.Spec.Budget.Estimator = "Tiktoken" }, "spec.budget.estimator", `"Whitespace"`},
 		{"strategy enum", func(r *ContextRouter) { r.Spec.Ranking.Strategy = "Random" }, "spec.ranking.strategy", `"Hybrid"`},
 		{"scorer enum", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "TFIDF" }, "spec.ranking.scorer", `"Keyword"`},
+		{"onNoMatch enum", func(r *ContextRouter) { r.Spec.Ranking.OnNoMatch = "recent" },
+			"spec.ranking.onNoMatch", `supported values: "Empty", "Recent", "Priority" (did you mean "Recent"?)`},
 		{"scorer enum in the wrong case", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "keyword" },
 			"spec.ranking.scorer", `Unsupported value: "keyword": supported values: "BM25", "Keyword" (did you mean "Keyword"?)`},
 		{"dedupThreshold above 1", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "1.5" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},

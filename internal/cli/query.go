@@ -84,6 +84,15 @@ func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool
 	if r.Stats.Redacted > 0 {
 		fmt.Fprintf(w, "; %d redacted", r.Stats.Redacted)
 	}
+	if r.Stats.PinnedDropped > 0 {
+		fmt.Fprintf(w, "; %d inline chunks did not fit", r.Stats.PinnedDropped)
+	}
+	if r.Stats.NoTermMatch > 0 {
+		fmt.Fprintf(w, "; %d sources share no term with the question", r.Stats.NoTermMatch)
+		if r.Stats.NoMatchFallback > 0 {
+			fmt.Fprintf(w, " (onNoMatch added %d chunks)", r.Stats.NoMatchFallback)
+		}
+	}
 	if r.WasTruncated {
 		fmt.Fprint(w, " (truncated to fit the budget)")
 	}

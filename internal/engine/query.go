@@ -88,10 +88,18 @@ type RouteError struct {
 
 // Stats accounts for every candidate: Included + sum(Dropped) == Candidates.
 type Stats struct {
-	Candidates int     `json:"candidates"`
-	Included   int     `json:"included"`
-	Redacted   int     `json:"redacted"`
-	Dropped    Dropped `json:"dropped"`
+	Candidates int `json:"candidates"`
+	Included   int `json:"included"`
+	Redacted   int `json:"redacted"`
+	// PinnedDropped counts Inline chunks of matched routes that did not fit
+	// although they are taken first (api.md §5.5); they are in Dropped.Budget too.
+	PinnedDropped int `json:"pinned_dropped"`
+	// NoTermMatch counts the searched (Directory, GitRepo) sources of matched
+	// routes of which no chunk shares a term with the question.
+	NoTermMatch int `json:"no_term_match"`
+	// NoMatchFallback counts the candidates that spec.ranking.onNoMatch added.
+	NoMatchFallback int     `json:"no_match_fallback"`
+	Dropped         Dropped `json:"dropped"`
 	// Tools accounts for the tool candidates; tools never count against the budget.
 	Tools ToolStats `json:"tools"`
 }
@@ -122,6 +130,8 @@ type candidate struct {
 	priority int32
 	terms    []uint32 // for near-duplicate detection; nil until needed for fetched chunks
 	redacted bool
+	// pinned: an Inline chunk, taken before every other candidate.
+	pinned bool
 }
 
 // Query runs the pipeline. Request errors (wrapping ErrBadRequest) and a
@@ -208,8 +218,40 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		hits = s.ix.BM25(nil, q, allowed)
 	}
 	cands := make([]candidate, 0, len(hits)+8)
+	searched := 0 // hits from Directory and GitRepo sources
+	var hitGroups []bool
 	for _, h := range hits {
-		cands = append(cands, s.staticCandidate(h.Doc, h.Score))
+		c := s.staticCandidate(h.Doc, h.Score)
+		if !c.pinned {
+			searched++
+			if hitGroups == nil {
+				hitGroups = make([]bool, len(s.byGroup))
+			}
+			hitGroups[s.ix.Group(h.Doc)] = true
+		}
+		cands = append(cands, c)
+	}
+	// Searched sources of which no chunk shares a term with the question.
+	var silent []*sourceState
+	for _, st := range s.byGroup {
+		if allowed[st.group] && st.typ != v1alpha1.SourceInline && st.chunks > 0 && (hitGroups == nil || !hitGroups[st.group]) {
+			silent = append(silent, st)
+		}
+	}
+	resp.Stats.NoTermMatch = len(silent)
+	strategy := s.strategy
+	if searched == 0 && len(silent) > 0 && (s.onNoMatch == v1alpha1.NoMatchRecent || s.onNoMatch == v1alpha1.NoMatchPriority) {
+		// None shares a term: onNoMatch decides, and ranks this query.
+		for _, st := range silent {
+			for d := st.first; d < st.first+uint32(st.chunks); d++ {
+				cands = append(cands, s.staticCandidate(d, 0))
+			}
+			resp.Stats.NoMatchFallback += st.chunks
+		}
+		strategy = v1alpha1.RankingManual
+		if s.onNoMatch == v1alpha1.NoMatchRecent {
+			strategy = v1alpha1.RankingRecency
+		}
 	}
 	// Inline text reaches every query its routes match, even without a shared term.
 	for _, st := range s.byGroup {
@@ -287,7 +329,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	if limit < 0 {
 		limit = 0
 	}
-	s.fill(resp, cands, limit, req.MaxChunks)
+	s.fill(resp, cands, limit, req.MaxChunks, strategy)
 
 	// 8. Assemble.
 	parts := make([]string, len(resp.Chunks))
@@ -367,7 +409,8 @@ func (s *Snapshot) matchRoutes(ctx context.Context, req *Request, resp *Response
 
 func (s *Snapshot) staticCandidate(doc uint32, score float64) candidate {
 	d := &s.docs[doc]
-	return candidate{chunk: d.chunk, doc: int64(doc), score: score, tokens: d.tokens, priority: s.byGroup[s.ix.Group(doc)].priority}
+	st := s.byGroup[s.ix.Group(doc)]
+	return candidate{chunk: d.chunk, doc: int64(doc), score: score, tokens: d.tokens, priority: st.priority, pinned: st.typ == v1alpha1.SourceInline}
 }
 
 func hasDoc(hits []index.Hit, d uint32) bool {
@@ -407,16 +450,20 @@ const minUsefulTokens = 8
 // or a redacted chunk under any mode) or cut to the remaining budget
 // (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
-func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int) {
-	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: s.lessFunc()}
+func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, strategy v1alpha1.RankingStrategy) {
+	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: lessFunc(strategy)}
 	for i := range h.idx {
 		h.idx[i] = int32(i)
 	}
 	heap.Init(h)
 	remaining := limit
 	minTokens := math.MaxInt
+	pinned := 0 // pinned candidates not yet popped
 	for _, c := range cands {
 		minTokens = min(minTokens, c.tokens)
+		if c.pinned {
+			pinned++
+		}
 	}
 	var included []*candidate
 	extra := map[string]uint32{}
@@ -429,10 +476,14 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 		cannotFit := remaining < minTokens && (s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens)
 		if full || cannotFit || (maxChunks > 0 && len(included) >= maxChunks) {
 			resp.Stats.Dropped.Budget += h.Len()
+			resp.Stats.PinnedDropped += pinned
 			resp.WasTruncated = true
 			break
 		}
 		c := cands[heap.Pop(h).(int32)]
+		if c.pinned {
+			pinned--
+		}
 		if s.dedup > 0 && !c.redacted {
 			if c.terms == nil {
 				if c.doc >= 0 {
@@ -452,6 +503,9 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 			// or sensitivity, so it is dropped like under Drop and filling continues.
 			if s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens || c.redacted {
 				resp.Stats.Dropped.Budget++
+				if c.pinned {
+					resp.Stats.PinnedDropped++
+				}
 				continue
 			}
 			var out string
@@ -464,6 +518,9 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 			}
 			if !ok {
 				resp.Stats.Dropped.Budget++
+				if c.pinned {
+					resp.Stats.PinnedDropped++
+				}
 				continue
 			}
 			c.chunk.Content, c.tokens = out, tokens
@@ -543,9 +600,20 @@ func toChunk(c *candidate) Chunk {
 	}
 }
 
-// lessFunc orders candidates for the router's strategy. Ties are broken by
-// source priority, source name, path and chunk index, so output is stable.
-func (s *Snapshot) lessFunc() func(a, b *candidate) bool {
+// lessFunc orders candidates for a ranking strategy. Pinned (Inline) chunks
+// come first; ties are broken by source priority, source name, path and chunk
+// index, so output is stable.
+func lessFunc(strategy v1alpha1.RankingStrategy) func(a, b *candidate) bool {
+	less := strategyLess(strategy)
+	return func(a, b *candidate) bool {
+		if a.pinned != b.pinned {
+			return a.pinned
+		}
+		return less(a, b)
+	}
+}
+
+func strategyLess(strategy v1alpha1.RankingStrategy) func(a, b *candidate) bool {
 	tie := func(a, b *candidate) bool {
 		if a.priority != b.priority {
 			return a.priority > b.priority
@@ -558,7 +626,7 @@ func (s *Snapshot) lessFunc() func(a, b *candidate) bool {
 		}
 		return a.chunk.Index < b.chunk.Index
 	}
-	switch s.strategy {
+	switch strategy {
 	case v1alpha1.RankingRecency:
 		return func(a, b *candidate) bool {
 			if !a.chunk.ModTime.Equal(b.chunk.ModTime) {

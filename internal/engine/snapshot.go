@@ -93,6 +93,7 @@ type sourceState struct {
 	// stale: loadErr is a *sources.StaleError and the source serves the chunks it last read.
 	stale  bool
 	always []uint32 // inline chunks: candidates for every query that reaches the source
+	first  uint32   // its first doc: a source's docs are contiguous, chunks of them
 	chunks int
 	commit string
 }
@@ -111,6 +112,7 @@ type Snapshot struct {
 	truncation    v1alpha1.TruncationMode
 	strategy      v1alpha1.RankingStrategy
 	scorer        v1alpha1.Scorer
+	onNoMatch     v1alpha1.NoMatchPolicy
 	dedup         float64
 	est           budget.Estimator
 	vars          ref.Val
@@ -361,6 +363,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	}{*rs, cfg.Routes, cfg.Sources, cfg.Permissions})
 	h.Write(cfgJSON)
 	for _, st := range s.byGroup {
+		st.first = uint32(len(s.docs))
 		for _, c := range loaded[st.group] {
 			doc := b.Add(st.group, c.Title, c.Content)
 			s.docs = append(s.docs, docInfo{chunk: c, tokens: est.Count(c.Content)})
@@ -399,6 +402,7 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	s.truncation = rs.Budget.Truncation
 	s.strategy = rs.Ranking.Strategy
 	s.scorer = rs.Ranking.Scorer
+	s.onNoMatch = rs.Ranking.OnNoMatch
 	est, err := budget.New(rs.Budget.Estimator)
 	if err != nil {
 		add("spec.budget.estimator", err.Error())
