@@ -289,7 +289,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	// 4. Path and sensitivity filters.
 	kept := cands[:0]
 	for _, c := range cands {
-		if access.PathDenied(c.chunk.Path) {
+		if access.PathDenied(c.chunk.Source, c.chunk.Path) {
 			resp.Stats.Dropped.PathDenied++
 			continue
 		}
