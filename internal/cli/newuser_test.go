@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +55,75 @@ func TestTwoRoutersNameTheFlag(t *testing.T) {
 	}
 	if out, stderr, code := run(t, "query", "-f", dir, "--router", "staff", "hello"); code != 0 || !strings.Contains(out, "router:          staff") {
 		t.Errorf("with --router: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// skippingSource is a Directory source that leaves three files out: two too
+// large, one binary.
+func skippingSource(t *testing.T) string {
+	t.Helper()
+	dir := writeManifests(t, `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: wiki}
+spec:
+  type: Directory
+  directory: {path: docs, include: ["**/*"], maxFileSize: "1Ki"}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: all}
+spec:
+  sources: [{name: wiki}]
+`)
+	docs := filepath.Join(dir, "docs")
+	if err := os.MkdirAll(docs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"bees.md":  "# Bees\n\nBees make honey.\n",
+		"big.md":   strings.Repeat("word ", 400),
+		"huge.md":  strings.Repeat("word ", 500),
+		"logo.png": "\x89PNG\r\n\x1a\n\x00\x00",
+	} {
+		if err := os.WriteFile(filepath.Join(docs, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestSkippedFilesAreListed: files left out at load are listed by validate
+// (a warning per source with counts, reasons and paths) and counted in
+// serve's /v1/status, without --log-level info.
+func TestSkippedFilesAreListed(t *testing.T) {
+	dir := skippingSource(t)
+	out, stderr, code := run(t, "validate", "-f", dir)
+	want := "warning: " + filepath.Join(dir, "m.yaml") + ":1: ContextSource/wiki: skipped 3 files: 1 not UTF-8 text (binary or other encoding), 2 file larger than maxFileSize (big.md, huge.md, logo.png); run with --log-level info to see each file"
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "; 1 warnings") {
+		t.Errorf("validate: exit %d\n%s%s\nwant the line %s", code, out, stderr, want)
+	}
+
+	s := startServe(t, "-f", dir)
+	var status struct {
+		Sources []struct {
+			Name    string `json:"name"`
+			Chunks  int    `json:"chunks"`
+			Skipped *struct {
+				Files    int            `json:"files"`
+				Reasons  map[string]int `json:"reasons"`
+				Examples []string       `json:"examples"`
+			} `json:"skipped"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(s.get(t, "/v1/status")), &status); err != nil {
+		t.Fatal(err)
+	}
+	if len(status.Sources) != 1 || status.Sources[0].Skipped == nil {
+		t.Fatalf("status sources = %+v, want wiki with skipped files", status.Sources)
+	}
+	sk := status.Sources[0].Skipped
+	if sk.Files != 3 || sk.Reasons["too_large"] != 2 || sk.Reasons["not_utf8"] != 1 || len(sk.Reasons) != 2 ||
+		strings.Join(sk.Examples, ",") != "big.md,huge.md,logo.png" || status.Sources[0].Chunks != 1 {
+		t.Errorf("status of wiki = %+v, skipped %+v", status.Sources[0], *sk)
 	}
 }

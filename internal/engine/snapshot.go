@@ -68,6 +68,9 @@ type SourceStatus struct {
 	// Error is why the source could not be loaded; the rest of the router still answers.
 	Error  string `json:"error,omitempty"`
 	Commit string `json:"commit,omitempty"`
+	// Skipped accounts for the files the source left out at load (too large,
+	// binary, unreadable, …); nil when it left none out.
+	Skipped *sources.Skips `json:"skipped,omitempty"`
 }
 
 type route struct {
@@ -96,6 +99,8 @@ type sourceState struct {
 	first  uint32   // its first doc: a source's docs are contiguous, chunks of them
 	chunks int
 	commit string
+	// skipped: the files the source left out at load; nil if none.
+	skipped *sources.Skips
 }
 
 type docInfo struct {
@@ -165,7 +170,7 @@ func (s *Snapshot) Routes() []string {
 func (s *Snapshot) Sources() []SourceStatus {
 	out := make([]SourceStatus, 0, len(s.byGroup))
 	for _, st := range s.byGroup {
-		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit}
+		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit, Skipped: st.skipped}
 		if st.loadErr != nil {
 			ss.Error = st.loadErr.Error()
 		}
@@ -520,6 +525,11 @@ func (s *Snapshot) loadStatic(ctx context.Context, limit int) ([][]sources.Chunk
 				chunks[i].Source = st.name
 			}
 			out[st.group] = chunks
+			if sr, ok := st.src.(sources.SkipReporter); ok {
+				if k := sr.Skipped(); k.Files > 0 {
+					st.skipped = &k
+				}
+			}
 		}()
 	}
 	wg.Wait()

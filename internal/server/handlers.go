@@ -416,6 +416,8 @@ type SourceStatus struct {
 	LastSync      *time.Time `json:"last_sync,omitempty"`
 	LastSyncError string     `json:"last_sync_error,omitempty"`
 	SyncInterval  string     `json:"sync_interval,omitempty"`
+	// Skipped accounts for the files the source left out at load.
+	Skipped *sources.Skips `json:"skipped,omitempty"`
 }
 
 // Status reports the serving snapshot, the last reload and every source.
@@ -443,7 +445,7 @@ func (s *Server) Status() Status {
 	out.Chunks = snap.Chunks()
 	out.Routes = snap.Routes()
 	for _, src := range snap.Sources() {
-		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
+		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit, Skipped: src.Skipped}
 		live := snap.Source(src.Name)
 		if g, ok := live.(interface{ Status() sources.GitStatus }); ok {
 			gs := g.Status()
