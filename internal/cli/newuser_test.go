@@ -127,3 +127,61 @@ func TestSkippedFilesAreListed(t *testing.T) {
 		t.Errorf("status of wiki = %+v, skipped %+v", status.Sources[0], *sk)
 	}
 }
+
+const deniedAgent = `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: club}
+spec: {defaultAccess: Deny}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: prompt}
+spec: {type: Inline, inline: {content: "Be brief."}}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: always}
+spec: {sources: [{name: prompt}]}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: AgentPermission
+metadata: {name: staff}
+spec: {agents: [staff_bot, admin_bot], allowSources: [prompt]}
+`
+
+// TestUnnamedAgentIsTold: a query by an agent that no permission names, under
+// defaultAccess: Deny, says so: query on stderr (with the known agents, for
+// the local user), serve in the response's warnings (without them).
+func TestUnnamedAgentIsTold(t *testing.T) {
+	dir := writeManifests(t, deniedAgent)
+	out, stderr, code := run(t, "query", "-f", dir, "-a", "member_bot", "hello")
+	for _, want := range []string{
+		`warning: no AgentPermission names agent "member_bot", so the router's defaultAccess: Deny denies every source`,
+		"warning: known agents: admin_bot, staff_bot (-a/--agent)",
+	} {
+		if code != 0 || !strings.Contains(stderr, want) {
+			t.Errorf("query: exit %d, stderr lacks %q:\n%s", code, want, stderr)
+		}
+	}
+	if !strings.Contains(out, "denied sources:  prompt") {
+		t.Errorf("query output:\n%s", out)
+	}
+	if _, stderr, _ := run(t, "query", "-f", dir, "-a", "staff_bot", "hello"); strings.Contains(stderr, "warning") {
+		t.Errorf("a named agent got warnings:\n%s", stderr)
+	}
+
+	s := startServe(t, "-f", dir)
+	code, body := s.post(t, `{"text": "hello", "agent": "member_bot"}`)
+	var resp struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil || code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], `no AgentPermission names agent "member_bot"`) {
+		t.Errorf("warnings = %q", resp.Warnings)
+	}
+	if strings.Contains(string(body), "staff_bot") {
+		t.Errorf("the response names another agent: %s", body)
+	}
+}

@@ -126,3 +126,43 @@ func TestInlinePinned(t *testing.T) {
 		}
 	}
 }
+
+// TestUnnamedAgentWarning: an agent that no permission names, shut out by
+// defaultAccess: Deny, is told so in the response, which names no other agent.
+func TestUnnamedAgentWarning(t *testing.T) {
+	kb := beesKB(t)
+	staff := perm("staff", v1alpha1.AgentPermissionSpec{Agents: []string{"staff_bot", "admin_bot"}, AllowSources: []string{"wiki"}, Default: v1alpha1.AccessDeny})
+	anyone := perm("anyone", v1alpha1.AgentPermissionSpec{Agents: []string{"*"}, AllowSources: []string{"prompt"}, Default: v1alpha1.AccessDeny})
+	tests := []struct {
+		name   string
+		access v1alpha1.AccessPolicy
+		perms  []v1alpha1.AgentPermission
+		agent  string
+		want   []string
+	}{
+		{"unnamed agent, Deny", v1alpha1.AccessDeny, []v1alpha1.AgentPermission{staff}, "member_bot",
+			[]string{`no AgentPermission names agent "member_bot", so the router's defaultAccess: Deny denies every source`}},
+		{"no agent, Deny", v1alpha1.AccessDeny, []v1alpha1.AgentPermission{staff}, "",
+			[]string{`no agent was given and no AgentPermission names "*", so the router's defaultAccess: Deny denies every source`}},
+		{"named agent", v1alpha1.AccessDeny, []v1alpha1.AgentPermission{staff}, "staff_bot", []string{}},
+		{"unnamed agent, Allow", v1alpha1.AccessAllow, []v1alpha1.AgentPermission{staff}, "member_bot", []string{}},
+		{"a * permission names everyone", v1alpha1.AccessDeny, []v1alpha1.AgentPermission{staff, anyone}, "member_bot", []string{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := compile(t, &Config{
+				Router:      router(func(s *v1alpha1.ContextRouterSpec) { s.DefaultAccess = tc.access }),
+				Routes:      []v1alpha1.ContextRoute{routeTo("all", "", "prompt", "wiki")},
+				Sources:     kb,
+				Permissions: tc.perms,
+			})
+			resp := query(t, s, Request{Text: "hives", Agent: tc.agent})
+			if !slices.Equal(resp.Warnings, tc.want) {
+				t.Errorf("warnings = %q, want %q", resp.Warnings, tc.want)
+			}
+			if got := s.KnownAgents(); !slices.Equal(got, []string{"admin_bot", "staff_bot"}) {
+				t.Errorf("KnownAgents = %q", got)
+			}
+		})
+	}
+}

@@ -44,6 +44,9 @@ type Response struct {
 	DeniedSources []string        `json:"denied_sources"`
 	FailedSources []SourceFailure `json:"failed_sources"`
 	RouteErrors   []RouteError    `json:"route_errors"`
+	// Warnings say why an answer is emptier than the caller may expect: an
+	// agent that no AgentPermission names, shut out by defaultAccess: Deny.
+	Warnings []string `json:"warnings"`
 	// Tools are the shortlisted tool cards (api.md §10.3); [] when no
 	// matched route names a tool source.
 	Tools            []ToolCard `json:"tools"`
@@ -144,7 +147,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 	resp := &Response{
 		Chunks: []Chunk{}, MatchedRoutes: []string{}, DeniedSources: []string{},
-		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Tools: []ToolCard{},
+		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Warnings: []string{}, Tools: []ToolCard{},
 	}
 
 	// 1. Routes: every matching route contributes its sources, in route order.
@@ -178,6 +181,10 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		default:
 			allowed[st.group] = true
 		}
+	}
+
+	if len(resp.DeniedSources) > 0 && len(access.Permissions) == 0 && access.Default != v1alpha1.AccessAllow {
+		resp.Warnings = append(resp.Warnings, unnamedAgentWarning(req.Agent))
 	}
 
 	// 3. Fetch per-query sources concurrently, while the index is scored.
@@ -673,4 +680,29 @@ func (h *rankHeap) Pop() any {
 	x := h.idx[n]
 	h.idx = h.idx[:n]
 	return x
+}
+
+// unnamedAgentWarning says that no permission names the agent and the
+// router's defaultAccess denied its sources. It names no other agent: the
+// response goes to the caller, who need not learn who else may read what.
+func unnamedAgentWarning(agent string) string {
+	if agent == "" {
+		return `no agent was given and no AgentPermission names "*", so the router's defaultAccess: Deny denies every source`
+	}
+	return fmt.Sprintf("no AgentPermission names agent %q, so the router's defaultAccess: Deny denies every source", agent)
+}
+
+// KnownAgents lists the agents the router's permissions name ("*" left out),
+// sorted: for a local user (query) who mistyped one.
+func (s *Snapshot) KnownAgents() []string {
+	var out []string
+	for i := range s.perms {
+		for _, a := range s.perms[i].Spec.Agents {
+			if a != "*" {
+				out = append(out, a)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -72,6 +72,8 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 		}
 		b = append(b, ']')
 	}
+	b = append(b, `,"warnings":`...)
+	b = appendStrings(b, r.Warnings)
 	b = append(b, `,"tools":`...)
 	if r.Tools == nil {
 		b = append(b, "null"...)
