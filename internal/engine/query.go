@@ -226,30 +226,31 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 	cands := make([]candidate, 0, len(hits)+8)
 	searched := 0 // hits from Directory and GitRepo sources
-	var hitGroups []bool
 	for _, h := range hits {
 		c := s.staticCandidate(h.Doc, h.Score)
 		if !c.pinned {
 			searched++
-			if hitGroups == nil {
-				hitGroups = make([]bool, len(s.byGroup))
-			}
-			hitGroups[s.ix.Group(h.Doc)] = true
 		}
 		cands = append(cands, c)
 	}
-	// Searched sources of which no chunk shares a term with the question.
-	var silent []*sourceState
+	// Searched sources of which no chunk shares a term with the question. A
+	// source's docs are contiguous and hits are in doc order: no per-query map.
+	silent := func(st *sourceState) bool {
+		return allowed[st.group] && st.typ != v1alpha1.SourceInline && st.chunks > 0 &&
+			!hitIn(hits, st.first, st.first+uint32(st.chunks))
+	}
 	for _, st := range s.byGroup {
-		if allowed[st.group] && st.typ != v1alpha1.SourceInline && st.chunks > 0 && (hitGroups == nil || !hitGroups[st.group]) {
-			silent = append(silent, st)
+		if silent(st) {
+			resp.Stats.NoTermMatch++
 		}
 	}
-	resp.Stats.NoTermMatch = len(silent)
 	strategy := s.strategy
-	if searched == 0 && len(silent) > 0 && (s.onNoMatch == v1alpha1.NoMatchRecent || s.onNoMatch == v1alpha1.NoMatchPriority) {
+	if searched == 0 && resp.Stats.NoTermMatch > 0 && (s.onNoMatch == v1alpha1.NoMatchRecent || s.onNoMatch == v1alpha1.NoMatchPriority) {
 		// None shares a term: onNoMatch decides, and ranks this query.
-		for _, st := range silent {
+		for _, st := range s.byGroup {
+			if !silent(st) {
+				continue
+			}
 			for d := st.first; d < st.first+uint32(st.chunks); d++ {
 				cands = append(cands, s.staticCandidate(d, 0))
 			}
@@ -421,7 +422,18 @@ func (s *Snapshot) staticCandidate(doc uint32, score float64) candidate {
 }
 
 func hasDoc(hits []index.Hit, d uint32) bool {
-	// hits are in doc order.
+	lo := lowerBound(hits, d)
+	return lo < len(hits) && hits[lo].Doc == d
+}
+
+// hitIn reports whether a hit falls in the docs [from, to).
+func hitIn(hits []index.Hit, from, to uint32) bool {
+	lo := lowerBound(hits, from)
+	return lo < len(hits) && hits[lo].Doc < to
+}
+
+// lowerBound is the position of the first hit with a doc ≥ d (hits are in doc order).
+func lowerBound(hits []index.Hit, d uint32) int {
 	lo, hi := 0, len(hits)
 	for lo < hi {
 		m := (lo + hi) / 2
@@ -431,7 +443,7 @@ func hasDoc(hits []index.Hit, d uint32) bool {
 			hi = m
 		}
 	}
-	return lo < len(hits) && hits[lo].Doc == d
+	return lo
 }
 
 const maxCachedAgents = 4096
@@ -611,57 +623,58 @@ func toChunk(c *candidate) Chunk {
 // come first; ties are broken by source priority, source name, path and chunk
 // index, so output is stable.
 func lessFunc(strategy v1alpha1.RankingStrategy) func(a, b *candidate) bool {
-	less := strategyLess(strategy)
-	return func(a, b *candidate) bool {
-		if a.pinned != b.pinned {
-			return a.pinned
-		}
-		return less(a, b)
-	}
-}
-
-func strategyLess(strategy v1alpha1.RankingStrategy) func(a, b *candidate) bool {
-	tie := func(a, b *candidate) bool {
-		if a.priority != b.priority {
-			return a.priority > b.priority
-		}
-		if a.chunk.Source != b.chunk.Source {
-			return a.chunk.Source < b.chunk.Source
-		}
-		if a.chunk.Path != b.chunk.Path {
-			return a.chunk.Path < b.chunk.Path
-		}
-		return a.chunk.Index < b.chunk.Index
-	}
 	switch strategy {
 	case v1alpha1.RankingRecency:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if !a.chunk.ModTime.Equal(b.chunk.ModTime) {
 				return a.chunk.ModTime.After(b.chunk.ModTime)
 			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	case v1alpha1.RankingManual:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if a.priority != b.priority {
 				return a.priority > b.priority
 			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	default:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	}
+}
+
+// tieLess breaks ties under every strategy.
+func tieLess(a, b *candidate) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	if a.chunk.Source != b.chunk.Source {
+		return a.chunk.Source < b.chunk.Source
+	}
+	if a.chunk.Path != b.chunk.Path {
+		return a.chunk.Path < b.chunk.Path
+	}
+	return a.chunk.Index < b.chunk.Index
 }
 
 // rankHeap orders candidate positions, so swaps move ints, not chunks.
