@@ -18,14 +18,8 @@ func writeManifests(t *testing.T, text string) string {
 	return dir
 }
 
-const twoRouters = `apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRouter
-metadata: {name: staff}
----
-apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRouter
-metadata: {name: members}
----
+// promptAndRoute is an inline prompt that one route sends to every query.
+const promptAndRoute = `---
 apiVersion: contextrouter.dev/v1alpha1
 kind: ContextSource
 metadata: {name: prompt}
@@ -36,6 +30,15 @@ kind: ContextRoute
 metadata: {name: always}
 spec: {sources: [{name: prompt}]}
 `
+
+const twoRouters = `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: staff}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: members}
+` + promptAndRoute
 
 // TestTwoRoutersNameTheFlag: a command that needs one router of several says
 // which flag picks it and lists them.
@@ -132,17 +135,7 @@ const deniedAgent = `apiVersion: contextrouter.dev/v1alpha1
 kind: ContextRouter
 metadata: {name: club}
 spec: {defaultAccess: Deny}
----
-apiVersion: contextrouter.dev/v1alpha1
-kind: ContextSource
-metadata: {name: prompt}
-spec: {type: Inline, inline: {content: "Be brief."}}
----
-apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRoute
-metadata: {name: always}
-spec: {sources: [{name: prompt}]}
----
+` + promptAndRoute + `---
 apiVersion: contextrouter.dev/v1alpha1
 kind: AgentPermission
 metadata: {name: staff}

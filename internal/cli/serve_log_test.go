@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -65,35 +63,7 @@ func jsonKeys(dec *json.Decoder, top map[string]json.RawMessage, depth int) erro
 // (logged with the source's name) and checks every line: each key once, and
 // durations as Go duration strings, not integer nanoseconds.
 func TestServeJSONLogKeys(t *testing.T) {
-	dir := t.TempDir()
-	docs := filepath.Join(dir, "docs")
-	if err := os.MkdirAll(docs, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range map[string]string{
-		"small.md": "# Bees\n\nBees make honey.\n",
-		"big.md":   "# Big\n\n" + strings.Repeat("word ", 400),
-	} {
-		if err := os.WriteFile(filepath.Join(docs, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	manifest := `apiVersion: contextrouter.dev/v1alpha1
-kind: ContextSource
-metadata: {name: wiki}
-spec:
-  type: Directory
-  directory: {path: docs, maxFileSize: "1Ki"}
----
-apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRoute
-metadata: {name: all}
-spec:
-  sources: [{name: wiki}]
-`
-	if err := os.WriteFile(filepath.Join(dir, "m.yaml"), []byte(manifest), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := skippingSource(t) // its wiki skips big.md, logged with the source's name
 	s := startServe(t, "-f", dir, "--log-format", "json", "--log-level", "info", "--shutdown-delay", "10ms")
 	if code, body := s.post(t, `{"text": "honey"}`); code != 200 {
 		t.Fatalf("query: %d %s", code, body)
