@@ -97,7 +97,7 @@ spec:
 
 // TestSkippedFilesAreListed: files left out at load are listed by validate
 // (a warning per source with counts, reasons and paths) and counted in
-// serve's /v1/status, without --log-level info.
+// serve's /v1/status (counts only: no file names), without --log-level info.
 func TestSkippedFilesAreListed(t *testing.T) {
 	dir := skippingSource(t)
 	out, stderr, code := run(t, "validate", "-f", dir)
@@ -126,7 +126,7 @@ func TestSkippedFilesAreListed(t *testing.T) {
 	}
 	sk := status.Sources[0].Skipped
 	if sk.Files != 3 || sk.Reasons["too_large"] != 2 || sk.Reasons["not_utf8"] != 1 || len(sk.Reasons) != 2 ||
-		strings.Join(sk.Examples, ",") != "big.md,huge.md,logo.png" || status.Sources[0].Chunks != 1 {
+		sk.Examples != nil || status.Sources[0].Chunks != 1 {
 		t.Errorf("status of wiki = %+v, skipped %+v", status.Sources[0], *sk)
 	}
 }
