@@ -82,6 +82,7 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Ranking.Strategy, RankingRelevance)
 	setDefault(&s.Ranking.Scorer, ScorerBM25)
 	setDefault(&s.Ranking.DedupThreshold, defaultDedupThreshold)
+	setDefault(&s.Ranking.OnNoMatch, NoMatchEmpty)
 
 	defaultDuration(&s.Cache.TTL, defaultCacheTTL)
 	defaultInt32Ptr(&s.Cache.MaxEntries, defaultCacheMaxEntries)

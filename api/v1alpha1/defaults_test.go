@@ -26,7 +26,7 @@ func TestDefault(t *testing.T) {
 	fullRouterSpec := ContextRouterSpec{
 		DefaultAccess: AccessDeny,
 		Budget:        BudgetSpec{MaxTokens: 8000, ReserveTokens: 0, Truncation: TruncationDrop, Estimator: EstimatorCharsDiv4},
-		Ranking:       RankingSpec{Strategy: RankingRelevance, Scorer: ScorerBM25, DedupThreshold: "0.85"},
+		Ranking:       RankingSpec{Strategy: RankingRelevance, Scorer: ScorerBM25, DedupThreshold: "0.85", OnNoMatch: NoMatchEmpty},
 		Cache:         CacheSpec{TTL: dur(5 * time.Minute), MaxEntries: ptr[int32](1000), MaxBytes: qty("64Mi")},
 		Auth:          AuthSpec{Mode: AuthNone},
 		Deployment:    DeploymentSpec{Replicas: ptr[int32](2)},
@@ -47,7 +47,7 @@ func TestDefault(t *testing.T) {
 			in: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
 				Budget:        BudgetSpec{MaxTokens: 100, ReserveTokens: 10, Truncation: TruncationTruncateEnd, Estimator: EstimatorWords},
-				Ranking:       RankingSpec{Strategy: RankingManual, Scorer: ScorerKeyword, DedupThreshold: "0"},
+				Ranking:       RankingSpec{Strategy: RankingManual, Scorer: ScorerKeyword, DedupThreshold: "0", OnNoMatch: NoMatchRecent},
 				Cache:         CacheSpec{TTL: dur(time.Second), MaxEntries: ptr[int32](0), MaxBytes: qty("1Ki")},
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
@@ -56,7 +56,7 @@ func TestDefault(t *testing.T) {
 			want: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
 				Budget:        BudgetSpec{MaxTokens: 100, ReserveTokens: 10, Truncation: TruncationTruncateEnd, Estimator: EstimatorWords},
-				Ranking:       RankingSpec{Strategy: RankingManual, Scorer: ScorerKeyword, DedupThreshold: "0"},
+				Ranking:       RankingSpec{Strategy: RankingManual, Scorer: ScorerKeyword, DedupThreshold: "0", OnNoMatch: NoMatchRecent},
 				Cache:         CacheSpec{TTL: dur(time.Second), MaxEntries: ptr[int32](0), MaxBytes: qty("1Ki")},
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
