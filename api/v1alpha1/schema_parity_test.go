@@ -81,7 +81,7 @@ var parityBases = map[string][]string{
 			"followRedirects": {"policy": "AllowedHosts", "allowedHosts": ["mcp-eu.example.com", "mcp-us.example.com:8443"]}}}`,
 	},
 	v1alpha1.KindAgentPermission: {`{"parentRefs": [{"name": "r"}], "agents": ["a", "b"], "allowSources": ["s1"], "denySources": ["s2"],
-		"denyPaths": ["secret/**"], "pathMatching": "CaseInsensitive", "default": "Allow", "maxSensitivity": "Public",
+		"denyPaths": ["secret/**"], "sourceDenyPaths": [{"source": "docs", "paths": ["drafts/**"]}], "pathMatching": "CaseInsensitive", "default": "Allow", "maxSensitivity": "Public",
 		"sensitivityAction": "Redact",
 		"tools": {"allow": ["billing.*"], "deny": ["billing.**.delete_*"], "maxSideEffects": "Read", "denySafetyTags": ["pii"]}}`},
 }

@@ -653,7 +653,7 @@ func TestVolumeName(t *testing.T) {
 }
 
 func TestServeArgs(t *testing.T) {
-	want := []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets", "--cache-dir", "/var/cache/contextrouter"}
+	want := []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets", "--cache-dir", "/var/cache/contextrouter", "--expand-env=false"}
 	if got := ServeArgs(); !slices.Equal(got, want) {
 		t.Errorf("ServeArgs = %v, want %v", got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -42,6 +43,7 @@ func newQueryCommand() *cobra.Command {
 			if err != nil {
 				return timeoutError(err, timeout)
 			}
+			printWarnings(cmd.ErrOrStderr(), snap, &req, resp)
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
@@ -83,6 +85,15 @@ func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool
 	}
 	if r.Stats.Redacted > 0 {
 		fmt.Fprintf(w, "; %d redacted", r.Stats.Redacted)
+	}
+	if r.Stats.PinnedDropped > 0 {
+		fmt.Fprintf(w, "; %d inline chunks did not fit", r.Stats.PinnedDropped)
+	}
+	if r.Stats.NoTermMatch > 0 {
+		fmt.Fprintf(w, "; %d sources share no term with the question", r.Stats.NoTermMatch)
+		if r.Stats.NoMatchFallback > 0 {
+			fmt.Fprintf(w, " (onNoMatch added %d chunks)", r.Stats.NoMatchFallback)
+		}
 	}
 	if r.WasTruncated {
 		fmt.Fprint(w, " (truncated to fit the budget)")
@@ -149,4 +160,19 @@ func preview(s string, n int) string {
 	}
 	r := []rune(p)[:n]
 	return strings.TrimRight(string(r), " ") + "…"
+}
+
+// printWarnings writes the response's warnings to stderr. For an agent no
+// permission names, the local user also gets the agents that are named (the
+// response itself never lists them).
+func printWarnings(w io.Writer, snap *engine.Snapshot, req *engine.Request, r *engine.Response) {
+	for _, msg := range r.Warnings {
+		fmt.Fprintln(w, "warning: "+msg)
+	}
+	if len(r.Warnings) == 0 || slices.Contains(snap.KnownAgents(), req.Agent) {
+		return
+	}
+	if known := snap.KnownAgents(); len(known) > 0 {
+		fmt.Fprintf(w, "warning: known agents: %s (-a/--agent)\n", strings.Join(known, ", "))
+	}
 }

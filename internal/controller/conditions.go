@@ -420,11 +420,11 @@ func setExclusion(list *[]v1alpha1.SourceExclusion, router string, entry *v1alph
 	return true
 }
 
-// permissionMissingSources lists the allowSources and denySources names that
-// are not in exists, sorted and without duplicates.
+// permissionMissingSources lists the allowSources, denySources and
+// sourceDenyPaths names that are not in exists, sorted and without duplicates.
 func permissionMissingSources(p *v1alpha1.AgentPermission, exists map[string]bool) []string {
 	var missing []string
-	for _, n := range slices.Concat(p.Spec.AllowSources, p.Spec.DenySources) {
+	for _, n := range p.SourceNames() {
 		if !exists[n] {
 			missing = append(missing, n)
 		}

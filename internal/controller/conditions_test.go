@@ -878,6 +878,8 @@ func TestConditionIndexExtractors(t *testing.T) {
 	route := testRoute(1, "b", "a")
 	route.Spec.Sources = []v1alpha1.LocalObjectReference{{Name: "web"}, {Name: "docs"}}
 	perm := testPermission(1)
+	scoped := testPermission(1)
+	scoped.Spec.SourceDenyPaths = []v1alpha1.SourceDenyPaths{{Source: "wiki", Paths: []string{"hr/**"}}, {Source: "docs", Paths: []string{"x"}}}
 	git := gitSource("https://git.example.com/x.git", "git-creds")
 	http := httpSource(secretHeader("A", "api", "a"), secretHeader("B", "api", "b"), secretHeader("C", "other", "c"))
 	cm := dirSource("", &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "hr-docs"}})
@@ -893,6 +895,7 @@ func TestConditionIndexExtractors(t *testing.T) {
 		{"route without parents attaches to all", RouteParentNames, testRoute(1), []string{AllParents}},
 		{"permission without parents applies to all", PermissionParentNames, perm, []string{AllParents}},
 		{"permission sources", PermissionSourceNames, perm, []string{"docs", "faq", "payroll"}},
+		{"permission sourceDenyPaths sources", PermissionSourceNames, scoped, []string{"docs", "faq", "payroll", "wiki"}},
 		{"git secret", SourceSecretNames, git, []string{"git-creds"}},
 		{"header secrets", SourceSecretNames, http, []string{"api", "other"}},
 		{"inline has no secrets", SourceSecretNames, inlineSource(), nil},

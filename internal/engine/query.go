@@ -44,6 +44,9 @@ type Response struct {
 	DeniedSources []string        `json:"denied_sources"`
 	FailedSources []SourceFailure `json:"failed_sources"`
 	RouteErrors   []RouteError    `json:"route_errors"`
+	// Warnings say why an answer is emptier than the caller may expect: an
+	// agent that no AgentPermission names, shut out by defaultAccess: Deny.
+	Warnings []string `json:"warnings"`
 	// Tools are the shortlisted tool cards (api.md §10.3); [] when no
 	// matched route names a tool source.
 	Tools            []ToolCard `json:"tools"`
@@ -88,10 +91,18 @@ type RouteError struct {
 
 // Stats accounts for every candidate: Included + sum(Dropped) == Candidates.
 type Stats struct {
-	Candidates int     `json:"candidates"`
-	Included   int     `json:"included"`
-	Redacted   int     `json:"redacted"`
-	Dropped    Dropped `json:"dropped"`
+	Candidates int `json:"candidates"`
+	Included   int `json:"included"`
+	Redacted   int `json:"redacted"`
+	// PinnedDropped counts Inline chunks of matched routes that did not fit
+	// although they are taken first (api.md §5.5); they are in Dropped.Budget too.
+	PinnedDropped int `json:"pinned_dropped"`
+	// NoTermMatch counts the searched (Directory, GitRepo) sources of matched
+	// routes of which no chunk shares a term with the question.
+	NoTermMatch int `json:"no_term_match"`
+	// NoMatchFallback counts the candidates that spec.ranking.onNoMatch added.
+	NoMatchFallback int     `json:"no_match_fallback"`
+	Dropped         Dropped `json:"dropped"`
 	// Tools accounts for the tool candidates; tools never count against the budget.
 	Tools ToolStats `json:"tools"`
 }
@@ -122,6 +133,8 @@ type candidate struct {
 	priority int32
 	terms    []uint32 // for near-duplicate detection; nil until needed for fetched chunks
 	redacted bool
+	// pinned: an Inline chunk, taken before every other candidate.
+	pinned bool
 }
 
 // Query runs the pipeline. Request errors (wrapping ErrBadRequest) and a
@@ -134,7 +147,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 	resp := &Response{
 		Chunks: []Chunk{}, MatchedRoutes: []string{}, DeniedSources: []string{},
-		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Tools: []ToolCard{},
+		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Warnings: []string{}, Tools: []ToolCard{},
 	}
 
 	// 1. Routes: every matching route contributes its sources, in route order.
@@ -168,6 +181,10 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		default:
 			allowed[st.group] = true
 		}
+	}
+
+	if len(resp.DeniedSources) > 0 && len(access.Permissions) == 0 && access.Default != v1alpha1.AccessAllow {
+		resp.Warnings = append(resp.Warnings, unnamedAgentWarning(req.Agent))
 	}
 
 	// 3. Fetch per-query sources concurrently, while the index is scored.
@@ -208,8 +225,41 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		hits = s.ix.BM25(nil, q, allowed)
 	}
 	cands := make([]candidate, 0, len(hits)+8)
+	searched := 0 // hits from Directory and GitRepo sources
 	for _, h := range hits {
-		cands = append(cands, s.staticCandidate(h.Doc, h.Score))
+		c := s.staticCandidate(h.Doc, h.Score)
+		if !c.pinned {
+			searched++
+		}
+		cands = append(cands, c)
+	}
+	// Searched sources of which no chunk shares a term with the question. A
+	// source's docs are contiguous and hits are in doc order: no per-query map.
+	silent := func(st *sourceState) bool {
+		return allowed[st.group] && st.typ != v1alpha1.SourceInline && st.chunks > 0 &&
+			!hitIn(hits, st.first, st.first+uint32(st.chunks))
+	}
+	for _, st := range s.byGroup {
+		if silent(st) {
+			resp.Stats.NoTermMatch++
+		}
+	}
+	strategy := s.strategy
+	if searched == 0 && resp.Stats.NoTermMatch > 0 && (s.onNoMatch == v1alpha1.NoMatchRecent || s.onNoMatch == v1alpha1.NoMatchPriority) {
+		// None shares a term: onNoMatch decides, and ranks this query.
+		for _, st := range s.byGroup {
+			if !silent(st) {
+				continue
+			}
+			for d := st.first; d < st.first+uint32(st.chunks); d++ {
+				cands = append(cands, s.staticCandidate(d, 0))
+			}
+			resp.Stats.NoMatchFallback += st.chunks
+		}
+		strategy = v1alpha1.RankingManual
+		if s.onNoMatch == v1alpha1.NoMatchRecent {
+			strategy = v1alpha1.RankingRecency
+		}
 	}
 	// Inline text reaches every query its routes match, even without a shared term.
 	for _, st := range s.byGroup {
@@ -247,7 +297,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	// 4. Path and sensitivity filters.
 	kept := cands[:0]
 	for _, c := range cands {
-		if access.PathDenied(c.chunk.Path) {
+		if access.PathDenied(c.chunk.Source, c.chunk.Path) {
 			resp.Stats.Dropped.PathDenied++
 			continue
 		}
@@ -287,7 +337,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	if limit < 0 {
 		limit = 0
 	}
-	s.fill(resp, cands, limit, req.MaxChunks)
+	s.fill(resp, cands, limit, req.MaxChunks, strategy)
 
 	// 8. Assemble.
 	parts := make([]string, len(resp.Chunks))
@@ -367,11 +417,23 @@ func (s *Snapshot) matchRoutes(ctx context.Context, req *Request, resp *Response
 
 func (s *Snapshot) staticCandidate(doc uint32, score float64) candidate {
 	d := &s.docs[doc]
-	return candidate{chunk: d.chunk, doc: int64(doc), score: score, tokens: d.tokens, priority: s.byGroup[s.ix.Group(doc)].priority}
+	st := s.byGroup[s.ix.Group(doc)]
+	return candidate{chunk: d.chunk, doc: int64(doc), score: score, tokens: d.tokens, priority: st.priority, pinned: st.typ == v1alpha1.SourceInline}
 }
 
 func hasDoc(hits []index.Hit, d uint32) bool {
-	// hits are in doc order.
+	lo := lowerBound(hits, d)
+	return lo < len(hits) && hits[lo].Doc == d
+}
+
+// hitIn reports whether a hit falls in the docs [from, to).
+func hitIn(hits []index.Hit, from, to uint32) bool {
+	lo := lowerBound(hits, from)
+	return lo < len(hits) && hits[lo].Doc < to
+}
+
+// lowerBound is the position of the first hit with a doc ≥ d (hits are in doc order).
+func lowerBound(hits []index.Hit, d uint32) int {
 	lo, hi := 0, len(hits)
 	for lo < hi {
 		m := (lo + hi) / 2
@@ -381,7 +443,7 @@ func hasDoc(hits []index.Hit, d uint32) bool {
 			hi = m
 		}
 	}
-	return lo < len(hits) && hits[lo].Doc == d
+	return lo
 }
 
 const maxCachedAgents = 4096
@@ -407,16 +469,20 @@ const minUsefulTokens = 8
 // or a redacted chunk under any mode) or cut to the remaining budget
 // (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
-func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int) {
-	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: s.lessFunc()}
+func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, strategy v1alpha1.RankingStrategy) {
+	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: lessFunc(strategy)}
 	for i := range h.idx {
 		h.idx[i] = int32(i)
 	}
 	heap.Init(h)
 	remaining := limit
 	minTokens := math.MaxInt
+	pinned := 0 // pinned candidates not yet popped
 	for _, c := range cands {
 		minTokens = min(minTokens, c.tokens)
+		if c.pinned {
+			pinned++
+		}
 	}
 	var included []*candidate
 	extra := map[string]uint32{}
@@ -429,10 +495,14 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 		cannotFit := remaining < minTokens && (s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens)
 		if full || cannotFit || (maxChunks > 0 && len(included) >= maxChunks) {
 			resp.Stats.Dropped.Budget += h.Len()
+			resp.Stats.PinnedDropped += pinned
 			resp.WasTruncated = true
 			break
 		}
 		c := cands[heap.Pop(h).(int32)]
+		if c.pinned {
+			pinned--
+		}
 		if s.dedup > 0 && !c.redacted {
 			if c.terms == nil {
 				if c.doc >= 0 {
@@ -452,6 +522,9 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 			// or sensitivity, so it is dropped like under Drop and filling continues.
 			if s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens || c.redacted {
 				resp.Stats.Dropped.Budget++
+				if c.pinned {
+					resp.Stats.PinnedDropped++
+				}
 				continue
 			}
 			var out string
@@ -464,6 +537,9 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 			}
 			if !ok {
 				resp.Stats.Dropped.Budget++
+				if c.pinned {
+					resp.Stats.PinnedDropped++
+				}
 				continue
 			}
 			c.chunk.Content, c.tokens = out, tokens
@@ -543,50 +619,62 @@ func toChunk(c *candidate) Chunk {
 	}
 }
 
-// lessFunc orders candidates for the router's strategy. Ties are broken by
-// source priority, source name, path and chunk index, so output is stable.
-func (s *Snapshot) lessFunc() func(a, b *candidate) bool {
-	tie := func(a, b *candidate) bool {
-		if a.priority != b.priority {
-			return a.priority > b.priority
-		}
-		if a.chunk.Source != b.chunk.Source {
-			return a.chunk.Source < b.chunk.Source
-		}
-		if a.chunk.Path != b.chunk.Path {
-			return a.chunk.Path < b.chunk.Path
-		}
-		return a.chunk.Index < b.chunk.Index
-	}
-	switch s.strategy {
+// lessFunc orders candidates for a ranking strategy. Pinned (Inline) chunks
+// come first; ties are broken by source priority, source name, path and chunk
+// index, so output is stable.
+func lessFunc(strategy v1alpha1.RankingStrategy) func(a, b *candidate) bool {
+	switch strategy {
 	case v1alpha1.RankingRecency:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if !a.chunk.ModTime.Equal(b.chunk.ModTime) {
 				return a.chunk.ModTime.After(b.chunk.ModTime)
 			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	case v1alpha1.RankingManual:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if a.priority != b.priority {
 				return a.priority > b.priority
 			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	default:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	}
+}
+
+// tieLess breaks ties under every strategy.
+func tieLess(a, b *candidate) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	if a.chunk.Source != b.chunk.Source {
+		return a.chunk.Source < b.chunk.Source
+	}
+	if a.chunk.Path != b.chunk.Path {
+		return a.chunk.Path < b.chunk.Path
+	}
+	return a.chunk.Index < b.chunk.Index
 }
 
 // rankHeap orders candidate positions, so swaps move ints, not chunks.
@@ -605,4 +693,29 @@ func (h *rankHeap) Pop() any {
 	x := h.idx[n]
 	h.idx = h.idx[:n]
 	return x
+}
+
+// unnamedAgentWarning says that no permission names the agent and the
+// router's defaultAccess denied its sources. It names no other agent: the
+// response goes to the caller, who need not learn who else may read what.
+func unnamedAgentWarning(agent string) string {
+	if agent == "" {
+		return `no agent was given and no AgentPermission names "*", so the router's defaultAccess: Deny denies every source`
+	}
+	return fmt.Sprintf("no AgentPermission names agent %q, so the router's defaultAccess: Deny denies every source", agent)
+}
+
+// KnownAgents lists the agents the router's permissions name ("*" left out),
+// sorted: for a local user (query) who mistyped one.
+func (s *Snapshot) KnownAgents() []string {
+	var out []string
+	for i := range s.perms {
+		for _, a := range s.perms[i].Spec.Agents {
+			if a != "*" {
+				out = append(out, a)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -118,6 +118,9 @@ func (s *Set) Check() problem.List {
 		for j, n := range p.Spec.DenySources {
 			sourceRef(o, fmt.Sprintf("spec.denySources[%d]", j), n, problem.Warning)
 		}
+		for j, e := range p.Spec.SourceDenyPaths {
+			sourceRef(o, fmt.Sprintf("spec.sourceDenyPaths[%d].source", j), e.Source, problem.Warning)
+		}
 	}
 	c.checkEmpty()
 	c.problems.Sort(s.fileRank)

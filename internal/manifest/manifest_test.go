@@ -658,7 +658,7 @@ func TestConfig(t *testing.T) {
 
 	// Two routers: a name is required.
 	_, err := s.Config("")
-	if err == nil || !strings.Contains(err.Error(), `2 ContextRouters ("a", "b")`) || !strings.Contains(err.Error(), "pick one") {
+	if err == nil || !strings.Contains(err.Error(), `2 ContextRouters ("a", "b")`) || !strings.Contains(err.Error(), "choose one with --router, such as --router a") {
 		t.Errorf("Config(\"\") with two routers: err = %v", err)
 	}
 	if _, err := s.Config("c"); err == nil || !strings.Contains(err.Error(), `ContextRouter "c" not found: the manifests define "a", "b"`) {
@@ -836,6 +836,7 @@ spec:
   agents: [bot]
   allowSources: [docs, finance]
   denySources: [payroll]
+  sourceDenyPaths: [{source: docs, paths: ["a/**"]}, {source: wikki, paths: ["b/**"]}]
 ---
 apiVersion: contextrouter.dev/v1alpha1
 kind: ContextSource
@@ -854,7 +855,8 @@ spec: {type: Inline, inline: {content: x}}
 		{a + `:27: ContextSource/docs: spec.directory.include[1]: Invalid value: "[oops": is not a valid doublestar glob`, false},
 		{b + `:6: AgentPermission/p: spec.allowSources[1]: ContextSource "finance" not found`, true},
 		{b + `:7: AgentPermission/p: spec.denySources[0]: ContextSource "payroll" not found`, true},
-		{b + `:11: ContextSource/docs: metadata.name: defined more than once: first at ` + a + `:18`, false},
+		{b + `:8: AgentPermission/p: spec.sourceDenyPaths[1].source: ContextSource "wikki" not found`, true},
+		{b + `:12: ContextSource/docs: metadata.name: defined more than once: first at ` + a + `:18`, false},
 	}
 	got := s.Check()
 	if len(got) != len(want) {

@@ -66,6 +66,12 @@ func Validate(ctx context.Context, paths []string, router string, opts engine.Op
 				problems = append(problems, problem.Problem{Location: at,
 					Kind: v1alpha1.KindContextSource, Name: st.Name, Message: problem.OneLine(st.Error)})
 			}
+			if st.Skipped != nil {
+				// Files left out are content the author may expect to be served.
+				problems = append(problems, problem.Problem{Location: cfg.Origin(v1alpha1.KindContextSource, st.Name),
+					Kind: v1alpha1.KindContextSource, Name: st.Name, Severity: problem.Warning,
+					Message: st.Skipped.Summary() + "; run with --log-level info to see each file"})
+			}
 		}
 	}
 	problems = problems.Dedup()

@@ -72,6 +72,8 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 		}
 		b = append(b, ']')
 	}
+	b = append(b, `,"warnings":`...)
+	b = appendStrings(b, r.Warnings)
 	b = append(b, `,"tools":`...)
 	if r.Tools == nil {
 		b = append(b, "null"...)
@@ -92,6 +94,12 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = strconv.AppendInt(b, int64(s.Included), 10)
 	b = append(b, `,"redacted":`...)
 	b = strconv.AppendInt(b, int64(s.Redacted), 10)
+	b = append(b, `,"pinned_dropped":`...)
+	b = strconv.AppendInt(b, int64(s.PinnedDropped), 10)
+	b = append(b, `,"no_term_match":`...)
+	b = strconv.AppendInt(b, int64(s.NoTermMatch), 10)
+	b = append(b, `,"no_match_fallback":`...)
+	b = strconv.AppendInt(b, int64(s.NoMatchFallback), 10)
 	b = append(b, `,"dropped":{"budget":`...)
 	b = strconv.AppendInt(b, int64(s.Dropped.Budget), 10)
 	b = append(b, `,"path_denied":`...)

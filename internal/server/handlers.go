@@ -416,6 +416,16 @@ type SourceStatus struct {
 	LastSync      *time.Time `json:"last_sync,omitempty"`
 	LastSyncError string     `json:"last_sync_error,omitempty"`
 	SyncInterval  string     `json:"sync_interval,omitempty"`
+	// Skipped counts the files the source left out at load, by reason.
+	Skipped *SkipCounts `json:"skipped,omitempty"`
+}
+
+// SkipCounts is sources.Skips without the paths: /v1/status answers callers
+// who may not read every source, and a file's name can say what it holds
+// (validate, run by whoever has the files, shows the paths).
+type SkipCounts struct {
+	Files   int            `json:"files"`
+	Reasons map[string]int `json:"reasons"`
 }
 
 // Status reports the serving snapshot, the last reload and every source.
@@ -444,6 +454,9 @@ func (s *Server) Status() Status {
 	out.Routes = snap.Routes()
 	for _, src := range snap.Sources() {
 		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
+		if k := src.Skipped; k != nil {
+			ss.Skipped = &SkipCounts{Files: k.Files, Reasons: k.Reasons}
+		}
 		live := snap.Source(src.Name)
 		if g, ok := live.(interface{ Status() sources.GitStatus }); ok {
 			gs := g.Status()
