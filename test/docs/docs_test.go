@@ -182,7 +182,7 @@ func checkBlock(t *testing.T, b *block) string {
 	case "", "text":
 		if len(b.body) > 0 && strings.HasPrefix(b.body[0], "$ contextrouter ") {
 			args := splitCommand(t, strings.TrimPrefix(b.body[0], "$ contextrouter "))
-			out, _ := runCLI(t, args)
+			out, _ := runCLIExit(t, args)
 			compareText(t, strings.Join(b.body[1:], "\n"), out)
 			return "run"
 		}
@@ -208,30 +208,12 @@ func commands(body []string) []string {
 			continue
 		}
 		cur += l
-		if c := stripComment(cur); strings.TrimSpace(c) != "" {
-			out = append(out, strings.TrimSpace(c))
+		if strings.TrimSpace(cur) != "" {
+			out = append(out, strings.TrimSpace(cur)) // splitCommand drops a trailing comment
 		}
 		cur = ""
 	}
 	return out
-}
-
-// stripComment drops a trailing "  # comment" outside quotes.
-func stripComment(s string) string {
-	var q rune
-	for i, r := range s {
-		switch {
-		case q != 0:
-			if r == q {
-				q = 0
-			}
-		case r == '\'' || r == '"':
-			q = r
-		case r == '#' && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t'):
-			return s[:i]
-		}
-	}
-	return s
 }
 
 func checkShell(t *testing.T, b *block) string {
@@ -351,7 +333,7 @@ func isRepoPath(a string) bool {
 }
 
 // splitCommand splits a shell command line into words, honouring single and
-// double quotes (no expansions).
+// double quotes (no expansions) and ending at a comment.
 func splitCommand(t *testing.T, s string) []string {
 	var out []string
 	var cur strings.Builder
@@ -367,6 +349,8 @@ func splitCommand(t *testing.T, s string) []string {
 			}
 		case r == '\'' || r == '"':
 			q, inWord = r, true
+		case r == '#' && !inWord:
+			return finish(t, s, out, q)
 		case r == ' ' || r == '\t' || r == '|' || r == '&' || r == '>':
 			if inWord {
 				out = append(out, cur.String())
@@ -382,16 +366,21 @@ func splitCommand(t *testing.T, s string) []string {
 			inWord = true
 		}
 	}
-	if q != 0 {
-		t.Fatalf("unbalanced quote in %q", s)
-	}
 	if inWord {
 		out = append(out, cur.String())
 	}
-	if len(out) == 0 {
+	return finish(t, s, out, q)
+}
+
+// finish checks a command's words: quotes closed, at least one word.
+func finish(t *testing.T, s string, words []string, q rune) []string {
+	if q != 0 {
+		t.Fatalf("unbalanced quote in %q", s)
+	}
+	if len(words) == 0 {
 		t.Fatalf("empty command %q", s)
 	}
-	return out
+	return words
 }
 
 // demoArgs reads DEMO_ARGS from the Makefile: `make demo` is `query $(DEMO_ARGS)`.
@@ -416,12 +405,6 @@ func runCLIExit(t *testing.T, args []string) (string, int) {
 	var out, errOut bytes.Buffer
 	code := cli.Execute(args, &out, &errOut)
 	return out.String() + errOut.String(), code
-}
-
-// runCLI runs the CLI in-process and returns what it printed whatever the exit code.
-func runCLI(t *testing.T, args []string) (string, int) {
-	t.Helper()
-	return runCLIExit(t, args)
 }
 
 // startServe runs `serve` on a free loopback port until the test ends and
