@@ -76,6 +76,8 @@ type condition struct {
 	loops bool
 	// words is set when the expression calls containsAnyWord/containsAllWords.
 	words bool
+	// unguarded are the metadata keys read without a presence test (UnguardedMetadataKeys).
+	unguarded []string
 }
 
 // compiled caches conditions by expression text. The operator recompiles a
@@ -133,7 +135,9 @@ func compileCondition(expr string) (*condition, error) {
 	}
 	c := &condition{}
 	var refused error
+	var md metadataReads
 	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		md.visit(e)
 		switch e.Kind() {
 		case celast.ComprehensionKind:
 			c.loops = true
@@ -151,6 +155,7 @@ func compileCondition(expr string) (*condition, error) {
 	if refused != nil {
 		return nil, refused
 	}
+	c.unguarded = md.unguarded()
 	cost, err := checkCost(ast)
 	if err != nil {
 		return nil, err

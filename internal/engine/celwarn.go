@@ -15,15 +15,24 @@ import (
 // and the response lists it under route_errors; `validate` warns about it.
 // The optional forms metadata[?"key"] and metadata.?key are safe. The check
 // is syntactic: a guard anywhere in the condition counts, whether or not it
-// protects the access. An expression that does not parse has none.
+// protects the access. A condition that does not compile has none. The keys
+// are found while compiling, so asking costs a cache look-up.
 func UnguardedMetadataKeys(expr string) []string {
-	if expr == "" {
+	c, _ := compileCached(expr)
+	if c == nil {
 		return nil
 	}
-	ast, iss := celEnv.Parse(expr)
-	if iss.Err() != nil {
-		return nil
-	}
+	return c.unguarded
+}
+
+// metadataReads collects, over a condition's expressions, the metadata keys
+// read and the keys whose presence is tested.
+type metadataReads struct {
+	read    []string
+	guarded map[string]bool
+}
+
+func (m *metadataReads) visit(e celast.Expr) {
 	isMetadata := func(e celast.Expr) bool {
 		return e.Kind() == celast.IdentKind && e.AsIdent() == "metadata"
 	}
@@ -34,41 +43,47 @@ func UnguardedMetadataKeys(expr string) []string {
 		s, ok := e.AsLiteral().(types.String)
 		return string(s), ok
 	}
-	var read []string
-	guarded := map[string]bool{}
-	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
-		switch e.Kind() {
-		case celast.SelectKind:
-			sel := e.AsSelect()
-			if !isMetadata(sel.Operand()) {
-				return
+	guard := func(k string) {
+		if m.guarded == nil {
+			m.guarded = map[string]bool{}
+		}
+		m.guarded[k] = true
+	}
+	switch e.Kind() {
+	case celast.SelectKind:
+		sel := e.AsSelect()
+		if !isMetadata(sel.Operand()) {
+			return
+		}
+		if sel.IsTestOnly() {
+			guard(sel.FieldName())
+		} else {
+			m.read = append(m.read, sel.FieldName())
+		}
+	case celast.CallKind:
+		call := e.AsCall()
+		args := call.Args()
+		if len(args) != 2 {
+			return
+		}
+		switch call.FunctionName() {
+		case "_[_]":
+			if k, ok := constString(args[1]); ok && isMetadata(args[0]) {
+				m.read = append(m.read, k)
 			}
-			if sel.IsTestOnly() {
-				guarded[sel.FieldName()] = true
-			} else {
-				read = append(read, sel.FieldName())
-			}
-		case celast.CallKind:
-			call := e.AsCall()
-			args := call.Args()
-			if len(args) != 2 {
-				return
-			}
-			switch call.FunctionName() {
-			case "_[_]":
-				if k, ok := constString(args[1]); ok && isMetadata(args[0]) {
-					read = append(read, k)
-				}
-			case "@in":
-				if k, ok := constString(args[0]); ok && isMetadata(args[1]) {
-					guarded[k] = true
-				}
+		case "@in":
+			if k, ok := constString(args[0]); ok && isMetadata(args[1]) {
+				guard(k)
 			}
 		}
-	}))
+	}
+}
+
+// unguarded returns the keys read and never tested, sorted.
+func (m *metadataReads) unguarded() []string {
 	var out []string
-	for _, k := range read {
-		if !guarded[k] && !slices.Contains(out, k) {
+	for _, k := range m.read {
+		if !m.guarded[k] && !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}

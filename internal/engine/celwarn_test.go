@@ -44,3 +44,22 @@ func TestUnguardedMetadataMessage(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUnguardedMetadataKeys: the warning is found while compiling
+// (a few allocations more per cold compile) and asking for it again costs
+// a cache look-up, not a parse.
+func BenchmarkUnguardedMetadataKeys(b *testing.B) {
+	const expr = `containsAnyWord(text, ["pto", "vacation", "holiday"]) || "hr" in tags || metadata.department == "hr"`
+	b.Run("warning", func(b *testing.B) {
+		for b.Loop() {
+			UnguardedMetadataKeys(expr)
+		}
+	})
+	b.Run("compile", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := compileCondition(expr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
