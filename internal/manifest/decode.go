@@ -437,6 +437,10 @@ func (p *parser) decode(d *document, j []byte, node *yamlv3.Node, obj any, pr fu
 		pb := pr(path, what)
 		// A duplicate's own line is its second occurrence.
 		pb.Location = loc(d.origin(located.LineOf(node, path, what == "duplicate field")))
+		if line := located.BoolKeyLine(node, path); line > 0 {
+			pb.Location = loc(d.origin(line))
+			pb.Message += located.YAMLBoolHint // the key is y, yes, on, n, no or off
+		}
 		p.problem(pb)
 	}
 	return len(strict) == 0

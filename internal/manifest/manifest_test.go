@@ -359,6 +359,12 @@ spec:
 			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
 		},
 		{
+			// YAML 1.1 reads the key y as true: the problem is at that key, with the hint.
+			name:  "a key read as a boolean",
+			files: map[string]string{"b.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextRouter\nmetadata: {name: b}\nspec:\n  budget: {maxTokens: 100}\n  variables:\n    x: 1\n  y: 2\n"},
+			want:  [][]string{{"b.yaml:8: ContextRouter/b: spec.true: unknown field (put it in quotes"}},
+		},
+		{
 			// encoding/json leaves list indexes out of a type error's path.
 			name:  "type error inside a list at its element",
 			files: map[string]string{"t.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: tools}\nspec:\n  type: Tools\n  tools:\n    catalog:\n    - name: a\n      description: x\n    - name: b\n      description: y\n"},
