@@ -477,6 +477,9 @@ func Lines(text []byte) int {
 	return max(n, 1)
 }
 
+// unknownAnchorRE is go-yaml's error for an alias whose anchor is not defined.
+var unknownAnchorRE = regexp.MustCompile(`^unknown anchor '([^']+)' referenced$`)
+
 // yamlLineRE finds the document-relative line numbers in go-yaml errors.
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
@@ -526,6 +529,12 @@ func YAMLErrors(err error, text []byte, lineOffset int) []YAMLError {
 			line = min(rel, Lines(text)) + lineOffset
 			// "line 3: x" -> "x": the location goes in front.
 			msg = strings.TrimPrefix(strings.TrimSpace(msg[m[1]:]), ": ")
+		} else if a := unknownAnchorRE.FindStringSubmatch(msg); a != nil {
+			// go-yaml names no line for an alias without its anchor: find the alias.
+			if i := bytes.Index(text, []byte("*"+a[1])); i >= 0 {
+				l, _ := LineCol(text, i)
+				line = l + lineOffset
+			}
 		}
 		return YAMLError{Line: line, Message: msg}
 	}

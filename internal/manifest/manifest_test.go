@@ -359,6 +359,11 @@ spec:
 			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
 		},
 		{
+			name:  "YAML alias without its anchor at the alias",
+			files: map[string]string{"a.yaml": "# aliases\n---\napiVersion: contextrouter.dev/v1alpha1\nkind: ContextRouter\nmetadata: {name: a}\nspec:\n  variables:\n    x: &one 1\n    y: *two\n"},
+			want:  [][]string{{"a.yaml:9: invalid YAML: unknown anchor 'two' referenced"}},
+		},
+		{
 			// YAML 1.1 reads the key y as true: the problem is at that key, with the hint.
 			name:  "a key read as a boolean",
 			files: map[string]string{"b.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextRouter\nmetadata: {name: b}\nspec:\n  budget: {maxTokens: 100}\n  variables:\n    x: 1\n  y: 2\n"},
