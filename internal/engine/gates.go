@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+)
+
+// setGates resolves the routes' alternates and records which gates the
+// router uses. An alternate must name a route of this router; alternates
+// that lead back to their route form a cycle, which is refused although only
+// one hop is ever followed: it is almost certainly a mistake.
+func (s *Snapshot) setGates(routes []v1alpha1.ContextRoute, addReason func(reason v1alpha1.ConditionReason, kind, name, field, msg string)) {
+	byName := make(map[string]int, len(s.routes))
+	for i := range s.routes {
+		byName[s.routes[i].name] = i
+	}
+	for i := range s.routes {
+		rt := &s.routes[i]
+		s.hasFallback = s.hasFallback || rt.fallback
+		s.hasTimeouts = s.hasTimeouts || rt.timeout > 0
+		alt := routes[i].Spec.Alternate
+		if alt == "" {
+			continue
+		}
+		j, ok := byName[alt]
+		if !ok {
+			addReason(v1alpha1.ReasonAlternateNotFound, v1alpha1.KindContextRoute, rt.name, "spec.alternate",
+				fmt.Sprintf("ContextRoute %q not found among the routes of the router", alt))
+			continue
+		}
+		rt.alternate = j
+		s.hasAlternates = true
+	}
+	for i := range s.routes {
+		if cycle := alternateCycle(s.routes, i); cycle != nil {
+			addReason(v1alpha1.ReasonInvalidSpec, v1alpha1.KindContextRoute, s.routes[i].name, "spec.alternate",
+				"alternates form a cycle: "+strings.Join(cycle, " → "))
+		}
+	}
+}
+
+// alternateCycle returns the route names of the cycle of alternates that
+// starts and ends at route i, or nil when following alternates from i does
+// not come back to it.
+func alternateCycle(routes []route, i int) []string {
+	path := []string{routes[i].name}
+	for j, steps := routes[i].alternate, 0; j >= 0 && steps < len(routes); j, steps = routes[j].alternate, steps+1 {
+		path = append(path, routes[j].name)
+		if j == i {
+			return path
+		}
+	}
+	return nil
+}
+
+// Ways a route serves a query (RouteMatch.MatchedBy).
+const (
+	MatchedByCondition = "condition"
+	MatchedByFallback  = "fallback"
+	MatchedByAlternate = "alternate"
+)
+
+// routing is what the routes decided for one query.
+type routing struct {
+	// srcNames are the sources of the serving routes, deduplicated, in route order.
+	srcNames []string
+	// served are the indices of the serving routes that have an alternate.
+	served []int
+	// caps are the fetch deadlines the routes set, by source group (nil when no route has a timeout).
+	caps []fetchCap
+}
+
+// fetchCap is the deadline the serving routes put on a source's fetch: the
+// most generous of their timeouts, none when one of them has none.
+type fetchCap struct {
+	set     bool
+	timeout time.Duration // 0 = none
+	route   string        // the route whose timeout it is
+}
+
+// serve records that route i serves the query and adds its sources.
+func (s *Snapshot) serve(i int, matchedBy, alternateFor string, resp *Response, r *routing) {
+	rt := &s.routes[i]
+	resp.MatchedRoutes = append(resp.MatchedRoutes, rt.name)
+	resp.RouteMatches = append(resp.RouteMatches, RouteMatch{Route: rt.name, MatchedBy: matchedBy, AlternateFor: alternateFor})
+	if rt.alternate >= 0 && matchedBy != MatchedByAlternate {
+		r.served = append(r.served, i)
+	}
+	if s.hasTimeouts && r.caps == nil {
+		r.caps = make([]fetchCap, len(s.byGroup))
+	}
+	for _, n := range rt.sources {
+		if r.caps != nil {
+			c := &r.caps[s.sources[n].group]
+			switch {
+			case !c.set:
+				*c = fetchCap{set: true, timeout: rt.timeout, route: rt.name}
+			case c.timeout > 0 && (rt.timeout == 0 || rt.timeout > c.timeout):
+				c.timeout, c.route = rt.timeout, rt.name
+			}
+		}
+		if !containsString(r.srcNames, n) {
+			r.srcNames = append(r.srcNames, n)
+		}
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcomes of a source in one query, for the alternates (sourceOutcome).
+const (
+	outcomeNone uint8 = iota
+	outcomeAnswered
+	outcomeDenied
+	outcomeFailed
+)
+
+// routeFailed says whether every source of route i that the agent may read
+// failed in this query, and at least one did.
+func (s *Snapshot) routeFailed(i int, outcome []uint8) bool {
+	failed := false
+	for _, n := range s.routes[i].sources {
+		switch outcome[s.sources[n].group] {
+		case outcomeDenied:
+		case outcomeFailed:
+			failed = true
+		default:
+			return false
+		}
+	}
+	return failed
+}
+
+// alternates calls the alternate of every serving route whose sources all
+// failed, in the order the routes serve, and returns the sources they add.
+// An alternate that already serves the query adds nothing and is not called.
+func (s *Snapshot) alternates(r *routing, outcome []uint8, resp *Response) []string {
+	before := len(r.srcNames)
+	for _, i := range r.served { // the routes serving before any alternate
+		a := s.routes[i].alternate
+		if a < 0 || containsString(resp.MatchedRoutes, s.routes[a].name) || !s.routeFailed(i, outcome) {
+			continue
+		}
+		resp.Stats.Routes.Alternate++
+		s.serve(a, MatchedByAlternate, s.routes[i].name, resp, r)
+	}
+	return r.srcNames[before:]
+}
