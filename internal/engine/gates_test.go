@@ -95,7 +95,9 @@ func TestRouteGates(t *testing.T) {
 
 	cond := func(r string) RouteMatch { return RouteMatch{Route: r, MatchedBy: MatchedByCondition} }
 	fb := func(r string) RouteMatch { return RouteMatch{Route: r, MatchedBy: MatchedByFallback} }
-	alt := func(r, of string) RouteMatch { return RouteMatch{Route: r, MatchedBy: MatchedByAlternate, AlternateFor: of} }
+	alt := func(r, of string) RouteMatch {
+		return RouteMatch{Route: r, MatchedBy: MatchedByAlternate, AlternateFor: of}
+	}
 	tests := []struct {
 		name    string
 		req     Request
