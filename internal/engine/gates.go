@@ -156,3 +156,14 @@ func (s *Snapshot) alternates(r *routing, outcome []uint8, resp *Response) []str
 	}
 	return r.srcNames[before:]
 }
+
+// Alternates maps each route that has an alternate to it.
+func (s *Snapshot) Alternates() map[string]string {
+	out := map[string]string{}
+	for _, r := range s.routes {
+		if r.alternate >= 0 {
+			out[r.name] = s.routes[r.alternate].name
+		}
+	}
+	return out
+}
