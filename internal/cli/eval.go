@@ -27,6 +27,7 @@ func newEvalCommand() *cobra.Command {
 		Short: "Measure quality on public datasets",
 	}
 	cmd.AddCommand(newEvalRetrievalCommand(), newEvalToolsCommand())
+	cmd.AddCommand(newEvalRoutesCommand())
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ func (s *Snapshot) setGates(routes []v1alpha1.ContextRoute, addReason func(reaso
 		j, ok := byName[alt]
 		if !ok {
 			addReason(v1alpha1.ReasonAlternateNotFound, v1alpha1.KindContextRoute, rt.name, "spec.alternate",
-				fmt.Sprintf("ContextRoute %q not found among the routes of the router", alt))
+				fmt.Sprintf("ContextRoute %q not found among the routes of the router (missing, attached elsewhere, or left out)", alt))
 			continue
 		}
 		rt.alternate = j
@@ -166,4 +167,19 @@ func (s *Snapshot) Alternates() map[string]string {
 		}
 	}
 	return out
+}
+
+// MatchRoutes evaluates the routes for a request as Query does (conditions,
+// then the fallbacks when nothing matched) without reading any source, so
+// alternates, which depend on sources failing, are not called. It returns
+// the routes that serve and the conditions that failed.
+func (s *Snapshot) MatchRoutes(ctx context.Context, req Request) ([]RouteMatch, []RouteError, error) {
+	if err := validateRequest(&req); err != nil {
+		return nil, nil, err
+	}
+	resp := &Response{RouteMatches: []RouteMatch{}, RouteErrors: []RouteError{}}
+	if _, err := s.route(ctx, &req, resp); err != nil {
+		return nil, nil, err
+	}
+	return resp.RouteMatches, resp.RouteErrors, nil
 }

@@ -201,7 +201,7 @@ func TestAlternateReferences(t *testing.T) {
 		want   []string // "Kind/name field reason: message", sorted as reported
 	}{
 		{"missing alternate", []v1alpha1.ContextRoute{gateRoute("a", "", false, 0, "nope", "docs")},
-			[]string{`ContextRoute/a spec.alternate AlternateNotFound: ContextRoute "nope" not found among the routes of the router`}},
+			[]string{`ContextRoute/a spec.alternate AlternateNotFound: ContextRoute "nope" not found among the routes of the router (missing, attached elsewhere, or left out)`}},
 		{"two-route cycle", []v1alpha1.ContextRoute{gateRoute("a", "", false, 0, "b", "docs"), gateRoute("b", "", false, 0, "a", "docs")},
 			[]string{"ContextRoute/a spec.alternate InvalidSpec: alternates form a cycle: a → b → a",
 				"ContextRoute/b spec.alternate InvalidSpec: alternates form a cycle: b → a → b"}},
