@@ -144,3 +144,48 @@ func TestEvalRoutesBadCases(t *testing.T) {
 		})
 	}
 }
+
+// TestQueryShowsGates: the text output says which route served as a
+// fallback or an alternate; a source that cannot be loaded fails its route.
+func TestQueryShowsGates(t *testing.T) {
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "router.yaml")
+	write(t, manifest, `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: missing}
+spec: {type: Directory, directory: {path: ./does-not-exist}}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: wiki}
+spec: {type: Inline, inline: {title: Wiki, content: The wiki answers.}}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: docs}
+spec: {when: '"docs" in tags', sources: [{name: missing}], alternate: wiki-route}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: wiki-route}
+spec: {when: '"wiki" in tags', sources: [{name: wiki}]}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: everything}
+spec: {fallback: true, sources: [{name: wiki}]}
+`)
+	tests := []struct{ name, tag, want string }{
+		{"alternate", "docs", "matched routes:  docs, wiki-route (alternate for docs)\n"},
+		{"fallback", "other", "matched routes:  everything (fallback)\n"},
+		{"condition", "wiki", "matched routes:  wiki-route\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, stderr, code := run(t, "query", "-f", manifest, "-t", tt.tag, "what does the wiki say")
+			if code != 0 || !strings.Contains(out, tt.want) {
+				t.Errorf("exit %d (%s), out:\n%s\nwant a line %q", code, stderr, out, tt.want)
+			}
+		})
+	}
+}
