@@ -159,7 +159,8 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 	resp := &Response{
-		Chunks: []Chunk{}, MatchedRoutes: []string{}, RouteMatches: []RouteMatch{}, DeniedSources: []string{},
+		// One allocation for the route matches of most queries.
+		Chunks: []Chunk{}, MatchedRoutes: []string{}, RouteMatches: make([]RouteMatch, 0, min(len(s.routes), 4)), DeniedSources: []string{},
 		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Tools: []ToolCard{},
 	}
 

@@ -14,11 +14,9 @@ import (
 // RouteCase is one labelled question of `eval routes`: the routes that
 // should serve it.
 type RouteCase struct {
-	Text           string            `json:"text"`
-	Agent          string            `json:"agent"`
-	Tags           []string          `json:"tags,omitempty"`
-	Metadata       map[string]string `json:"metadata,omitempty"`
-	ExpectedRoutes []string          `json:"expected_routes"`
+	// Request is the question: text, agent, tags and metadata.
+	engine.Request
+	ExpectedRoutes []string `json:"expected_routes"`
 	// Line is the case's line in its file.
 	Line int `json:"-"`
 }
@@ -116,7 +114,7 @@ func Routes(ctx context.Context, snap *engine.Snapshot, path string, cases []Rou
 	rep := &RouteReport{Cases: len(cases), Routes: []RouteScore{}, Results: make([]RouteResultRow, 0, len(cases))}
 	exact, tp, nServed, nExpected := 0, 0, 0, 0
 	for _, c := range cases {
-		matches, errs, err := snap.MatchRoutes(ctx, engine.Request{Text: c.Text, Agent: c.Agent, Tags: c.Tags, Metadata: c.Metadata})
+		matches, errs, err := snap.MatchRoutes(ctx, c.Request)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, c.Line, err)
 		}
