@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,26 +36,51 @@ func (s *Snapshot) setGates(routes []v1alpha1.ContextRoute, addReason func(reaso
 		rt.alternate = j
 		s.hasAlternates = true
 	}
-	for i := range s.routes {
-		if cycle := alternateCycle(s.routes, i); cycle != nil {
+	for _, cycle := range alternateCycles(s.routes) {
+		// Each route of the cycle is named, the cycle written from it.
+		for k, i := range cycle {
+			names := make([]string, 0, len(cycle)+1)
+			for j := range len(cycle) + 1 {
+				names = append(names, s.routes[cycle[(k+j)%len(cycle)]].name)
+			}
 			addReason(v1alpha1.ReasonInvalidSpec, v1alpha1.KindContextRoute, s.routes[i].name, "spec.alternate",
-				"alternates form a cycle: "+strings.Join(cycle, " → "))
+				"alternates form a cycle: "+strings.Join(names, " → "))
 		}
 	}
 }
 
-// alternateCycle returns the route names of the cycle of alternates that
-// starts and ends at route i, or nil when following alternates from i does
-// not come back to it.
-func alternateCycle(routes []route, i int) []string {
-	path := []string{routes[i].name}
-	for j, steps := routes[i].alternate, 0; j >= 0 && steps < len(routes); j, steps = routes[j].alternate, steps+1 {
-		path = append(path, routes[j].name)
-		if j == i {
-			return path
+// alternateCycles returns the cycles of alternates, each as route indices in
+// alternate order starting at its lowest index, ordered by that index. Each
+// route has at most one alternate, so one walk per route, marking what it
+// has seen, finds them all in linear time.
+func alternateCycles(routes []route) [][]int {
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := make([]uint8, len(routes))
+	var cycles [][]int
+	for start := range routes {
+		var path []int
+		j := start
+		for j >= 0 && state[j] == unseen {
+			state[j] = onPath
+			path = append(path, j)
+			j = routes[j].alternate
+		}
+		if j >= 0 && state[j] == onPath {
+			// The walk came back into itself: the cycle is the path from j on.
+			cycle := path[slices.Index(path, j):]
+			lo := slices.Index(cycle, slices.Min(cycle))
+			cycles = append(cycles, append(slices.Clone(cycle[lo:]), cycle[:lo]...))
+		}
+		for _, k := range path {
+			state[k] = done
 		}
 	}
-	return nil
+	slices.SortFunc(cycles, func(a, b []int) int { return a[0] - b[0] })
+	return cycles
 }
 
 // Ways a route serves a query (RouteMatch.MatchedBy).
