@@ -129,19 +129,10 @@ func (s *Snapshot) serve(i int, matchedBy, alternateFor string, resp *Response, 
 				c.timeout, c.route = rt.timeout, rt.name
 			}
 		}
-		if !containsString(r.srcNames, n) {
+		if !slices.Contains(r.srcNames, n) {
 			r.srcNames = append(r.srcNames, n)
 		}
 	}
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Outcomes of a source in one query, for the alternates (sourceOutcome).
@@ -175,7 +166,7 @@ func (s *Snapshot) alternates(r *routing, outcome []uint8, resp *Response) []str
 	before := len(r.srcNames)
 	for _, i := range r.served { // the routes serving before any alternate
 		a := s.routes[i].alternate
-		if a < 0 || containsString(resp.MatchedRoutes, s.routes[a].name) || !s.routeFailed(i, outcome) {
+		if a < 0 || slices.Contains(resp.MatchedRoutes, s.routes[a].name) || !s.routeFailed(i, outcome) {
 			continue
 		}
 		resp.Stats.Routes.Alternate++

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,19 +182,11 @@ func TestRouteGates(t *testing.T) {
 func sortedSources(resp *Response) []string {
 	var out []string
 	for _, c := range resp.Chunks {
-		if !containsString(out, c.Source) {
+		if !slices.Contains(out, c.Source) {
 			out = append(out, c.Source)
 		}
 	}
-	if len(out) == 0 {
-		return nil
-	}
-	// A few names: insertion order is not rank order, so sort them.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.Sort(out)
 	return out
 }
 
