@@ -176,6 +176,16 @@ func (r *ContextRoute) Validate() field.ErrorList {
 		names[i] = ref.Name
 	}
 	allErrs = append(allErrs, validateRefNames(sp, names)...)
+	if t := s.Timeout; t != nil && (t.Duration < MinRouteTimeout || t.Duration > MaxRouteTimeout) {
+		allErrs = append(allErrs, field.Invalid(spec.Child("timeout"), t.Duration.String(), "timeout must be between 10ms and 60s"))
+	}
+	if s.Alternate != "" {
+		ap := spec.Child("alternate")
+		allErrs = append(allErrs, validateRefName(ap, s.Alternate)...)
+		if s.Alternate == r.Name {
+			allErrs = append(allErrs, field.Invalid(ap, s.Alternate, "a route cannot be its own alternate"))
+		}
+	}
 	return allErrs
 }
 

@@ -154,6 +154,10 @@ func TestContextRouteValidate(t *testing.T) {
 		{"source name required", func(r *ContextRoute) { r.Spec.Sources[1].Name = "" }, "spec.sources[1].name", "Required value"},
 		{"source name too long", func(r *ContextRoute) { r.Spec.Sources[0].Name = strings.Repeat("a", 254) }, "spec.sources[0].name", "may not be more than 253"},
 		{"duplicate source", func(r *ContextRoute) { r.Spec.Sources[1].Name = "docs" }, "spec.sources[1].name", `Duplicate value: "docs"`},
+		{"timeout below 10ms", func(r *ContextRoute) { r.Spec.Timeout = &metav1.Duration{Duration: 9 * time.Millisecond} }, "spec.timeout", "between 10ms and 60s"},
+		{"timeout above 60s", func(r *ContextRoute) { r.Spec.Timeout = &metav1.Duration{Duration: time.Minute + time.Millisecond} }, "spec.timeout", "between 10ms and 60s"},
+		{"alternate too long", func(r *ContextRoute) { r.Spec.Alternate = strings.Repeat("a", 254) }, "spec.alternate", "may not be more than 253"},
+		{"alternate is the route itself", func(r *ContextRoute) { r.Spec.Alternate = "hr" }, "spec.alternate", "cannot be its own alternate"},
 		{"parentRefs max items", func(r *ContextRoute) {
 			r.Spec.ParentRefs = nil
 			for i := 0; i < 33; i++ {

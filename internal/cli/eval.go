@@ -26,7 +26,7 @@ func newEvalCommand() *cobra.Command {
 		Use:   "eval",
 		Short: "Measure quality on public datasets",
 	}
-	cmd.AddCommand(newEvalRetrievalCommand(), newEvalToolsCommand(), newEvalIntentsCommand())
+	cmd.AddCommand(newEvalRetrievalCommand(), newEvalToolsCommand(), newEvalIntentsCommand(), newEvalRoutesCommand())
 	return cmd
 }
 

@@ -67,7 +67,19 @@ func newQueryCommand() *cobra.Command {
 // printText renders a response for people: what matched, what was refused,
 // then each chunk with its score, size, origin and a preview.
 func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool) {
-	printRouting(w, snap, r.MatchedRoutes, r.DeniedSources, r.FailedSources, r.RouteErrors)
+	// How a route came to serve, when not by its condition.
+	matched := make([]string, len(r.RouteMatches))
+	for i, m := range r.RouteMatches {
+		switch m.MatchedBy {
+		case engine.MatchedByFallback:
+			matched[i] = m.Route + " (fallback)"
+		case engine.MatchedByAlternate:
+			matched[i] = m.Route + " (alternate for " + m.AlternateFor + ")"
+		default:
+			matched[i] = m.Route
+		}
+	}
+	printRouting(w, snap, matched, r.DeniedSources, r.FailedSources, r.RouteErrors)
 	d := r.Stats.Dropped
 	var drops []string
 	for _, x := range []struct {
@@ -136,6 +148,10 @@ func printRouting(w io.Writer, snap *engine.Snapshot, matched, denied []string, 
 	fmt.Fprintf(w, "denied sources:  %s\n", list(denied))
 	var failed []string
 	for _, f := range failedSources {
+		if f.Reason == engine.FailureTimeout {
+			failed = append(failed, fmt.Sprintf("%s (%s, the timeout of route %s)", f.Source, f.Error, f.Route))
+			continue
+		}
 		failed = append(failed, fmt.Sprintf("%s (%s)", f.Source, f.Error))
 	}
 	fmt.Fprintf(w, "failed sources:  %s\n", list(failed))

@@ -35,13 +35,14 @@ import (
 //     its own checks and status.excludedBy.
 
 // routeEntry is the status.parents entry of router for a route, from the
-// bundle's verdict on it. Problems with the route's sources (missing, or left
-// out) make ResolvedRefs False; any other problem makes Accepted False.
+// bundle's verdict on it. Problems with the route's references (a source
+// missing or left out, an alternate route missing) make ResolvedRefs False;
+// any other problem makes Accepted False.
 func routeEntry(route *v1alpha1.ContextRoute, router string, v bundle.Verdict) v1alpha1.RouteParentStatus {
 	gen := route.Generation
 	var own, refs problem.List
 	for _, p := range v.Problems {
-		if p.Reason == v1alpha1.ReasonSourceNotFound || p.Reason == v1alpha1.ReasonInvalidSource {
+		if p.Reason == v1alpha1.ReasonSourceNotFound || p.Reason == v1alpha1.ReasonInvalidSource || p.Reason == v1alpha1.ReasonAlternateNotFound {
 			refs = append(refs, p)
 		} else {
 			own = append(own, p)

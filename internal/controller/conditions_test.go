@@ -55,6 +55,9 @@ func TestConditionRouteEntry(t *testing.T) {
 	missing2 := routeProblem(v1alpha1.ReasonSourceNotFound, "spec.sources[1].name", `ContextSource "b" not found`)
 	leftOut := routeProblem(v1alpha1.ReasonInvalidSource, "spec.sources[0].name",
 		`ContextSource "docs" is left out: spec.directory.path: "/etc/contextrouter/secrets" collides with /etc/contextrouter/secrets, which the router pod uses`)
+	noAlternate := routeProblem(v1alpha1.ReasonAlternateNotFound, "spec.alternate",
+		`ContextRoute "wiki" not found among the routes of the router (missing, attached elsewhere, or left out)`)
+	cycle := routeProblem(v1alpha1.ReasonInvalidSpec, "spec.alternate", "alternates form a cycle: hr → wiki → hr")
 	tests := []struct {
 		name string
 		v    bundle.Verdict
@@ -69,6 +72,10 @@ func TestConditionRouteEntry(t *testing.T) {
 				`spec.sources[0].name: ContextSource "a" not found; spec.sources[1].name: ContextSource "b" not found`)}},
 		{"a source left out of the bundle is never 'all references resolved'", verdict(false, leftOut), []metav1.Condition{accepted,
 			cond("ResolvedRefs", condFalse, v1alpha1.ReasonInvalidSource, 3, leftOut.Detail())}},
+		{"alternate missing", verdict(false, noAlternate), []metav1.Condition{accepted,
+			cond("ResolvedRefs", condFalse, v1alpha1.ReasonAlternateNotFound, 3, noAlternate.Detail())}},
+		{"cycle of alternates", verdict(false, cycle), []metav1.Condition{
+			cond("Accepted", condFalse, v1alpha1.ReasonInvalidSpec, 3, cycle.Detail()), resolved}},
 		{"both", verdict(false, cel, missing1), []metav1.Condition{
 			cond("Accepted", condFalse, v1alpha1.ReasonInvalidCondition, 3, cel.Detail()),
 			cond("ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 3, missing1.Detail())}},

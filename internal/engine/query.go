@@ -36,11 +36,13 @@ type Request struct {
 
 // Response is the assembled context (API.md "Query API").
 type Response struct {
-	Chunks        []Chunk         `json:"chunks"`
-	Text          string          `json:"text"`
-	TotalTokens   int             `json:"total_tokens"`
-	WasTruncated  bool            `json:"was_truncated"`
-	MatchedRoutes []string        `json:"matched_routes"`
+	Chunks        []Chunk  `json:"chunks"`
+	Text          string   `json:"text"`
+	TotalTokens   int      `json:"total_tokens"`
+	WasTruncated  bool     `json:"was_truncated"`
+	MatchedRoutes []string `json:"matched_routes"`
+	// RouteMatches says how each route of MatchedRoutes came to serve, in the same order.
+	RouteMatches  []RouteMatch    `json:"route_matches"`
 	DeniedSources []string        `json:"denied_sources"`
 	FailedSources []SourceFailure `json:"failed_sources"`
 	RouteErrors   []RouteError    `json:"route_errors"`
@@ -81,6 +83,22 @@ type ChunkMetadata struct {
 type SourceFailure struct {
 	Source string `json:"source"`
 	Error  string `json:"error"`
+	// Reason is FailureTimeout when a route's timeout ended the fetch, and
+	// Route that route; both are empty otherwise.
+	Reason string `json:"reason,omitempty"`
+	Route  string `json:"route,omitempty"`
+}
+
+// FailureTimeout is the SourceFailure.Reason of a fetch a route's timeout ended.
+const FailureTimeout = "timeout"
+
+// RouteMatch says how a route came to serve a query (api.md §6.2).
+type RouteMatch struct {
+	Route string `json:"route"`
+	// MatchedBy is MatchedByCondition, MatchedByFallback or MatchedByAlternate.
+	MatchedBy string `json:"matched_by"`
+	// AlternateFor is the route whose sources all failed (MatchedByAlternate only).
+	AlternateFor string `json:"alternate_for,omitempty"`
 }
 
 // RouteError reports a condition that failed at query time (counted as no match).
@@ -105,6 +123,15 @@ type Stats struct {
 	Dropped         Dropped `json:"dropped"`
 	// Tools accounts for the tool candidates; tools never count against the budget.
 	Tools ToolStats `json:"tools"`
+	// Routes counts the gates used (api.md §1.2).
+	Routes RouteStats `json:"routes"`
+}
+
+// RouteStats counts the routes that served as a fallback, and the routes
+// whose alternate was called.
+type RouteStats struct {
+	Fallback  int `json:"fallback"`
+	Alternate int `json:"alternate"`
 }
 
 // Dropped counts candidates left out, by reason.
@@ -146,76 +173,40 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 	resp := &Response{
-		Chunks: []Chunk{}, MatchedRoutes: []string{}, DeniedSources: []string{},
+		// One allocation for the route matches of most queries.
+		Chunks: []Chunk{}, MatchedRoutes: []string{}, RouteMatches: make([]RouteMatch, 0, min(len(s.routes), 4)), DeniedSources: []string{},
 		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Warnings: []string{}, Tools: []ToolCard{},
 	}
 
 	// 1. Routes: every matching route contributes its sources, in route order.
-	srcNames, err := s.matchRoutes(ctx, &req, resp)
+	rt, err := s.route(ctx, &req, resp)
 	if err != nil {
 		return nil, err
 	}
 
-	// 2. Permissions.
+	// 2-3. Permissions, then fetch per-query sources concurrently, while the
+	// index is scored. A route whose sources all failed calls its alternate,
+	// whose sources go through the same steps once the first fetches are in.
+	g := gathering{allowed: make([]bool, len(s.byGroup))}
+	if s.hasAlternates {
+		g.outcome = make([]uint8, len(s.byGroup))
+	}
 	access := s.accessFor(req.Agent)
-	allowed := make([]bool, len(s.byGroup))
-	var fetch, toolSrcs []*sourceState
-	hasTools := false
-	for _, n := range srcNames {
-		st := s.sources[n]
-		if st.tool != nil {
-			hasTools = true
-			toolSrcs = s.routeToolSource(st, access, resp, toolSrcs)
-			continue
-		}
-		if !access.SourceAllowed(n) {
-			resp.DeniedSources = append(resp.DeniedSources, n)
-			continue
-		}
-		switch {
-		case st.loadErr != nil:
-			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: n, Error: st.loadErr.Error()})
-			allowed[st.group] = st.stale // its last good chunks still answer
-		case st.query != nil:
-			fetch = append(fetch, st)
-		default:
-			allowed[st.group] = true
+	s.admit(rt.srcNames, access, resp, &g)
+	s.startFetches(ctx, req.Text, rt.caps, &g)
+	if s.hasAlternates && len(rt.served) > 0 {
+		g.wg.Wait()
+		s.reportFetchFailures(resp, &g)
+		if alt := s.alternates(&rt, g.outcome, resp); len(alt) > 0 {
+			s.admit(alt, access, resp, &g)
+			s.startFetches(ctx, req.Text, rt.caps, &g)
 		}
 	}
 
 	if len(resp.DeniedSources) > 0 && len(access.Permissions) == 0 && access.Default != v1alpha1.AccessAllow {
 		resp.Warnings = append(resp.Warnings, unnamedAgentWarning(req.Agent))
 	}
-
-	// 3. Fetch per-query sources concurrently, while the index is scored.
-	// A cached answer replaces the fetch; only successful fetches are cached.
-	type fetched struct {
-		chunks []sources.Chunk
-		err    error
-	}
-	results := make([]fetched, len(fetch))
-	var wg sync.WaitGroup
-	for i, st := range fetch {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cached := s.cache != nil && st.cacheKey != ""
-			if cached {
-				if chunks, ok := s.cache.Get(st.cacheKey, req.Text); ok {
-					results[i] = fetched{chunks: chunks}
-					return
-				}
-			}
-			// The source enforces its own timeout with a precise message; this is a backstop.
-			fctx, cancel := context.WithTimeout(ctx, st.timeout+time.Second)
-			defer cancel()
-			chunks, err := st.query.Fetch(fctx, req.Text)
-			if err == nil && cached {
-				s.cache.Put(st.cacheKey, req.Text, chunks)
-			}
-			results[i] = fetched{chunks, err}
-		}()
-	}
+	allowed, hasTools := g.allowed, g.hasTools
 
 	q := s.ix.NewQuery(req.Text, s.scorer == v1alpha1.ScorerKeyword)
 	var hits []index.Hit
@@ -272,13 +263,13 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 			}
 		}
 	}
-	wg.Wait()
-	for i, st := range fetch {
-		if err := results[i].err; err != nil {
-			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: st.name, Error: redact.String(err.Error())})
+	g.wg.Wait()
+	s.reportFetchFailures(resp, &g)
+	for i, st := range g.fetch {
+		if g.results[i].err != nil {
 			continue
 		}
-		for _, c := range results[i].chunks {
+		for _, c := range g.results[i].chunks {
 			c.Source = st.name
 			var score float64
 			if s.scorer == v1alpha1.ScorerKeyword {
@@ -291,7 +282,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 	resp.Stats.Candidates = len(cands)
 	if hasTools {
-		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, toolSrcs)
+		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, g.toolSrcs)
 	}
 
 	// 4. Path and sensitivity filters.
@@ -372,47 +363,183 @@ func (e *StoppedError) TimeoutMessage(timeout time.Duration) string {
 	return fmt.Sprintf("query exceeded the %s timeout while evaluating the condition of route %q", timeout, e.Route)
 }
 
-// matchRoutes evaluates every route condition, records matches and errors in
-// resp, and returns the sources of the matching routes, deduplicated, in route
-// order. It stops with a *StoppedError when ctx ends: between routes, and
-// inside a condition's comprehensions.
+// matchRoutes evaluates the route conditions (route) and returns the
+// sources of the serving routes, deduplicated, in route order.
 func (s *Snapshot) matchRoutes(ctx context.Context, req *Request, resp *Response) ([]string, error) {
+	rt, err := s.route(ctx, req, resp)
+	return rt.srcNames, err
+}
+
+// route evaluates every route condition and records matches and errors in
+// resp; when no route matched, the fallback routes' conditions follow. It
+// stops with a *StoppedError when ctx ends: between routes, and inside a
+// condition's comprehensions.
+func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response) (routing, error) {
 	act := newActivation(req, s.vars)
 	if s.wordsOnText {
 		act.question.register(req.Text)
 		defer act.question.unregister()
 	}
 	done := ctx.Done()
-	var srcNames []string
-	for i := range s.routes {
-		rt := &s.routes[i]
-		if rt.cond != nil {
-			select {
-			case <-done:
-				return nil, &StoppedError{Route: rt.name, Err: ctx.Err()}
-			default:
-			}
-			ok, err := rt.cond.eval(ctx, act)
-			if err != nil {
-				if ctx.Err() != nil {
-					// Interrupted (or failed as the deadline passed): not a "no match".
-					return nil, &StoppedError{Route: rt.name, Err: ctx.Err()}
-				}
-				resp.RouteErrors = append(resp.RouteErrors, RouteError{Route: rt.name, Error: err.Error()})
-				continue
-			}
-			if !ok {
-				continue
-			}
+	var rt routing
+	for _, fallbacks := range [2]bool{false, true} {
+		if fallbacks && (!s.hasFallback || len(resp.MatchedRoutes) > 0) {
+			break
 		}
-		resp.MatchedRoutes = append(resp.MatchedRoutes, rt.name)
-		for _, n := range rt.sources {
-			if !slices.Contains(srcNames, n) {
-				srcNames = append(srcNames, n)
+		for i := range s.routes {
+			r := &s.routes[i]
+			if r.fallback != fallbacks {
+				continue
 			}
+			if r.cond != nil {
+				select {
+				case <-done:
+					return routing{}, &StoppedError{Route: r.name, Err: ctx.Err()}
+				default:
+				}
+				ok, err := r.cond.eval(ctx, act)
+				if err != nil {
+					if ctx.Err() != nil {
+						// Interrupted (or failed as the deadline passed): not a "no match".
+						return routing{}, &StoppedError{Route: r.name, Err: ctx.Err()}
+					}
+					resp.RouteErrors = append(resp.RouteErrors, RouteError{Route: r.name, Error: err.Error()})
+					continue
+				}
+				if !ok {
+					continue
+				}
+			}
+			matchedBy := MatchedByCondition
+			if fallbacks {
+				matchedBy = MatchedByFallback
+				resp.Stats.Routes.Fallback++
+			}
+			s.serve(i, matchedBy, "", resp, &rt)
 		}
 	}
-	return srcNames, nil
+	return rt, nil
+}
+
+// gathering holds the sources of one query on their way to candidates.
+type gathering struct {
+	allowed  []bool // by group: static sources to search
+	fetch    []*sourceState
+	results  []fetched // by fetch position
+	reported int       // fetch results already reported
+	toolSrcs []*sourceState
+	hasTools bool
+	// outcome is each source's outcome by group, kept only when a route has an alternate.
+	outcome []uint8
+	wg      sync.WaitGroup
+}
+
+type fetched struct {
+	chunks []sources.Chunk
+	err    error
+	// capRoute is the route whose timeout bounded the fetch ("" = none did).
+	capRoute string
+}
+
+// admit sorts sources by what the agent may do with them: denied, failed to
+// load, to fetch, or to search.
+func (s *Snapshot) admit(names []string, access *Access, resp *Response, g *gathering) {
+	for _, n := range names {
+		st := s.sources[n]
+		outcome := outcomeAnswered
+		switch {
+		case st.tool != nil:
+			g.hasTools = true
+			if !toolReadable(access, st) {
+				outcome = outcomeDenied
+			} else if !toolsServing(st) {
+				outcome = outcomeFailed
+			}
+			g.toolSrcs = s.routeToolSource(st, access, resp, g.toolSrcs)
+		case !access.SourceAllowed(n):
+			resp.DeniedSources = append(resp.DeniedSources, n)
+			outcome = outcomeDenied
+		case st.loadErr != nil:
+			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: n, Error: st.loadErr.Error()})
+			g.allowed[st.group] = st.stale // its last good chunks still answer
+			if !st.stale {
+				outcome = outcomeFailed
+			}
+		case st.query != nil:
+			g.fetch = append(g.fetch, st)
+			outcome = outcomeNone // known once fetched
+		default:
+			g.allowed[st.group] = true
+		}
+		if g.outcome != nil {
+			g.outcome[st.group] = outcome
+		}
+	}
+}
+
+// startFetches fetches the sources admitted since the last call, each under
+// the deadline its routes set. A cached answer replaces the fetch; only
+// successful fetches are cached.
+func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCap, g *gathering) {
+	from := len(g.results)
+	g.results = append(g.results, make([]fetched, len(g.fetch)-from)...)
+	for i := from; i < len(g.fetch); i++ {
+		st := g.fetch[i]
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			cached := s.cache != nil && st.cacheKey != ""
+			if cached {
+				if chunks, ok := s.cache.Get(st.cacheKey, text); ok {
+					g.results[i] = fetched{chunks: chunks}
+					return
+				}
+			}
+			// The source enforces its own timeout with a precise message; this is a backstop.
+			timeout, capRoute := st.timeout+time.Second, ""
+			if caps != nil {
+				if c := caps[st.group]; c.timeout > 0 && c.timeout < st.timeout {
+					// The route's timeout ends first; the source reports it as its own
+					// ("timeout after 100ms"), and the failure names the route.
+					timeout, capRoute = c.timeout, c.route
+				}
+			}
+			fctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			chunks, err := st.query.Fetch(fctx, text)
+			if err == nil && cached {
+				s.cache.Put(st.cacheKey, text, chunks)
+			}
+			results := fetched{chunks: chunks, err: err}
+			if err != nil && capRoute != "" && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				results.capRoute = capRoute
+			}
+			g.results[i] = results
+		}()
+	}
+}
+
+// reportFetchFailures lists the failed fetches not yet reported, in fetch
+// order; the fetches must be done.
+func (s *Snapshot) reportFetchFailures(resp *Response, g *gathering) {
+	for i := g.reported; i < len(g.fetch); i++ {
+		st, res := g.fetch[i], &g.results[i]
+		if g.outcome != nil {
+			g.outcome[st.group] = outcomeAnswered
+		}
+		if res.err == nil {
+			continue
+		}
+		f := SourceFailure{Source: st.name, Error: redact.String(res.err.Error())}
+		if res.capRoute != "" {
+			f.Reason, f.Route = FailureTimeout, res.capRoute
+		}
+		resp.FailedSources = append(resp.FailedSources, f)
+		if g.outcome != nil {
+			g.outcome[st.group] = outcomeFailed
+		}
+	}
+	g.reported = len(g.fetch)
 }
 
 func (s *Snapshot) staticCandidate(doc uint32, score float64) candidate {

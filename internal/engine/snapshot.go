@@ -77,6 +77,13 @@ type route struct {
 	name    string
 	cond    *condition // nil matches every query
 	sources []string
+	// The gates (api.md §1.2): fallback routes are considered only when no
+	// other route matched; timeout caps the route's fetches (0 = none);
+	// alternate is the index of the route whose sources answer when all of
+	// this one's failed (-1 = none).
+	fallback  bool
+	timeout   time.Duration
+	alternate int
 }
 
 type sourceState struct {
@@ -123,6 +130,8 @@ type Snapshot struct {
 	vars          ref.Val
 	// wordsOnText is set when a condition calls containsAnyWord/containsAllWords.
 	wordsOnText bool
+	// Whether any route uses a gate: a query pays for a gate only when one is configured.
+	hasFallback, hasTimeouts, hasAlternates bool
 
 	routes  []route
 	perms   []v1alpha1.AgentPermission
@@ -242,7 +251,10 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		if errs[i] != nil {
 			addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
 		}
-		cr := route{name: rt.Name, cond: conds[i]}
+		cr := route{name: rt.Name, cond: conds[i], fallback: rt.Spec.Fallback, alternate: -1}
+		if rt.Spec.Timeout != nil {
+			cr.timeout = rt.Spec.Timeout.Duration
+		}
 		if conds[i] != nil && conds[i].words {
 			s.wordsOnText = true
 		}
@@ -255,6 +267,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 		s.routes = append(s.routes, cr)
 	}
+	s.setGates(cfg.Routes, addReason)
 	for _, p := range cfg.Permissions {
 		p := p.DeepCopy()
 		p.Default()

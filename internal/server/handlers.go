@@ -211,6 +211,7 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 		return nil, s.queryError(err, start)
 	}
 	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
+	st.counters.observeRoutes(resp.RouteMatches, time.Duration(resp.EvaluationTimeMS*float64(time.Millisecond)))
 	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
 		s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
 	}

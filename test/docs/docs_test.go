@@ -22,7 +22,8 @@
 //     evaluation_time_ms and mtime only need the right type.
 //   - ```yaml blocks must parse; those that hold contextrouter objects must
 //     also decode strictly (no unknown fields). ```json blocks must parse
-//     (a fragment as the members of an object).
+//     (a fragment as the members of an object; "…," stands for members left
+//     out).
 //   - `<!-- doc-test: skip REASON -->` on the line before a block skips it,
 //     visibly, with its reason.
 package docs
@@ -564,8 +565,11 @@ func checkYAML(t *testing.T, b *block) {
 	}
 }
 
+// elidedRE is a "…" standing for left-out members or elements of a JSON example.
+var elidedRE = regexp.MustCompile(`…\s*,\s*|,\s*…(\s*[}\]])`)
+
 func checkJSONSyntax(t *testing.T, b *block) {
-	text := strings.Join(b.body, "\n")
+	text := elidedRE.ReplaceAllString(strings.Join(b.body, "\n"), "$1")
 	var v any
 	if json.Unmarshal([]byte(text), &v) != nil {
 		if err := json.Unmarshal([]byte("{"+text+"}"), &v); err != nil {
