@@ -53,10 +53,19 @@ type AgentPermissionSpec struct {
 	// +listType=set
 	DenySources []string `json:"denySources,omitempty"`
 
-	// DenyPaths are doublestar globs matched against chunk paths.
+	// DenyPaths are doublestar globs matched against chunk paths of every
+	// source the agents read.
 	// +optional
 	// +listType=set
 	DenyPaths []string `json:"denyPaths,omitempty"`
+
+	// SourceDenyPaths are denyPaths that apply to one source only: a glob
+	// meant for one source's layout does not remove another's files.
+	// +optional
+	// +listType=map
+	// +listMapKey=source
+	// +kubebuilder:validation:MaxItems=64
+	SourceDenyPaths []SourceDenyPaths `json:"sourceDenyPaths,omitempty"`
 
 	// PathMatching says how this permission's denyPaths compare letters:
 	// CaseSensitive, or CaseInsensitive (Salaries/x.md matches salaries/**).
@@ -83,6 +92,22 @@ type AgentPermissionSpec struct {
 	// Tools are the rules for the tools of readable tool sources (api.md §10.4).
 	// +optional
 	Tools ToolRules `json:"tools,omitempty"`
+}
+
+// SourceDenyPaths denies chunk paths of one source.
+type SourceDenyPaths struct {
+	// Source is the ContextSource whose chunks the globs apply to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Source string `json:"source"`
+
+	// Paths are doublestar globs matched against the source's chunk paths,
+	// with the permission's pathMatching.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	Paths []string `json:"paths"`
 }
 
 // AgentPermissionStatus is the observed state of a permission.

@@ -37,9 +37,14 @@ func (r *ContextRoute) SourceNames() []string {
 // ParentNames lists the routers a permission names in parentRefs (empty = all).
 func (p *AgentPermission) ParentNames() []string { return refNames(p.Spec.ParentRefs) }
 
-// SourceNames lists the sources a permission allows or denies.
+// SourceNames lists the sources a permission allows, denies or scopes
+// sourceDenyPaths to.
 func (p *AgentPermission) SourceNames() []string {
-	return append(append([]string(nil), p.Spec.AllowSources...), p.Spec.DenySources...)
+	names := append(append([]string(nil), p.Spec.AllowSources...), p.Spec.DenySources...)
+	for _, e := range p.Spec.SourceDenyPaths {
+		names = append(names, e.Source)
+	}
+	return names
 }
 
 func refNames(refs []ParentReference) []string {

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // ContextRouteSpec says when a set of sources is consulted.
 type ContextRouteSpec struct {
@@ -29,7 +33,31 @@ type ContextRouteSpec struct {
 	// Description for people.
 	// +optional
 	Description string `json:"description,omitempty"`
+
+	// Fallback routes are considered only when no other route matched the
+	// query; then each one whose condition holds contributes its sources.
+	// +optional
+	Fallback bool `json:"fallback,omitempty"`
+
+	// Timeout caps the time this route's per-query sources may take, from
+	// 10ms to 60s; unset, the query's timeout applies.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('60s')",message="timeout must be between 10ms and 60s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Alternate names a route of the same router whose sources are used when
+	// every source of this route failed or timed out. One hop: the
+	// alternate's own alternate is not followed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Alternate string `json:"alternate,omitempty"`
 }
+
+// Bounds of spec.timeout of a route.
+const (
+	MinRouteTimeout = 10 * time.Millisecond
+	MaxRouteTimeout = 60 * time.Second
+)
 
 // MaxStatusParents bounds status.parents of a route and status.excludedBy of
 // a source (the MaxItems markers), as Gateway API bounds route parents. A

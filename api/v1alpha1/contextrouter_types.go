@@ -51,6 +51,20 @@ const (
 	ScorerKeyword Scorer = "Keyword"
 )
 
+// NoMatchPolicy says what a query gets from its matched Directory and GitRepo
+// sources when none of their chunks shares a term with the question.
+// +kubebuilder:validation:Enum=Empty;Recent;Priority
+type NoMatchPolicy string
+
+const (
+	// NoMatchEmpty returns none of their chunks.
+	NoMatchEmpty NoMatchPolicy = "Empty"
+	// NoMatchRecent returns their chunks, newest first.
+	NoMatchRecent NoMatchPolicy = "Recent"
+	// NoMatchPriority returns their chunks by source priority, then in source order.
+	NoMatchPriority NoMatchPolicy = "Priority"
+)
+
 // AuthMode says how a router establishes the calling agent's identity.
 // +kubebuilder:validation:Enum=None;ServiceAccountToken
 type AuthMode string
@@ -160,6 +174,14 @@ type RankingSpec struct {
 	// +kubebuilder:default="0.85"
 	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
 	DedupThreshold string `json:"dedupThreshold,omitempty"`
+
+	// OnNoMatch says what a query gets from the Directory and GitRepo sources
+	// of its matched routes when none of their chunks shares a term with the
+	// question (a route matched by tags or metadata, say): Empty (none), Recent
+	// (newest first) or Priority (source priority, then source order).
+	// +optional
+	// +kubebuilder:default=Empty
+	OnNoMatch NoMatchPolicy `json:"onNoMatch,omitempty"`
 
 	// Embedding configures an OpenAI-compatible embeddings API.
 	// +optional

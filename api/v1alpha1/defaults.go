@@ -82,6 +82,7 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Ranking.Strategy, RankingRelevance)
 	setDefault(&s.Ranking.Scorer, ScorerBM25)
 	setDefault(&s.Ranking.DedupThreshold, defaultDedupThreshold)
+	setDefault(&s.Ranking.OnNoMatch, NoMatchEmpty)
 
 	defaultDuration(&s.Cache.TTL, defaultCacheTTL)
 	defaultInt32Ptr(&s.Cache.MaxEntries, defaultCacheMaxEntries)
@@ -94,6 +95,7 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Tools.TopK, defaultToolsTopK)
 	setDefault(&s.Tools.MinScore, "0")
 	setDefault(&s.Tools.MinConfidence, "0")
+	setDefault(&s.Tools.Expansion, ToolExpansionSynonyms)
 }
 
 // Default fills the fields the kubebuilder markers default. A route has none;

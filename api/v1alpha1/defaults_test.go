@@ -26,11 +26,11 @@ func TestDefault(t *testing.T) {
 	fullRouterSpec := ContextRouterSpec{
 		DefaultAccess: AccessDeny,
 		Budget:        BudgetSpec{MaxTokens: 8000, ReserveTokens: 0, Truncation: TruncationDrop, Estimator: EstimatorCharsDiv4},
-		Ranking:       RankingSpec{Strategy: RankingRelevance, Scorer: ScorerBM25, DedupThreshold: "0.85"},
+		Ranking:       RankingSpec{Strategy: RankingRelevance, Scorer: ScorerBM25, DedupThreshold: "0.85", OnNoMatch: NoMatchEmpty},
 		Cache:         CacheSpec{TTL: dur(5 * time.Minute), MaxEntries: ptr[int32](1000), MaxBytes: qty("64Mi")},
 		Auth:          AuthSpec{Mode: AuthNone},
 		Deployment:    DeploymentSpec{Replicas: ptr[int32](2)},
-		Tools:         RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0"},
+		Tools:         RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0", Expansion: ToolExpansionSynonyms},
 	}
 	tests := []struct {
 		name string
@@ -47,20 +47,20 @@ func TestDefault(t *testing.T) {
 			in: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
 				Budget:        BudgetSpec{MaxTokens: 100, ReserveTokens: 10, Truncation: TruncationTruncateEnd, Estimator: EstimatorWords},
-				Ranking:       RankingSpec{Strategy: RankingManual, Scorer: ScorerKeyword, DedupThreshold: "0"},
+				Ranking:       RankingSpec{Strategy: RankingManual, Scorer: ScorerKeyword, DedupThreshold: "0", OnNoMatch: NoMatchRecent},
 				Cache:         CacheSpec{TTL: dur(time.Second), MaxEntries: ptr[int32](0), MaxBytes: qty("1Ki")},
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
-				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5"},
+				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
 			}},
 			want: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
 				Budget:        BudgetSpec{MaxTokens: 100, ReserveTokens: 10, Truncation: TruncationTruncateEnd, Estimator: EstimatorWords},
-				Ranking:       RankingSpec{Strategy: RankingManual, Scorer: ScorerKeyword, DedupThreshold: "0"},
+				Ranking:       RankingSpec{Strategy: RankingManual, Scorer: ScorerKeyword, DedupThreshold: "0", OnNoMatch: NoMatchRecent},
 				Cache:         CacheSpec{TTL: dur(time.Second), MaxEntries: ptr[int32](0), MaxBytes: qty("1Ki")},
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
-				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5"},
+				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
 			}},
 		},
 		{

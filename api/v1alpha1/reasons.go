@@ -32,6 +32,9 @@ const (
 	// router's bundle (its spec is invalid or its volume cannot be mounted),
 	// so the route is left out too.
 	ReasonInvalidSource ConditionReason = "InvalidSource"
+	// ReasonAlternateNotFound: the route's spec.alternate names no route of
+	// the router (none by that name, or it is left out of the bundle).
+	ReasonAlternateNotFound ConditionReason = "AlternateNotFound"
 
 	// ReasonInvalidMount: a Directory source's volume cannot be mounted in
 	// the router pod: its path is one the pod uses, or another source of the
@@ -84,7 +87,7 @@ var conditionReasons = map[string][]ConditionReason{
 	},
 	KindContextRoute: {
 		ReasonAccepted, ReasonInvalidSpec, ReasonInvalidCondition, ReasonNoMatchingParent, ReasonPending,
-		ReasonResolvedRefs, ReasonSourceNotFound, ReasonInvalidSource,
+		ReasonResolvedRefs, ReasonSourceNotFound, ReasonInvalidSource, ReasonAlternateNotFound,
 	},
 	KindContextSource: {
 		ReasonValid, ReasonInvalidSpec, ReasonInvalidMount,

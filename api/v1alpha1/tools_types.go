@@ -187,6 +187,20 @@ type MCPSource struct {
 	FollowRedirects FollowRedirects `json:"followRedirects,omitempty"`
 }
 
+// ToolExpansion says which words besides a question's own count as evidence
+// for a tool.
+// +kubebuilder:validation:Enum=Synonyms;None
+type ToolExpansion string
+
+const (
+	// ToolExpansionSynonyms also counts, at a fraction of a word's weight,
+	// the words WordNet relates to it: synonyms, related forms, broader
+	// words (api.md §10.3).
+	ToolExpansionSynonyms ToolExpansion = "Synonyms"
+	// ToolExpansionNone counts the question's own words only.
+	ToolExpansionNone ToolExpansion = "None"
+)
+
 // RouterToolsSpec says how many tools a query shortlists and when the
 // fallback tools join.
 type RouterToolsSpec struct {
@@ -217,6 +231,13 @@ type RouterToolsSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=8
 	Fallback []ToolReference `json:"fallback,omitempty"`
+
+	// Expansion: Synonyms also counts the words related to the question's
+	// words (synonyms, related forms, broader words) at a fraction of their
+	// weight; None counts the question's own words only.
+	// +optional
+	// +kubebuilder:default=Synonyms
+	Expansion ToolExpansion `json:"expansion,omitempty"`
 }
 
 // ToolReference names a tool of a source.

@@ -56,9 +56,11 @@ var (
 	sensitivityActions = []SensitivityAction{SensitivityActionDrop, SensitivityActionRedact}
 	pathMatchings      = []PathMatching{PathMatchingCaseSensitive, PathMatchingCaseInsensitive}
 	truncationModes    = []TruncationMode{TruncationDrop, TruncationTruncateEnd, TruncationTruncateMiddle}
+	toolExpansions     = []ToolExpansion{ToolExpansionSynonyms, ToolExpansionNone}
 	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace}
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
 	scorers            = []Scorer{ScorerBM25, ScorerKeyword}
+	noMatchPolicies    = []NoMatchPolicy{NoMatchEmpty, NoMatchRecent, NoMatchPriority}
 	authModes          = []AuthMode{AuthNone, AuthServiceAccountToken}
 	sourceTypes        = []SourceType{SourceInline, SourceDirectory, SourceGitRepo, SourceHTTPAPI, SourceTools, SourceMCP}
 	sideEffectLevels   = []SideEffects{SideEffectsNone, SideEffectsRead, SideEffectsWrite, SideEffectsDestructive}
@@ -108,6 +110,7 @@ func (r *ContextRouter) Validate() field.ErrorList {
 	rk := spec.Child("ranking")
 	allErrs = append(allErrs, validateEnum(rk.Child("strategy"), s.Ranking.Strategy, rankingStrategies)...)
 	allErrs = append(allErrs, validateEnum(rk.Child("scorer"), s.Ranking.Scorer, scorers)...)
+	allErrs = append(allErrs, validateEnum(rk.Child("onNoMatch"), s.Ranking.OnNoMatch, noMatchPolicies)...)
 	if !validDedupThreshold(s.Ranking.DedupThreshold) {
 		allErrs = append(allErrs, field.Invalid(rk.Child("dedupThreshold"), s.Ranking.DedupThreshold,
 			`must be a decimal number from 0 to 1, such as "0.85" ("0" disables deduplication)`))
@@ -173,6 +176,16 @@ func (r *ContextRoute) Validate() field.ErrorList {
 		names[i] = ref.Name
 	}
 	allErrs = append(allErrs, validateRefNames(sp, names)...)
+	if t := s.Timeout; t != nil && (t.Duration < MinRouteTimeout || t.Duration > MaxRouteTimeout) {
+		allErrs = append(allErrs, field.Invalid(spec.Child("timeout"), t.Duration.String(), "timeout must be between 10ms and 60s"))
+	}
+	if s.Alternate != "" {
+		ap := spec.Child("alternate")
+		allErrs = append(allErrs, validateRefName(ap, s.Alternate)...)
+		if s.Alternate == r.Name {
+			allErrs = append(allErrs, field.Invalid(ap, s.Alternate, "a route cannot be its own alternate"))
+		}
+	}
 	return allErrs
 }
 
@@ -253,6 +266,7 @@ func (r *AgentPermission) Validate() field.ErrorList {
 	allErrs = append(allErrs, validateStringSet(spec.Child("denySources"), s.DenySources)...)
 	allErrs = append(allErrs, validateStringSet(spec.Child("denyPaths"), s.DenyPaths)...)
 	allErrs = append(allErrs, validateGlobs(spec.Child("denyPaths"), s.DenyPaths, true)...)
+	allErrs = append(allErrs, validateSourceDenyPaths(spec.Child("sourceDenyPaths"), s.SourceDenyPaths)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("pathMatching"), s.PathMatching, pathMatchings)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("default"), s.Default, accessPolicies)...)
 	allErrs = append(allErrs, validateEnum(spec.Child("maxSensitivity"), s.MaxSensitivity, sensitivities)...)
@@ -703,4 +717,33 @@ func ParseAllowedHost(entry string) (host, port string, err error) {
 		}
 	}
 	return host, port, nil
+}
+
+// maxSourceDenyPaths bounds spec.sourceDenyPaths (its MaxItems marker).
+const maxSourceDenyPaths = 64
+
+func validateSourceDenyPaths(p *field.Path, list []SourceDenyPaths) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(list) > maxSourceDenyPaths {
+		allErrs = append(allErrs, field.TooMany(p, len(list), maxSourceDenyPaths))
+	}
+	seen := map[string]bool{}
+	for i, e := range list {
+		ip := p.Index(i)
+		switch {
+		case e.Source == "":
+			allErrs = append(allErrs, field.Required(ip.Child("source"), ""))
+		case len(e.Source) > 253:
+			allErrs = append(allErrs, field.TooLong(ip.Child("source"), "", 253))
+		case seen[e.Source]:
+			allErrs = append(allErrs, field.Duplicate(ip.Child("source"), e.Source))
+		}
+		seen[e.Source] = true
+		if len(e.Paths) == 0 {
+			allErrs = append(allErrs, field.Required(ip.Child("paths"), "at least one glob"))
+		}
+		allErrs = append(allErrs, validateStringSet(ip.Child("paths"), e.Paths)...)
+		allErrs = append(allErrs, validateGlobs(ip.Child("paths"), e.Paths, true)...)
+	}
+	return allErrs
 }

@@ -67,6 +67,8 @@ func TestContextRouterValidate(t *testing.T) {
 		{"estimator enum", func(r *ContextRouter) { r.Spec.Budget.Estimator = "Tiktoken" }, "spec.budget.estimator", `"Whitespace"`},
 		{"strategy enum", func(r *ContextRouter) { r.Spec.Ranking.Strategy = "Random" }, "spec.ranking.strategy", `"Hybrid"`},
 		{"scorer enum", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "TFIDF" }, "spec.ranking.scorer", `"Keyword"`},
+		{"onNoMatch enum", func(r *ContextRouter) { r.Spec.Ranking.OnNoMatch = "recent" },
+			"spec.ranking.onNoMatch", `supported values: "Empty", "Recent", "Priority" (did you mean "Recent"?)`},
 		{"scorer enum in the wrong case", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "keyword" },
 			"spec.ranking.scorer", `Unsupported value: "keyword": supported values: "BM25", "Keyword" (did you mean "Keyword"?)`},
 		{"dedupThreshold above 1", func(r *ContextRouter) { r.Spec.Ranking.DedupThreshold = "1.5" }, "spec.ranking.dedupThreshold", "decimal number from 0 to 1"},
@@ -152,6 +154,10 @@ func TestContextRouteValidate(t *testing.T) {
 		{"source name required", func(r *ContextRoute) { r.Spec.Sources[1].Name = "" }, "spec.sources[1].name", "Required value"},
 		{"source name too long", func(r *ContextRoute) { r.Spec.Sources[0].Name = strings.Repeat("a", 254) }, "spec.sources[0].name", "may not be more than 253"},
 		{"duplicate source", func(r *ContextRoute) { r.Spec.Sources[1].Name = "docs" }, "spec.sources[1].name", `Duplicate value: "docs"`},
+		{"timeout below 10ms", func(r *ContextRoute) { r.Spec.Timeout = &metav1.Duration{Duration: 9 * time.Millisecond} }, "spec.timeout", "between 10ms and 60s"},
+		{"timeout above 60s", func(r *ContextRoute) { r.Spec.Timeout = &metav1.Duration{Duration: time.Minute + time.Millisecond} }, "spec.timeout", "between 10ms and 60s"},
+		{"alternate too long", func(r *ContextRoute) { r.Spec.Alternate = strings.Repeat("a", 254) }, "spec.alternate", "may not be more than 253"},
+		{"alternate is the route itself", func(r *ContextRoute) { r.Spec.Alternate = "hr" }, "spec.alternate", "cannot be its own alternate"},
 		{"parentRefs max items", func(r *ContextRoute) {
 			r.Spec.ParentRefs = nil
 			for i := 0; i < 33; i++ {
@@ -373,6 +379,16 @@ func TestAgentPermissionValidate(t *testing.T) {
 		{"denySources duplicate", func(p *AgentPermission) { p.Spec.DenySources = []string{"x", "x"} }, "spec.denySources[1]", "Duplicate value"},
 		{"denyPaths glob", func(p *AgentPermission) { p.Spec.DenyPaths = []string{"a/[b"} }, "spec.denyPaths[0]", "not a valid doublestar glob"},
 		{"denyPaths empty reported once", func(p *AgentPermission) { p.Spec.DenyPaths = []string{""} }, "spec.denyPaths[0]", "must not be empty"},
+		{"sourceDenyPaths glob", func(p *AgentPermission) {
+			p.Spec.SourceDenyPaths = []SourceDenyPaths{{Source: "docs", Paths: []string{"/abs/**"}}}
+		}, "spec.sourceDenyPaths[0].paths[0]", "must be relative to the source root"},
+		{"sourceDenyPaths without paths", func(p *AgentPermission) { p.Spec.SourceDenyPaths = []SourceDenyPaths{{Source: "docs"}} },
+			"spec.sourceDenyPaths[0].paths", "Required value"},
+		{"sourceDenyPaths without source", func(p *AgentPermission) { p.Spec.SourceDenyPaths = []SourceDenyPaths{{Paths: []string{"a"}}} },
+			"spec.sourceDenyPaths[0].source", "Required value"},
+		{"sourceDenyPaths source twice", func(p *AgentPermission) {
+			p.Spec.SourceDenyPaths = []SourceDenyPaths{{Source: "docs", Paths: []string{"a"}}, {Source: "docs", Paths: []string{"b"}}}
+		}, "spec.sourceDenyPaths[1].source", "Duplicate value"},
 		{"default enum", func(p *AgentPermission) { p.Spec.Default = "Maybe" }, "spec.default", `supported values: "Allow", "Deny"`},
 		{"maxSensitivity enum", func(p *AgentPermission) { p.Spec.MaxSensitivity = "TopSecret" }, "spec.maxSensitivity", `"Confidential"`},
 		{"sensitivityAction enum", func(p *AgentPermission) { p.Spec.SensitivityAction = "Mask" }, "spec.sensitivityAction", `supported values: "Drop", "Redact"`},
@@ -542,6 +558,7 @@ func TestToolFieldsValidate(t *testing.T) {
 		{"topK bound", func(r *ContextRouter) { r.Spec.Tools.TopK = 101 }, "spec.tools.topK", "between 1 and 100"},
 		{"minScore decimal", func(r *ContextRouter) { r.Spec.Tools.MinScore = "-1" }, "spec.tools.minScore", "at least 0"},
 		{"minConfidence range", func(r *ContextRouter) { r.Spec.Tools.MinConfidence = "1.5" }, "spec.tools.minConfidence", "from 0 to 1"},
+		{"expansion enum", func(r *ContextRouter) { r.Spec.Tools.Expansion = "synonyms" }, "spec.tools.expansion", `did you mean "Synonyms"?`},
 		{"fallback source", func(r *ContextRouter) { r.Spec.Tools.Fallback[0].Source = "" }, "spec.tools.fallback[0].source", "Required value"},
 		{"fallback duplicate", func(r *ContextRouter) {
 			r.Spec.Tools.Fallback = append(r.Spec.Tools.Fallback, r.Spec.Tools.Fallback[0])

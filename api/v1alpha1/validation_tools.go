@@ -181,6 +181,7 @@ func validateRouterTools(p *field.Path, t *RouterToolsSpec) field.ErrorList {
 	if !dedupThresholdPattern.MatchString(t.MinConfidence) {
 		allErrs = append(allErrs, field.Invalid(p.Child("minConfidence"), t.MinConfidence, `must be a decimal number from 0 to 1, such as "0.3"`))
 	}
+	allErrs = append(allErrs, validateEnum(p.Child("expansion"), t.Expansion, toolExpansions)...)
 	fp := p.Child("fallback")
 	if len(t.Fallback) > maxToolFallbacks {
 		allErrs = append(allErrs, field.TooMany(fp, len(t.Fallback), maxToolFallbacks))

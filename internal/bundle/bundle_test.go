@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -653,7 +655,7 @@ func TestVolumeName(t *testing.T) {
 }
 
 func TestServeArgs(t *testing.T) {
-	want := []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets", "--cache-dir", "/var/cache/contextrouter"}
+	want := []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets", "--cache-dir", "/var/cache/contextrouter", "--expand-env=false"}
 	if got := ServeArgs(); !slices.Equal(got, want) {
 		t.Errorf("ServeArgs = %v, want %v", got, want)
 	}
@@ -762,5 +764,60 @@ func TestToolCatalogVolume(t *testing.T) {
 	ps := MountProblems(src)
 	if len(ps) != 1 || ps[0].Field != "spec.tools.directory.path" {
 		t.Errorf("MountProblems = %v, want one problem at spec.tools.directory.path", ps)
+	}
+}
+
+// TestBuildAlternates: a route whose alternate is missing, or left out, or
+// part of a cycle is left out with its reason; the gates travel in the bundle.
+func TestBuildAlternates(t *testing.T) {
+	withGates := func(r v1alpha1.ContextRoute, alternate string, fallback bool) v1alpha1.ContextRoute {
+		r.Spec.Alternate, r.Spec.Fallback = alternate, fallback
+		r.Spec.Timeout = &metav1.Duration{Duration: 250 * time.Millisecond}
+		return r
+	}
+	in := Input{
+		Router: router("acme"),
+		Routes: []v1alpha1.ContextRoute{
+			withGates(route("good", `"hr" in tags`, "hr-docs"), "wiki", false),
+			withGates(route("wiki", "", "hr-docs"), "", true),
+			withGates(route("no-alternate", "", "hr-docs"), "nope", false),
+			withGates(route("to-broken", "", "hr-docs"), "broken", false),
+			withGates(route("broken", "broken(", "hr-docs"), "", false),
+			withGates(route("cycle-a", "", "hr-docs"), "cycle-b", false),
+			withGates(route("cycle-b", "", "hr-docs"), "cycle-a", false),
+		},
+		Sources: []v1alpha1.ContextSource{inline("hr-docs", "HR")},
+	}
+	b := mustBuild(t, in)
+	if !slices.Equal(b.Routes, []string{"good", "wiki"}) {
+		t.Errorf("Routes = %v, want [good wiki]", b.Routes)
+	}
+	want := map[string]string{
+		"ContextRoute/no-alternate": `AlternateNotFound spec.alternate: ContextRoute "nope" not found`,
+		"ContextRoute/to-broken":    `AlternateNotFound spec.alternate: ContextRoute "broken" not found`,
+		"ContextRoute/broken":       "InvalidCondition spec.when: ",
+		"ContextRoute/cycle-a":      "InvalidSpec spec.alternate: alternates form a cycle: cycle-a → cycle-b → cycle-a",
+		"ContextRoute/cycle-b":      "InvalidSpec spec.alternate: alternates form a cycle: cycle-b → cycle-a → cycle-b",
+	}
+	got := map[string]string{}
+	for _, e := range b.Excluded() {
+		got[e.Kind+"/"+e.Name] = string(e.Problems[0].Reason) + " " + e.Problems.Details()
+	}
+	if len(got) != len(want) {
+		t.Errorf("excluded %v, want %d objects", got, len(want))
+	}
+	for k, frag := range want {
+		if !strings.Contains(got[k], frag) {
+			t.Errorf("%s: %q, want it to contain %q", k, got[k], frag)
+		}
+	}
+	set, snap := load(t, b)
+	if alt := snap.Alternates(); !maps.Equal(alt, map[string]string{"good": "wiki"}) {
+		t.Errorf("alternates of the loaded bundle = %v", alt)
+	}
+	for _, r := range set.Routes {
+		if r.Spec.Timeout == nil || r.Spec.Timeout.Duration != 250*time.Millisecond || r.Spec.Fallback != (r.Name == "wiki") {
+			t.Errorf("route %s lost its gates in the bundle: %+v", r.Name, r.Spec)
+		}
 	}
 }

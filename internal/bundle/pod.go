@@ -17,7 +17,7 @@ func ConfigMapName(router string) string { return router + "-bundle" }
 // ServeArgs are the arguments of the router container (the image's
 // entrypoint is the contextrouter binary).
 func ServeArgs() []string {
-	return []string{"serve", "-f", MountDir, "--secrets-dir", SecretsDir, "--cache-dir", CacheDir}
+	return []string{"serve", "-f", MountDir, "--secrets-dir", SecretsDir, "--cache-dir", CacheDir, "--expand-env=false"}
 }
 
 // Volumes returns what a pod serving the bundle mounts: the bundle ConfigMap

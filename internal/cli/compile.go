@@ -11,8 +11,13 @@ import (
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
-// compileFlags loads the manifests and compiles the selected router.
+// compile loads the manifests and compiles the selected router.
 func (f *sourceFlags) compile(ctx context.Context) (*engine.Snapshot, error) {
+	return f.compileWith(ctx, f.options())
+}
+
+// compileWith is compile with other engine options.
+func (f *sourceFlags) compileWith(ctx context.Context, opts engine.Options) (*engine.Snapshot, error) {
 	set, err := manifest.Load(f.files...)
 	if err != nil {
 		return nil, err
@@ -33,7 +38,7 @@ func (f *sourceFlags) compile(ctx context.Context) (*engine.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.Compile(ctx, cfg, f.options())
+	return engine.Compile(ctx, cfg, opts)
 }
 
 func (f *sourceFlags) options() engine.Options {

@@ -26,7 +26,7 @@ func newEvalCommand() *cobra.Command {
 		Use:   "eval",
 		Short: "Measure quality on public datasets",
 	}
-	cmd.AddCommand(newEvalRetrievalCommand(), newEvalToolsCommand())
+	cmd.AddCommand(newEvalRetrievalCommand(), newEvalToolsCommand(), newEvalIntentsCommand(), newEvalRoutesCommand())
 	return cmd
 }
 
@@ -58,12 +58,7 @@ shortlist and, per confidence band of the top tool, how often that tool is relev
 			report := eval.Tools(ds, ex, tools.Options{})
 			report.Dataset = filepath.Base(filepath.Clean(dataset))
 			report.Split = split
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(report)
-			}
-			return printToolReport(cmd.OutOrStdout(), report)
+			return writeEvalReport(cmd.OutOrStdout(), output, report, func(w io.Writer) error { return printToolReport(w, report) })
 		},
 	}
 	cmd.Flags().StringVar(&dataset, "dataset", "", "BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
@@ -72,6 +67,74 @@ shortlist and, per confidence band of the top tool, how often that tool is relev
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("dataset")
 	return cmd
+}
+
+func newEvalIntentsCommand() *cobra.Command {
+	var dataset, split, oosLabel, output string
+	cmd := &cobra.Command{
+		Use:   "intents --dataset DIR [--split test] [--oos-label oos] [-o text|json]",
+		Short: "Intent classification quality (accuracy, out-of-scope recall/precision, macro F1, ECE) on an intent set",
+		Long: `eval intents trains the intent classifier on DIR/train.jsonl ({"text", "label"} lines),
+calibrates it and tunes its out-of-scope threshold on DIR/val.jsonl when present (else calibrates on a
+held-out tenth of train), classifies every line of DIR/SPLIT.jsonl and reports accuracy, in-scope
+accuracy, out-of-scope recall and precision, macro F1, the expected calibration error (15 equal-width
+bins), the classification latency and the training time.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output: must be text or json, not %q", output)
+			}
+			if oosLabel == "" {
+				return fmt.Errorf("--oos-label: must not be empty")
+			}
+			ds, err := eval.LoadIntentDataset(dataset, split)
+			if err != nil {
+				return err
+			}
+			report, err := eval.Intents(ds, oosLabel)
+			if err != nil {
+				return fmt.Errorf("%s: %w", dataset, err)
+			}
+			report.Dataset = filepath.Base(filepath.Clean(dataset))
+			report.Split = split
+			return writeEvalReport(cmd.OutOrStdout(), output, report, func(w io.Writer) error { return printIntentReport(w, report) })
+		},
+	}
+	cmd.Flags().StringVar(&dataset, "dataset", "", `directory with train.jsonl, SPLIT.jsonl and optionally val.jsonl ({"text", "label"} lines)`)
+	cmd.Flags().StringVar(&split, "split", eval.DefaultSplit, "split to evaluate (SPLIT.jsonl)")
+	cmd.Flags().StringVar(&oosLabel, "oos-label", eval.DefaultOOSLabel, "the dataset's out-of-scope label")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	_ = cmd.MarkFlagRequired("dataset")
+	return cmd
+}
+
+// writeEvalReport prints an eval report as indented JSON (-o json) or as
+// text.
+func writeEvalReport(w io.Writer, output string, report any, text func(io.Writer) error) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return text(w)
+}
+
+func printIntentReport(w io.Writer, r eval.IntentReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "dataset:\t%s (split %s)\n", r.Dataset, r.Split)
+	fmt.Fprintf(tw, "labels:\t%d (train %d, val %d examples)\n", r.Labels, r.TrainExamples, r.ValExamples)
+	fmt.Fprintf(tw, "examples:\t%d (%d in scope, %d %s)\n", r.Examples, r.InScope, r.OutOfScope, r.OOSLabel)
+	fmt.Fprintf(tw, "threshold / temperature:\t%.2f / %.4f\n", r.Threshold, r.Temperature)
+	fmt.Fprintf(tw, "accuracy:\t%.4f\n", r.Accuracy)
+	fmt.Fprintf(tw, "in-scope accuracy:\t%.4f\n", r.InScopeAccuracy)
+	if r.OOSRecall != nil {
+		fmt.Fprintf(tw, "oos recall / precision:\t%.4f / %.4f\n", *r.OOSRecall, *r.OOSPrecision)
+	}
+	fmt.Fprintf(tw, "macro F1:\t%.4f\n", r.MacroF1)
+	fmt.Fprintf(tw, "ECE (%d bins):\t%.4f\n", r.ECEBins, r.ECE)
+	fmt.Fprintf(tw, "latency (µs):\tp50 %.1f  p99 %.1f\n", r.Latency.P50, r.Latency.P99)
+	fmt.Fprintf(tw, "train time (s):\t%.2f\n", r.TrainSeconds)
+	return tw.Flush()
 }
 
 func printToolReport(w io.Writer, r eval.ToolReport) error {

@@ -132,7 +132,7 @@ func operatorLogger(cmd *cobra.Command, format string) (logr.Logger, error) {
 			return logr.Logger{}, fmt.Errorf("--log-level: %w", err)
 		}
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := logOptions(lvl)
 	var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), opts)
 	if format == "text" {
 		h = slog.NewTextHandler(cmd.ErrOrStderr(), opts)

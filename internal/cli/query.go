@@ -44,10 +44,11 @@ func newQueryCommand() *cobra.Command {
 			if err != nil {
 				return timeoutError(err, timeout)
 			}
+			printWarnings(cmd.ErrOrStderr(), snap, &req, resp)
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
-			printText(cmd.OutOrStdout(), snap, resp, showFull)
+			printText(cmd.OutOrStdout(), snap, resp, showFull, len(req.Detect) > 0)
 			return nil
 		},
 	}
@@ -66,10 +67,25 @@ func newQueryCommand() *cobra.Command {
 }
 
 // printText renders a response for people: what matched, what was refused,
-// then each chunk with its score, size, origin and a preview.
-func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool) {
-	printRouting(w, snap, r.MatchedRoutes, r.DeniedSources, r.FailedSources, r.RouteErrors)
-	printDetection(w, r.Detection)
+// what detection found (with --detect), then each chunk with its score, size, origin and a preview.
+func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full, detect bool) {
+	// How a route came to serve, when not by its condition.
+	matched := make([]string, len(r.RouteMatches))
+	for i, m := range r.RouteMatches {
+		switch m.MatchedBy {
+		case engine.MatchedByFallback:
+			matched[i] = m.Route + " (fallback)"
+		case engine.MatchedByAlternate:
+			matched[i] = m.Route + " (alternate for " + m.AlternateFor + ")"
+		default:
+			matched[i] = m.Route
+		}
+	}
+	printRouting(w, snap, matched, r.DeniedSources, r.FailedSources, r.RouteErrors)
+	if detect {
+		// Only when asked: -o json always carries it.
+		printDetection(w, r.Detection)
+	}
 	d := r.Stats.Dropped
 	var drops []string
 	for _, x := range []struct {
@@ -87,6 +103,15 @@ func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full bool
 	}
 	if r.Stats.Redacted > 0 {
 		fmt.Fprintf(w, "; %d redacted", r.Stats.Redacted)
+	}
+	if r.Stats.PinnedDropped > 0 {
+		fmt.Fprintf(w, "; %d inline chunks did not fit", r.Stats.PinnedDropped)
+	}
+	if r.Stats.NoTermMatch > 0 {
+		fmt.Fprintf(w, "; %d sources share no term with the question", r.Stats.NoTermMatch)
+		if r.Stats.NoMatchFallback > 0 {
+			fmt.Fprintf(w, " (onNoMatch added %d chunks)", r.Stats.NoMatchFallback)
+		}
 	}
 	if r.WasTruncated {
 		fmt.Fprint(w, " (truncated to fit the budget)")
@@ -129,6 +154,10 @@ func printRouting(w io.Writer, snap *engine.Snapshot, matched, denied []string, 
 	fmt.Fprintf(w, "denied sources:  %s\n", list(denied))
 	var failed []string
 	for _, f := range failedSources {
+		if f.Reason == engine.FailureTimeout {
+			failed = append(failed, fmt.Sprintf("%s (%s, the timeout of route %s)", f.Source, f.Error, f.Route))
+			continue
+		}
 		failed = append(failed, fmt.Sprintf("%s (%s)", f.Source, f.Error))
 	}
 	fmt.Fprintf(w, "failed sources:  %s\n", list(failed))
@@ -176,4 +205,19 @@ func preview(s string, n int) string {
 	}
 	r := []rune(p)[:n]
 	return strings.TrimRight(string(r), " ") + "…"
+}
+
+// printWarnings writes the response's warnings to stderr. For an agent no
+// permission names, the local user also gets the agents that are named (the
+// response itself never lists them).
+func printWarnings(w io.Writer, snap *engine.Snapshot, req *engine.Request, r *engine.Response) {
+	for _, msg := range r.Warnings {
+		fmt.Fprintln(w, "warning: "+msg)
+	}
+	if len(r.Warnings) == 0 || slices.Contains(snap.KnownAgents(), req.Agent) {
+		return
+	}
+	if known := snap.KnownAgents(); len(known) > 0 {
+		fmt.Fprintf(w, "warning: known agents: %s (-a/--agent)\n", strings.Join(known, ", "))
+	}
 }

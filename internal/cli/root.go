@@ -35,7 +35,7 @@ func NewRootCommand() *cobra.Command {
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})))
+			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), logOptions(lvl))))
 			return nil
 		},
 	}
@@ -86,4 +86,16 @@ func defaultSecretsDir() string {
 		return filepath.Join(home, ".config", "contextrouter", "secrets")
 	}
 	return ""
+}
+
+// logOptions are the handler options of every logger the CLI sets up. A
+// duration is written as a Go duration string ("1.5s"), the way flags and
+// manifests spell durations, not as the JSON handler's integer nanoseconds.
+func logOptions(lvl slog.Leveler) *slog.HandlerOptions {
+	return &slog.HandlerOptions{Level: lvl, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
+		return a
+	}}
 }

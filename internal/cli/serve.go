@@ -39,6 +39,7 @@ type serveFlags struct {
 	pollInterval    time.Duration
 	logFormat       string
 	allowEmpty      bool
+	expandEnv       bool
 	cache           *routerCache
 	// Process-wide memory settings, applied by RunE.
 	memLimit        memlimit.Limit
@@ -108,6 +109,7 @@ heap between collections, which saves CPU when the live heap is small.`,
 	fl.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "how long to keep serving, with /readyz failing, after SIGTERM before closing the listener")
 	fl.DurationVar(&f.pollInterval, "poll-interval", server.DefaultPollInterval, "how often the manifest files are checked for changes the file watcher missed (0 disables)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fl.BoolVar(&f.expandEnv, "expand-env", true, "replace ${NAME} in the manifest fields that take it from the environment (api.md §1.0); router pods set it to false")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "serve a configuration that no ContextRoute attaches to (it answers every query with no context); without it such a configuration is refused like an invalid one")
 	return cmd
 }
@@ -166,21 +168,22 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 	kubeconfig := f.kubeconfig
 	f.cache = &routerCache{base: f.cacheDir}
 	return server.Options{
-		Paths:           f.files,
-		Router:          f.router,
-		Engine:          f.sourceFlags.options(),
-		Agent:           f.agent,
-		MaxBodyBytes:    q.Value(),
-		QueryTimeout:    f.queryTimeout,
-		ShutdownTimeout: f.shutdownTimeout,
-		ShutdownDelay:   f.shutdownDelay,
-		PollInterval:    poll,
-		AllowEmpty:      f.allowEmpty,
-		Logger:          slog.Default(),
-		Version:         Version,
-		Configure:       f.cache.configure,
-		Cache:           f.cache,
-		Kube:            func() (*rest.Config, error) { return restConfig(kubeconfig) },
+		Paths:            f.files,
+		Router:           f.router,
+		Engine:           f.sourceFlags.options(),
+		Agent:            f.agent,
+		MaxBodyBytes:     q.Value(),
+		QueryTimeout:     f.queryTimeout,
+		ShutdownTimeout:  f.shutdownTimeout,
+		ShutdownDelay:    f.shutdownDelay,
+		PollInterval:     poll,
+		AllowEmpty:       f.allowEmpty,
+		LiteralManifests: !f.expandEnv,
+		Logger:           slog.Default(),
+		Version:          Version,
+		Configure:        f.cache.configure,
+		Cache:            f.cache,
+		Kube:             func() (*rest.Config, error) { return restConfig(kubeconfig) },
 	}, nil
 }
 

@@ -48,7 +48,8 @@ type serving struct {
 	stop   func() error
 }
 
-var servingAddr = regexp.MustCompile(`msg=serving address=(127\.0\.0\.1:\d+)`)
+// servingAddr finds the address in a text or a JSON log.
+var servingAddr = regexp.MustCompile(`msg=serving address=(127\.0\.0\.1:\d+)|"msg":"serving","address":"(127\.0\.0\.1:\d+)"`)
 
 // startServe runs `contextrouter serve ARGS --listen 127.0.0.1:0` and waits
 // until it is ready; the address comes from its log.
@@ -86,7 +87,7 @@ func startServe(t *testing.T, args ...string) *serving {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if m := servingAddr.FindStringSubmatch(stderr.String()); m != nil && s.url == "" {
-			s.url = "http://" + m[1]
+			s.url = "http://" + m[1] + m[2]
 		}
 		if s.url != "" {
 			if resp, err := http.Get(s.url + "/readyz"); err == nil {

@@ -18,9 +18,9 @@ func TestValidateReportsEveryProblemOnce(t *testing.T) {
 	f := func(name string) string { return filepath.Join(dir, name) }
 	want := []string{
 		f("a-unknown-field.yaml") + `:8: ContextSource/docs: spec.inlne: unknown field (did you mean "inline"?)`,
-		f("b-broken-cel.yaml") + `:8: ContextRoute/broken: spec.when: Invalid value: "text.contains(": ERROR: <input>:1:15: Syntax error: mismatched input '<EOF>' expecting`,
+		f("b-broken-cel.yaml") + `:8:24: ContextRoute/broken: spec.when: Invalid value: "text.contains(": ERROR: <input>:1:15: Syntax error: mismatched input '<EOF>' expecting`,
 		f("c-missing-source.yaml") + `:6: ContextRoute/missing: spec.sources[0].name: ContextSource "handbok" not found (did you mean "handbook"?)`,
-		f("c-missing-source.yaml") + `:8: ContextSource/handbook: `,
+		f("c-missing-source.yaml") + `:14: ContextSource/handbook: directory "no-such-folder"`,
 		f("d-enum-case.yaml") + `:7: ContextRouter/acme: spec.ranking.scorer: Unsupported value: "keyword": supported values: "BM25", "Keyword" (did you mean "Keyword"?)`,
 		"warning: " + f("d-enum-case.yaml") + `:15: AgentPermission/support: spec.allowSources[0]: ContextSource "faq" not found`,
 	}

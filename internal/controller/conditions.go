@@ -35,13 +35,14 @@ import (
 //     its own checks and status.excludedBy.
 
 // routeEntry is the status.parents entry of router for a route, from the
-// bundle's verdict on it. Problems with the route's sources (missing, or left
-// out) make ResolvedRefs False; any other problem makes Accepted False.
+// bundle's verdict on it. Problems with the route's references (a source
+// missing or left out, an alternate route missing) make ResolvedRefs False;
+// any other problem makes Accepted False.
 func routeEntry(route *v1alpha1.ContextRoute, router string, v bundle.Verdict) v1alpha1.RouteParentStatus {
 	gen := route.Generation
 	var own, refs problem.List
 	for _, p := range v.Problems {
-		if p.Reason == v1alpha1.ReasonSourceNotFound || p.Reason == v1alpha1.ReasonInvalidSource {
+		if p.Reason == v1alpha1.ReasonSourceNotFound || p.Reason == v1alpha1.ReasonInvalidSource || p.Reason == v1alpha1.ReasonAlternateNotFound {
 			refs = append(refs, p)
 		} else {
 			own = append(own, p)
@@ -420,11 +421,11 @@ func setExclusion(list *[]v1alpha1.SourceExclusion, router string, entry *v1alph
 	return true
 }
 
-// permissionMissingSources lists the allowSources and denySources names that
-// are not in exists, sorted and without duplicates.
+// permissionMissingSources lists the allowSources, denySources and
+// sourceDenyPaths names that are not in exists, sorted and without duplicates.
 func permissionMissingSources(p *v1alpha1.AgentPermission, exists map[string]bool) []string {
 	var missing []string
-	for _, n := range slices.Concat(p.Spec.AllowSources, p.Spec.DenySources) {
+	for _, n := range p.SourceNames() {
 		if !exists[n] {
 			missing = append(missing, n)
 		}

@@ -55,6 +55,9 @@ func TestConditionRouteEntry(t *testing.T) {
 	missing2 := routeProblem(v1alpha1.ReasonSourceNotFound, "spec.sources[1].name", `ContextSource "b" not found`)
 	leftOut := routeProblem(v1alpha1.ReasonInvalidSource, "spec.sources[0].name",
 		`ContextSource "docs" is left out: spec.directory.path: "/etc/contextrouter/secrets" collides with /etc/contextrouter/secrets, which the router pod uses`)
+	noAlternate := routeProblem(v1alpha1.ReasonAlternateNotFound, "spec.alternate",
+		`ContextRoute "wiki" not found among the routes of the router (missing, attached elsewhere, or left out)`)
+	cycle := routeProblem(v1alpha1.ReasonInvalidSpec, "spec.alternate", "alternates form a cycle: hr → wiki → hr")
 	tests := []struct {
 		name string
 		v    bundle.Verdict
@@ -69,6 +72,10 @@ func TestConditionRouteEntry(t *testing.T) {
 				`spec.sources[0].name: ContextSource "a" not found; spec.sources[1].name: ContextSource "b" not found`)}},
 		{"a source left out of the bundle is never 'all references resolved'", verdict(false, leftOut), []metav1.Condition{accepted,
 			cond("ResolvedRefs", condFalse, v1alpha1.ReasonInvalidSource, 3, leftOut.Detail())}},
+		{"alternate missing", verdict(false, noAlternate), []metav1.Condition{accepted,
+			cond("ResolvedRefs", condFalse, v1alpha1.ReasonAlternateNotFound, 3, noAlternate.Detail())}},
+		{"cycle of alternates", verdict(false, cycle), []metav1.Condition{
+			cond("Accepted", condFalse, v1alpha1.ReasonInvalidSpec, 3, cycle.Detail()), resolved}},
 		{"both", verdict(false, cel, missing1), []metav1.Condition{
 			cond("Accepted", condFalse, v1alpha1.ReasonInvalidCondition, 3, cel.Detail()),
 			cond("ResolvedRefs", condFalse, v1alpha1.ReasonSourceNotFound, 3, missing1.Detail())}},
@@ -878,6 +885,8 @@ func TestConditionIndexExtractors(t *testing.T) {
 	route := testRoute(1, "b", "a")
 	route.Spec.Sources = []v1alpha1.LocalObjectReference{{Name: "web"}, {Name: "docs"}}
 	perm := testPermission(1)
+	scoped := testPermission(1)
+	scoped.Spec.SourceDenyPaths = []v1alpha1.SourceDenyPaths{{Source: "wiki", Paths: []string{"hr/**"}}, {Source: "docs", Paths: []string{"x"}}}
 	git := gitSource("https://git.example.com/x.git", "git-creds")
 	http := httpSource(secretHeader("A", "api", "a"), secretHeader("B", "api", "b"), secretHeader("C", "other", "c"))
 	cm := dirSource("", &v1alpha1.DirectoryVolume{ConfigMap: &v1alpha1.LocalObjectReference{Name: "hr-docs"}})
@@ -893,6 +902,7 @@ func TestConditionIndexExtractors(t *testing.T) {
 		{"route without parents attaches to all", RouteParentNames, testRoute(1), []string{AllParents}},
 		{"permission without parents applies to all", PermissionParentNames, perm, []string{AllParents}},
 		{"permission sources", PermissionSourceNames, perm, []string{"docs", "faq", "payroll"}},
+		{"permission sourceDenyPaths sources", PermissionSourceNames, scoped, []string{"docs", "faq", "payroll", "wiki"}},
 		{"git secret", SourceSecretNames, git, []string{"git-creds"}},
 		{"header secrets", SourceSecretNames, http, []string{"api", "other"}},
 		{"inline has no secrets", SourceSecretNames, inlineSource(), nil},

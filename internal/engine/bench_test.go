@@ -52,7 +52,7 @@ func BenchmarkRouteMatch(b *testing.B) {
 	defer cancel()
 	b.ReportAllocs()
 	for b.Loop() {
-		resp.MatchedRoutes, resp.RouteErrors = resp.MatchedRoutes[:0], resp.RouteErrors[:0]
+		resp.MatchedRoutes, resp.RouteMatches, resp.RouteErrors = resp.MatchedRoutes[:0], resp.RouteMatches[:0], resp.RouteErrors[:0]
 		if _, err := s.matchRoutes(ctx, req, resp, nil); err != nil {
 			b.Fatal(err)
 		}

@@ -80,6 +80,8 @@ type condition struct {
 	words bool
 	// detect is what the condition reads of detection (detect.go).
 	detect detectRefs
+	// unguarded are the metadata keys read without a presence test (UnguardedMetadataKeys).
+	unguarded []string
 }
 
 // compiled caches conditions by expression text. The operator recompiles a
@@ -137,7 +139,9 @@ func compileCondition(expr string) (*condition, error) {
 	}
 	c := &condition{detect: detectRefsOf(ast.NativeRep().Expr())}
 	var refused error
+	var md metadataReads
 	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		md.visit(e)
 		switch e.Kind() {
 		case celast.ComprehensionKind:
 			c.loops = true
@@ -155,6 +159,7 @@ func compileCondition(expr string) (*condition, error) {
 	if refused != nil {
 		return nil, refused
 	}
+	c.unguarded = md.unguarded()
 	cost, err := checkCost(ast)
 	if err != nil {
 		return nil, err

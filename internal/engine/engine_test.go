@@ -77,6 +77,9 @@ func checkInvariants(t testing.TB, s *Snapshot, req Request, resp *Response) {
 	if resp.Stats.Included+d.Budget+d.PathDenied+d.Sensitivity+d.Duplicate != resp.Stats.Candidates {
 		t.Errorf("stats do not add up: %+v", resp.Stats)
 	}
+	if resp.Stats.PinnedDropped > d.Budget {
+		t.Errorf("pinned_dropped %d is more than dropped.budget %d", resp.Stats.PinnedDropped, d.Budget)
+	}
 	if resp.Stats.Included != len(resp.Chunks) {
 		t.Errorf("included = %d, chunks = %d", resp.Stats.Included, len(resp.Chunks))
 	}
@@ -175,7 +178,7 @@ func TestRoutesAndPermissions(t *testing.T) {
 			req:         Request{Text: "How many vacations do I get?", Agent: "hr-bot"},
 			wantRoutes:  []string{"always", "hr"},
 			wantDenied:  []string{},
-			wantSources: []string{"hr:HR - Vacation", "prompt:System prompt"},
+			wantSources: []string{"prompt:System prompt", "hr:HR - Vacation"},
 			wantErrors:  1,
 		},
 		{
@@ -183,7 +186,7 @@ func TestRoutesAndPermissions(t *testing.T) {
 			req:         Request{Text: "remote work and the budget", Agent: "hr-bot"},
 			wantRoutes:  []string{"always", "hr", "finance"},
 			wantDenied:  []string{"finance"},
-			wantSources: []string{"hr:HR - Remote work", "prompt:System prompt"},
+			wantSources: []string{"prompt:System prompt", "hr:HR - Remote work"},
 			wantErrors:  1,
 		},
 		{
@@ -198,7 +201,7 @@ func TestRoutesAndPermissions(t *testing.T) {
 			req:         Request{Text: "deploy with a canary", Agent: "eng-bot"},
 			wantRoutes:  []string{"always", "eng"},
 			wantDenied:  []string{},
-			wantSources: []string{"eng:Engineering - Deploys", "prompt:System prompt"},
+			wantSources: []string{"prompt:System prompt", "eng:Engineering - Deploys"},
 			wantErrors:  1,
 		},
 		{

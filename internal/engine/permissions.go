@@ -30,6 +30,10 @@ type Access struct {
 	// against the lower-cased path (what doublestar's own case-insensitive
 	// mode does, rune by rune).
 	DenyPathsIgnoreCase []string
+	// SourceDenyPaths and SourceDenyPathsIgnoreCase are the same, for the
+	// chunks of one source only (spec.sourceDenyPaths), by source name.
+	SourceDenyPaths           map[string][]string
+	SourceDenyPathsIgnoreCase map[string][]string
 	// Tools are the merged tool rules.
 	Tools ToolAccess
 }
@@ -62,12 +66,13 @@ func ResolveAccess(perms []v1alpha1.AgentPermission, agent string, defaultAccess
 		for _, s := range p.DenySources {
 			a.Deny[s] = true
 		}
-		if p.PathMatching == v1alpha1.PathMatchingCaseInsensitive {
-			for _, g := range p.DenyPaths {
-				a.DenyPathsIgnoreCase = append(a.DenyPathsIgnoreCase, strings.ToLower(g))
+		ignoreCase := p.PathMatching == v1alpha1.PathMatchingCaseInsensitive
+		a.DenyPaths, a.DenyPathsIgnoreCase = addGlobs(a.DenyPaths, a.DenyPathsIgnoreCase, p.DenyPaths, ignoreCase)
+		for _, e := range p.SourceDenyPaths {
+			if a.SourceDenyPaths == nil {
+				a.SourceDenyPaths, a.SourceDenyPathsIgnoreCase = map[string][]string{}, map[string][]string{}
 			}
-		} else {
-			a.DenyPaths = append(a.DenyPaths, p.DenyPaths...)
+			a.SourceDenyPaths[e.Source], a.SourceDenyPathsIgnoreCase[e.Source] = addGlobs(a.SourceDenyPaths[e.Source], a.SourceDenyPathsIgnoreCase[e.Source], e.Paths, ignoreCase)
 		}
 		// Only the permissive values are tested for, so that anything else
 		// (an undefaulted, hand-built permission) is the strict one.
@@ -92,11 +97,33 @@ func ResolveAccess(perms []v1alpha1.AgentPermission, agent string, defaultAccess
 		a.SensitivityAction = implied.Spec.SensitivityAction
 	}
 	slices.Sort(a.Permissions)
-	slices.Sort(a.DenyPaths)
-	a.DenyPaths = slices.Compact(a.DenyPaths)
-	slices.Sort(a.DenyPathsIgnoreCase)
-	a.DenyPathsIgnoreCase = slices.Compact(a.DenyPathsIgnoreCase)
+	a.DenyPaths = sortedSet(a.DenyPaths)
+	a.DenyPathsIgnoreCase = sortedSet(a.DenyPathsIgnoreCase)
+	for _, m := range []map[string][]string{a.SourceDenyPaths, a.SourceDenyPathsIgnoreCase} {
+		for k, v := range m {
+			if m[k] = sortedSet(v); len(m[k]) == 0 {
+				delete(m, k)
+			}
+		}
+	}
 	return a
+}
+
+// addGlobs adds one permission's globs to the case-sensitive list, or
+// lower-cased to the case-insensitive one.
+func addGlobs(exact, folded, globs []string, ignoreCase bool) ([]string, []string) {
+	if !ignoreCase {
+		return append(exact, globs...), folded
+	}
+	for _, g := range globs {
+		folded = append(folded, strings.ToLower(g))
+	}
+	return exact, folded
+}
+
+func sortedSet(l []string) []string {
+	slices.Sort(l)
+	return slices.Compact(l)
 }
 
 func appliesTo(agents []string, agent string) bool {
@@ -119,20 +146,26 @@ func (a *Access) SourceAllowed(name string) bool {
 	return a.Default == v1alpha1.AccessAllow
 }
 
-// PathDenied reports whether a chunk path matches a denyPaths glob. Chunks
-// without a path (inline text, API results without pathField) never match.
-func (a *Access) PathDenied(path string) bool {
+// PathDenied reports whether a chunk path of a source matches a denyPaths
+// glob, or a sourceDenyPaths glob of that source. Chunks without a path
+// (inline text, API results without pathField) never match.
+func (a *Access) PathDenied(source, path string) bool {
 	if path == "" {
 		return false
 	}
-	for _, p := range a.DenyPaths {
+	return globsMatch(a.DenyPaths, a.DenyPathsIgnoreCase, path) ||
+		(a.SourceDenyPaths != nil && globsMatch(a.SourceDenyPaths[source], a.SourceDenyPathsIgnoreCase[source], path))
+}
+
+func globsMatch(exact, folded []string, path string) bool {
+	for _, p := range exact {
 		if ok, _ := doublestar.Match(p, path); ok {
 			return true
 		}
 	}
-	if len(a.DenyPathsIgnoreCase) > 0 {
+	if len(folded) > 0 {
 		path = strings.ToLower(path)
-		for _, p := range a.DenyPathsIgnoreCase {
+		for _, p := range folded {
 			if ok, _ := doublestar.Match(p, path); ok {
 				return true
 			}

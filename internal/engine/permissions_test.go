@@ -150,7 +150,7 @@ func TestAccessPathDeniedAndCleared(t *testing.T) {
 		"policies/remote-work.md": false,
 	}
 	for p, want := range paths {
-		if got := a.PathDenied(p); got != want {
+		if got := a.PathDenied("any", p); got != want {
 			t.Errorf("PathDenied(%q) = %v, want %v", p, got, want)
 		}
 	}
@@ -295,5 +295,51 @@ func TestToolRulesUnsetSideEffectsIsWorstCase(t *testing.T) {
 		Tools: v1alpha1.ToolRules{MaxSideEffects: v1alpha1.SideEffectsWrite}})}, "x", v1alpha1.AccessAllow)
 	if a.Tools.Usable(&v1alpha1.Tool{Name: "undeclared"}) {
 		t.Error("a tool without sideEffects (not defaulted) must count as Destructive")
+	}
+}
+
+// TestSourceDenyPaths: spec.sourceDenyPaths deny paths of the named source
+// only, merged like denyPaths (union, each permission's pathMatching), while
+// denyPaths still apply to every source.
+func TestSourceDenyPaths(t *testing.T) {
+	perms := []v1alpha1.AgentPermission{
+		defaulted(perm("finance", v1alpha1.AgentPermissionSpec{Agents: []string{"*"}, Default: v1alpha1.AccessAllow,
+			DenyPaths:       []string{"**/drafts/**"},
+			SourceDenyPaths: []v1alpha1.SourceDenyPaths{{Source: "finance-docs", Paths: []string{"salaries/**"}}}})),
+		defaulted(perm("wiki", v1alpha1.AgentPermissionSpec{Agents: []string{"bot"}, Default: v1alpha1.AccessAllow, PathMatching: v1alpha1.PathMatchingCaseInsensitive,
+			SourceDenyPaths: []v1alpha1.SourceDenyPaths{{Source: "wiki", Paths: []string{"hr/**"}}, {Source: "finance-docs", Paths: []string{"Payroll/**"}}}})),
+	}
+	tests := []struct {
+		agent, source, path string
+		want                bool
+	}{
+		{"bot", "finance-docs", "salaries/bands.md", true},
+		{"bot", "hr-docs", "salaries/bands.md", false}, // another source with the same layout keeps its files
+		{"bot", "wiki", "salaries/bands.md", false},
+		{"bot", "wiki", "HR/leave.md", true}, // the wiki permission is CaseInsensitive
+		{"bot", "finance-docs", "payroll/2026.md", true},
+		{"bot", "finance-docs", "Salaries/bands.md", false}, // the finance permission is CaseSensitive
+		{"bot", "hr-docs", "hr/leave.md", false},
+		{"bot", "hr-docs", "a/drafts/x.md", true}, // denyPaths: every source
+		{"other", "wiki", "hr/leave.md", false},   // the wiki permission does not apply
+		{"other", "finance-docs", "salaries/bands.md", true},
+		{"bot", "finance-docs", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.agent+"/"+tc.source+"/"+tc.path, func(t *testing.T) {
+			a := ResolveAccess(perms, tc.agent, v1alpha1.AccessDeny)
+			if got := a.PathDenied(tc.source, tc.path); got != tc.want {
+				t.Errorf("PathDenied(%q, %q) = %v, want %v", tc.source, tc.path, got, tc.want)
+			}
+		})
+	}
+	a := ResolveAccess(perms, "bot", v1alpha1.AccessDeny)
+	want := map[string][]string{"finance-docs": {"salaries/**"}}
+	if !reflect.DeepEqual(a.SourceDenyPaths, want) {
+		t.Errorf("SourceDenyPaths = %v, want %v", a.SourceDenyPaths, want)
+	}
+	wantFolded := map[string][]string{"finance-docs": {"payroll/**"}, "wiki": {"hr/**"}}
+	if !reflect.DeepEqual(a.SourceDenyPathsIgnoreCase, wantFolded) {
+		t.Errorf("SourceDenyPathsIgnoreCase = %v, want %v", a.SourceDenyPathsIgnoreCase, wantFolded)
 	}
 }

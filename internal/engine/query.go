@@ -39,14 +39,19 @@ type Request struct {
 
 // Response is the assembled context (API.md "Query API").
 type Response struct {
-	Chunks        []Chunk         `json:"chunks"`
-	Text          string          `json:"text"`
-	TotalTokens   int             `json:"total_tokens"`
-	WasTruncated  bool            `json:"was_truncated"`
-	MatchedRoutes []string        `json:"matched_routes"`
+	Chunks        []Chunk  `json:"chunks"`
+	Text          string   `json:"text"`
+	TotalTokens   int      `json:"total_tokens"`
+	WasTruncated  bool     `json:"was_truncated"`
+	MatchedRoutes []string `json:"matched_routes"`
+	// RouteMatches says how each route of MatchedRoutes came to serve, in the same order.
+	RouteMatches  []RouteMatch    `json:"route_matches"`
 	DeniedSources []string        `json:"denied_sources"`
 	FailedSources []SourceFailure `json:"failed_sources"`
 	RouteErrors   []RouteError    `json:"route_errors"`
+	// Warnings say why an answer is emptier than the caller may expect: an
+	// agent that no AgentPermission names, shut out by defaultAccess: Deny.
+	Warnings []string `json:"warnings"`
 	// Tools are the shortlisted tool cards (api.md §10.3); [] when no
 	// matched route names a tool source.
 	Tools []ToolCard `json:"tools"`
@@ -83,6 +88,22 @@ type ChunkMetadata struct {
 type SourceFailure struct {
 	Source string `json:"source"`
 	Error  string `json:"error"`
+	// Reason is FailureTimeout when a route's timeout ended the fetch, and
+	// Route that route; both are empty otherwise.
+	Reason string `json:"reason,omitempty"`
+	Route  string `json:"route,omitempty"`
+}
+
+// FailureTimeout is the SourceFailure.Reason of a fetch a route's timeout ended.
+const FailureTimeout = "timeout"
+
+// RouteMatch says how a route came to serve a query (api.md §6.2).
+type RouteMatch struct {
+	Route string `json:"route"`
+	// MatchedBy is MatchedByCondition, MatchedByFallback or MatchedByAlternate.
+	MatchedBy string `json:"matched_by"`
+	// AlternateFor is the route whose sources all failed (MatchedByAlternate only).
+	AlternateFor string `json:"alternate_for,omitempty"`
 }
 
 // RouteError reports a condition that failed at query time (counted as no match).
@@ -93,12 +114,29 @@ type RouteError struct {
 
 // Stats accounts for every candidate: Included + sum(Dropped) == Candidates.
 type Stats struct {
-	Candidates int     `json:"candidates"`
-	Included   int     `json:"included"`
-	Redacted   int     `json:"redacted"`
-	Dropped    Dropped `json:"dropped"`
+	Candidates int `json:"candidates"`
+	Included   int `json:"included"`
+	Redacted   int `json:"redacted"`
+	// PinnedDropped counts Inline chunks of matched routes that did not fit
+	// although they are taken first (api.md §5.5); they are in Dropped.Budget too.
+	PinnedDropped int `json:"pinned_dropped"`
+	// NoTermMatch counts the searched (Directory, GitRepo) sources of matched
+	// routes of which no chunk shares a term with the question.
+	NoTermMatch int `json:"no_term_match"`
+	// NoMatchFallback counts the candidates that spec.ranking.onNoMatch added.
+	NoMatchFallback int     `json:"no_match_fallback"`
+	Dropped         Dropped `json:"dropped"`
 	// Tools accounts for the tool candidates; tools never count against the budget.
 	Tools ToolStats `json:"tools"`
+	// Routes counts the gates used (api.md §1.2).
+	Routes RouteStats `json:"routes"`
+}
+
+// RouteStats counts the routes that served as a fallback, and the routes
+// whose alternate was called.
+type RouteStats struct {
+	Fallback  int `json:"fallback"`
+	Alternate int `json:"alternate"`
 }
 
 // Dropped counts candidates left out, by reason.
@@ -127,6 +165,8 @@ type candidate struct {
 	priority int32
 	terms    []uint32 // for near-duplicate detection; nil until needed for fetched chunks
 	redacted bool
+	// pinned: an Inline chunk, taken before every other candidate.
+	pinned bool
 }
 
 // Query runs the pipeline. Request errors (wrapping ErrBadRequest) and a
@@ -141,13 +181,14 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 	resp := &Response{
-		Chunks: []Chunk{}, MatchedRoutes: []string{}, DeniedSources: []string{},
-		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Tools: []ToolCard{},
+		// One allocation for the route matches of most queries.
+		Chunks: []Chunk{}, MatchedRoutes: []string{}, RouteMatches: make([]RouteMatch, 0, min(len(s.routes), 4)), DeniedSources: []string{},
+		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Warnings: []string{}, Tools: []ToolCard{},
 	}
 
 	// 1. Routes: every matching route contributes its sources, in route order.
 	det := s.queryDetector(&req)
-	srcNames, err := s.matchRoutes(ctx, &req, resp, det)
+	rt, err := s.route(ctx, &req, resp, det)
 	if err != nil {
 		return nil, err
 	}
@@ -156,62 +197,29 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		resp.Detection = det.det
 	}
 
-	// 2. Permissions.
+	// 2-3. Permissions, then fetch per-query sources concurrently, while the
+	// index is scored. A route whose sources all failed calls its alternate,
+	// whose sources go through the same steps once the first fetches are in.
+	g := gathering{allowed: make([]bool, len(s.byGroup))}
+	if s.hasAlternates {
+		g.outcome = make([]uint8, len(s.byGroup))
+	}
 	access := s.accessFor(req.Agent)
-	allowed := make([]bool, len(s.byGroup))
-	var fetch, toolSrcs []*sourceState
-	hasTools := false
-	for _, n := range srcNames {
-		st := s.sources[n]
-		if st.tool != nil {
-			hasTools = true
-			toolSrcs = s.routeToolSource(st, access, resp, toolSrcs)
-			continue
-		}
-		if !access.SourceAllowed(n) {
-			resp.DeniedSources = append(resp.DeniedSources, n)
-			continue
-		}
-		switch {
-		case st.loadErr != nil:
-			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: n, Error: st.loadErr.Error()})
-			allowed[st.group] = st.stale // its last good chunks still answer
-		case st.query != nil:
-			fetch = append(fetch, st)
-		default:
-			allowed[st.group] = true
+	s.admit(rt.srcNames, access, resp, &g)
+	s.startFetches(ctx, req.Text, rt.caps, &g)
+	if s.hasAlternates && len(rt.served) > 0 {
+		g.wg.Wait()
+		s.reportFetchFailures(resp, &g)
+		if alt := s.alternates(&rt, g.outcome, resp); len(alt) > 0 {
+			s.admit(alt, access, resp, &g)
+			s.startFetches(ctx, req.Text, rt.caps, &g)
 		}
 	}
 
-	// 3. Fetch per-query sources concurrently, while the index is scored.
-	// A cached answer replaces the fetch; only successful fetches are cached.
-	type fetched struct {
-		chunks []sources.Chunk
-		err    error
+	if len(resp.DeniedSources) > 0 && len(access.Permissions) == 0 && access.Default != v1alpha1.AccessAllow {
+		resp.Warnings = append(resp.Warnings, unnamedAgentWarning(req.Agent))
 	}
-	results := make([]fetched, len(fetch))
-	var wg sync.WaitGroup
-	for i, st := range fetch {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cached := s.cache != nil && st.cacheKey != ""
-			if cached {
-				if chunks, ok := s.cache.Get(st.cacheKey, req.Text); ok {
-					results[i] = fetched{chunks: chunks}
-					return
-				}
-			}
-			// The source enforces its own timeout with a precise message; this is a backstop.
-			fctx, cancel := context.WithTimeout(ctx, st.timeout+time.Second)
-			defer cancel()
-			chunks, err := st.query.Fetch(fctx, req.Text)
-			if err == nil && cached {
-				s.cache.Put(st.cacheKey, req.Text, chunks)
-			}
-			results[i] = fetched{chunks, err}
-		}()
-	}
+	allowed, hasTools := g.allowed, g.hasTools
 
 	q := s.ix.NewQuery(req.Text, s.scorer == v1alpha1.ScorerKeyword)
 	var hits []index.Hit
@@ -221,8 +229,41 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		hits = s.ix.BM25(nil, q, allowed)
 	}
 	cands := make([]candidate, 0, len(hits)+8)
+	searched := 0 // hits from Directory and GitRepo sources
 	for _, h := range hits {
-		cands = append(cands, s.staticCandidate(h.Doc, h.Score))
+		c := s.staticCandidate(h.Doc, h.Score)
+		if !c.pinned {
+			searched++
+		}
+		cands = append(cands, c)
+	}
+	// Searched sources of which no chunk shares a term with the question. A
+	// source's docs are contiguous and hits are in doc order: no per-query map.
+	silent := func(st *sourceState) bool {
+		return allowed[st.group] && st.typ != v1alpha1.SourceInline && st.chunks > 0 &&
+			!hitIn(hits, st.first, st.first+uint32(st.chunks))
+	}
+	for _, st := range s.byGroup {
+		if silent(st) {
+			resp.Stats.NoTermMatch++
+		}
+	}
+	strategy := s.strategy
+	if searched == 0 && resp.Stats.NoTermMatch > 0 && (s.onNoMatch == v1alpha1.NoMatchRecent || s.onNoMatch == v1alpha1.NoMatchPriority) {
+		// None shares a term: onNoMatch decides, and ranks this query.
+		for _, st := range s.byGroup {
+			if !silent(st) {
+				continue
+			}
+			for d := st.first; d < st.first+uint32(st.chunks); d++ {
+				cands = append(cands, s.staticCandidate(d, 0))
+			}
+			resp.Stats.NoMatchFallback += st.chunks
+		}
+		strategy = v1alpha1.RankingManual
+		if s.onNoMatch == v1alpha1.NoMatchRecent {
+			strategy = v1alpha1.RankingRecency
+		}
 	}
 	// Inline text reaches every query its routes match, even without a shared term.
 	for _, st := range s.byGroup {
@@ -235,13 +276,13 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 			}
 		}
 	}
-	wg.Wait()
-	for i, st := range fetch {
-		if err := results[i].err; err != nil {
-			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: st.name, Error: redact.String(err.Error())})
+	g.wg.Wait()
+	s.reportFetchFailures(resp, &g)
+	for i, st := range g.fetch {
+		if g.results[i].err != nil {
 			continue
 		}
-		for _, c := range results[i].chunks {
+		for _, c := range g.results[i].chunks {
 			c.Source = st.name
 			var score float64
 			if s.scorer == v1alpha1.ScorerKeyword {
@@ -254,13 +295,13 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 	resp.Stats.Candidates = len(cands)
 	if hasTools {
-		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, toolSrcs)
+		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, g.toolSrcs)
 	}
 
 	// 4. Path and sensitivity filters.
 	kept := cands[:0]
 	for _, c := range cands {
-		if access.PathDenied(c.chunk.Path) {
+		if access.PathDenied(c.chunk.Source, c.chunk.Path) {
 			resp.Stats.Dropped.PathDenied++
 			continue
 		}
@@ -300,7 +341,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	if limit < 0 {
 		limit = 0
 	}
-	s.fill(resp, cands, limit, req.MaxChunks)
+	s.fill(resp, cands, limit, req.MaxChunks, strategy)
 
 	// 8. Assemble.
 	parts := make([]string, len(resp.Chunks))
@@ -335,11 +376,19 @@ func (e *StoppedError) TimeoutMessage(timeout time.Duration) string {
 	return fmt.Sprintf("query exceeded the %s timeout while evaluating the condition of route %q", timeout, e.Route)
 }
 
-// matchRoutes evaluates every route condition, records matches and errors in
-// resp, and returns the sources of the matching routes, deduplicated, in route
-// order. It stops with a *StoppedError when ctx ends: between routes, and
-// inside a condition's comprehensions.
+// matchRoutes evaluates the route conditions (route) and returns the
+// sources of the serving routes, deduplicated, in route order. det runs
+// detection for the conditions that read it (nil: none does).
 func (s *Snapshot) matchRoutes(ctx context.Context, req *Request, resp *Response, det *detector) ([]string, error) {
+	rt, err := s.route(ctx, req, resp, det)
+	return rt.srcNames, err
+}
+
+// route evaluates every route condition and records matches and errors in
+// resp; when no route matched, the fallback routes' conditions follow. It
+// stops with a *StoppedError when ctx ends: between routes, and inside a
+// condition's comprehensions.
+func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det *detector) (routing, error) {
 	act := newActivation(req, s.vars)
 	act.det = det
 	if s.wordsOnText {
@@ -347,45 +396,186 @@ func (s *Snapshot) matchRoutes(ctx context.Context, req *Request, resp *Response
 		defer act.question.unregister()
 	}
 	done := ctx.Done()
-	var srcNames []string
-	for i := range s.routes {
-		rt := &s.routes[i]
-		if rt.cond != nil {
-			select {
-			case <-done:
-				return nil, &StoppedError{Route: rt.name, Err: ctx.Err()}
-			default:
-			}
-			ok, err := rt.cond.eval(ctx, act)
-			if err != nil {
-				if ctx.Err() != nil {
-					// Interrupted (or failed as the deadline passed): not a "no match".
-					return nil, &StoppedError{Route: rt.name, Err: ctx.Err()}
-				}
-				resp.RouteErrors = append(resp.RouteErrors, RouteError{Route: rt.name, Error: err.Error()})
-				continue
-			}
-			if !ok {
-				continue
-			}
+	var rt routing
+	for _, fallbacks := range [2]bool{false, true} {
+		if fallbacks && (!s.hasFallback || len(resp.MatchedRoutes) > 0) {
+			break
 		}
-		resp.MatchedRoutes = append(resp.MatchedRoutes, rt.name)
-		for _, n := range rt.sources {
-			if !slices.Contains(srcNames, n) {
-				srcNames = append(srcNames, n)
+		for i := range s.routes {
+			r := &s.routes[i]
+			if r.fallback != fallbacks {
+				continue
 			}
+			if r.cond != nil {
+				select {
+				case <-done:
+					return routing{}, &StoppedError{Route: r.name, Err: ctx.Err()}
+				default:
+				}
+				ok, err := r.cond.eval(ctx, act)
+				if err != nil {
+					if ctx.Err() != nil {
+						// Interrupted (or failed as the deadline passed): not a "no match".
+						return routing{}, &StoppedError{Route: r.name, Err: ctx.Err()}
+					}
+					resp.RouteErrors = append(resp.RouteErrors, RouteError{Route: r.name, Error: err.Error()})
+					continue
+				}
+				if !ok {
+					continue
+				}
+			}
+			matchedBy := MatchedByCondition
+			if fallbacks {
+				matchedBy = MatchedByFallback
+				resp.Stats.Routes.Fallback++
+			}
+			s.serve(i, matchedBy, "", resp, &rt)
 		}
 	}
-	return srcNames, nil
+	return rt, nil
+}
+
+// gathering holds the sources of one query on their way to candidates.
+type gathering struct {
+	allowed  []bool // by group: static sources to search
+	fetch    []*sourceState
+	results  []fetched // by fetch position
+	reported int       // fetch results already reported
+	toolSrcs []*sourceState
+	hasTools bool
+	// outcome is each source's outcome by group, kept only when a route has an alternate.
+	outcome []uint8
+	wg      sync.WaitGroup
+}
+
+type fetched struct {
+	chunks []sources.Chunk
+	err    error
+	// capRoute is the route whose timeout bounded the fetch ("" = none did).
+	capRoute string
+}
+
+// admit sorts sources by what the agent may do with them: denied, failed to
+// load, to fetch, or to search.
+func (s *Snapshot) admit(names []string, access *Access, resp *Response, g *gathering) {
+	for _, n := range names {
+		st := s.sources[n]
+		outcome := outcomeAnswered
+		switch {
+		case st.tool != nil:
+			g.hasTools = true
+			if !toolReadable(access, st) {
+				outcome = outcomeDenied
+			} else if !toolsServing(st) {
+				outcome = outcomeFailed
+			}
+			g.toolSrcs = s.routeToolSource(st, access, resp, g.toolSrcs)
+		case !access.SourceAllowed(n):
+			resp.DeniedSources = append(resp.DeniedSources, n)
+			outcome = outcomeDenied
+		case st.loadErr != nil:
+			resp.FailedSources = append(resp.FailedSources, SourceFailure{Source: n, Error: st.loadErr.Error()})
+			g.allowed[st.group] = st.stale // its last good chunks still answer
+			if !st.stale {
+				outcome = outcomeFailed
+			}
+		case st.query != nil:
+			g.fetch = append(g.fetch, st)
+			outcome = outcomeNone // known once fetched
+		default:
+			g.allowed[st.group] = true
+		}
+		if g.outcome != nil {
+			g.outcome[st.group] = outcome
+		}
+	}
+}
+
+// startFetches fetches the sources admitted since the last call, each under
+// the deadline its routes set. A cached answer replaces the fetch; only
+// successful fetches are cached.
+func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCap, g *gathering) {
+	from := len(g.results)
+	g.results = append(g.results, make([]fetched, len(g.fetch)-from)...)
+	for i := from; i < len(g.fetch); i++ {
+		st := g.fetch[i]
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			cached := s.cache != nil && st.cacheKey != ""
+			if cached {
+				if chunks, ok := s.cache.Get(st.cacheKey, text); ok {
+					g.results[i] = fetched{chunks: chunks}
+					return
+				}
+			}
+			// The source enforces its own timeout with a precise message; this is a backstop.
+			timeout, capRoute := st.timeout+time.Second, ""
+			if caps != nil {
+				if c := caps[st.group]; c.timeout > 0 && c.timeout < st.timeout {
+					// The route's timeout ends first; the source reports it as its own
+					// ("timeout after 100ms"), and the failure names the route.
+					timeout, capRoute = c.timeout, c.route
+				}
+			}
+			fctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			chunks, err := st.query.Fetch(fctx, text)
+			if err == nil && cached {
+				s.cache.Put(st.cacheKey, text, chunks)
+			}
+			results := fetched{chunks: chunks, err: err}
+			if err != nil && capRoute != "" && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				results.capRoute = capRoute
+			}
+			g.results[i] = results
+		}()
+	}
+}
+
+// reportFetchFailures lists the failed fetches not yet reported, in fetch
+// order; the fetches must be done.
+func (s *Snapshot) reportFetchFailures(resp *Response, g *gathering) {
+	for i := g.reported; i < len(g.fetch); i++ {
+		st, res := g.fetch[i], &g.results[i]
+		if g.outcome != nil {
+			g.outcome[st.group] = outcomeAnswered
+		}
+		if res.err == nil {
+			continue
+		}
+		f := SourceFailure{Source: st.name, Error: redact.String(res.err.Error())}
+		if res.capRoute != "" {
+			f.Reason, f.Route = FailureTimeout, res.capRoute
+		}
+		resp.FailedSources = append(resp.FailedSources, f)
+		if g.outcome != nil {
+			g.outcome[st.group] = outcomeFailed
+		}
+	}
+	g.reported = len(g.fetch)
 }
 
 func (s *Snapshot) staticCandidate(doc uint32, score float64) candidate {
 	d := &s.docs[doc]
-	return candidate{chunk: d.chunk, doc: int64(doc), score: score, tokens: d.tokens, priority: s.byGroup[s.ix.Group(doc)].priority}
+	st := s.byGroup[s.ix.Group(doc)]
+	return candidate{chunk: d.chunk, doc: int64(doc), score: score, tokens: d.tokens, priority: st.priority, pinned: st.typ == v1alpha1.SourceInline}
 }
 
 func hasDoc(hits []index.Hit, d uint32) bool {
-	// hits are in doc order.
+	lo := lowerBound(hits, d)
+	return lo < len(hits) && hits[lo].Doc == d
+}
+
+// hitIn reports whether a hit falls in the docs [from, to).
+func hitIn(hits []index.Hit, from, to uint32) bool {
+	lo := lowerBound(hits, from)
+	return lo < len(hits) && hits[lo].Doc < to
+}
+
+// lowerBound is the position of the first hit with a doc ≥ d (hits are in doc order).
+func lowerBound(hits []index.Hit, d uint32) int {
 	lo, hi := 0, len(hits)
 	for lo < hi {
 		m := (lo + hi) / 2
@@ -395,7 +585,7 @@ func hasDoc(hits []index.Hit, d uint32) bool {
 			hi = m
 		}
 	}
-	return lo < len(hits) && hits[lo].Doc == d
+	return lo
 }
 
 const maxCachedAgents = 4096
@@ -421,16 +611,20 @@ const minUsefulTokens = 8
 // or a redacted chunk under any mode) or cut to the remaining budget
 // (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
-func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int) {
-	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: s.lessFunc()}
+func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, strategy v1alpha1.RankingStrategy) {
+	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: lessFunc(strategy)}
 	for i := range h.idx {
 		h.idx[i] = int32(i)
 	}
 	heap.Init(h)
 	remaining := limit
 	minTokens := math.MaxInt
+	pinned := 0 // pinned candidates not yet popped
 	for _, c := range cands {
 		minTokens = min(minTokens, c.tokens)
+		if c.pinned {
+			pinned++
+		}
 	}
 	var included []*candidate
 	extra := map[string]uint32{}
@@ -443,10 +637,14 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 		cannotFit := remaining < minTokens && (s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens)
 		if full || cannotFit || (maxChunks > 0 && len(included) >= maxChunks) {
 			resp.Stats.Dropped.Budget += h.Len()
+			resp.Stats.PinnedDropped += pinned
 			resp.WasTruncated = true
 			break
 		}
 		c := cands[heap.Pop(h).(int32)]
+		if c.pinned {
+			pinned--
+		}
 		if s.dedup > 0 && !c.redacted {
 			if c.terms == nil {
 				if c.doc >= 0 {
@@ -466,6 +664,9 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 			// or sensitivity, so it is dropped like under Drop and filling continues.
 			if s.truncation == v1alpha1.TruncationDrop || remaining < minUsefulTokens || c.redacted {
 				resp.Stats.Dropped.Budget++
+				if c.pinned {
+					resp.Stats.PinnedDropped++
+				}
 				continue
 			}
 			var out string
@@ -478,6 +679,9 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int)
 			}
 			if !ok {
 				resp.Stats.Dropped.Budget++
+				if c.pinned {
+					resp.Stats.PinnedDropped++
+				}
 				continue
 			}
 			c.chunk.Content, c.tokens = out, tokens
@@ -557,50 +761,62 @@ func toChunk(c *candidate) Chunk {
 	}
 }
 
-// lessFunc orders candidates for the router's strategy. Ties are broken by
-// source priority, source name, path and chunk index, so output is stable.
-func (s *Snapshot) lessFunc() func(a, b *candidate) bool {
-	tie := func(a, b *candidate) bool {
-		if a.priority != b.priority {
-			return a.priority > b.priority
-		}
-		if a.chunk.Source != b.chunk.Source {
-			return a.chunk.Source < b.chunk.Source
-		}
-		if a.chunk.Path != b.chunk.Path {
-			return a.chunk.Path < b.chunk.Path
-		}
-		return a.chunk.Index < b.chunk.Index
-	}
-	switch s.strategy {
+// lessFunc orders candidates for a ranking strategy. Pinned (Inline) chunks
+// come first; ties are broken by source priority, source name, path and chunk
+// index, so output is stable.
+func lessFunc(strategy v1alpha1.RankingStrategy) func(a, b *candidate) bool {
+	switch strategy {
 	case v1alpha1.RankingRecency:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if !a.chunk.ModTime.Equal(b.chunk.ModTime) {
 				return a.chunk.ModTime.After(b.chunk.ModTime)
 			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	case v1alpha1.RankingManual:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if a.priority != b.priority {
 				return a.priority > b.priority
 			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	default:
 		return func(a, b *candidate) bool {
+			if a.pinned != b.pinned {
+				return a.pinned
+			}
 			if a.score != b.score {
 				return a.score > b.score
 			}
-			return tie(a, b)
+			return tieLess(a, b)
 		}
 	}
+}
+
+// tieLess breaks ties under every strategy.
+func tieLess(a, b *candidate) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	if a.chunk.Source != b.chunk.Source {
+		return a.chunk.Source < b.chunk.Source
+	}
+	if a.chunk.Path != b.chunk.Path {
+		return a.chunk.Path < b.chunk.Path
+	}
+	return a.chunk.Index < b.chunk.Index
 }
 
 // rankHeap orders candidate positions, so swaps move ints, not chunks.
@@ -619,4 +835,29 @@ func (h *rankHeap) Pop() any {
 	x := h.idx[n]
 	h.idx = h.idx[:n]
 	return x
+}
+
+// unnamedAgentWarning says that no permission names the agent and the
+// router's defaultAccess denied its sources. It names no other agent: the
+// response goes to the caller, who need not learn who else may read what.
+func unnamedAgentWarning(agent string) string {
+	if agent == "" {
+		return `no agent was given and no AgentPermission names "*", so the router's defaultAccess: Deny denies every source`
+	}
+	return fmt.Sprintf("no AgentPermission names agent %q, so the router's defaultAccess: Deny denies every source", agent)
+}
+
+// KnownAgents lists the agents the router's permissions name ("*" left out),
+// sorted: for a local user (query) who mistyped one.
+func (s *Snapshot) KnownAgents() []string {
+	var out []string
+	for i := range s.perms {
+		for _, a := range s.perms[i].Spec.Agents {
+			if a != "*" {
+				out = append(out, a)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

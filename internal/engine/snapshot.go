@@ -68,12 +68,22 @@ type SourceStatus struct {
 	// Error is why the source could not be loaded; the rest of the router still answers.
 	Error  string `json:"error,omitempty"`
 	Commit string `json:"commit,omitempty"`
+	// Skipped accounts for the files the source left out at load (too large,
+	// binary, unreadable, …); nil when it left none out.
+	Skipped *sources.Skips `json:"skipped,omitempty"`
 }
 
 type route struct {
 	name    string
 	cond    *condition // nil matches every query
 	sources []string
+	// The gates (api.md §1.2): fallback routes are considered only when no
+	// other route matched; timeout caps the route's fetches (0 = none);
+	// alternate is the index of the route whose sources answer when all of
+	// this one's failed (-1 = none).
+	fallback  bool
+	timeout   time.Duration
+	alternate int
 }
 
 type sourceState struct {
@@ -93,8 +103,11 @@ type sourceState struct {
 	// stale: loadErr is a *sources.StaleError and the source serves the chunks it last read.
 	stale  bool
 	always []uint32 // inline chunks: candidates for every query that reaches the source
+	first  uint32   // its first doc: a source's docs are contiguous, chunks of them
 	chunks int
 	commit string
+	// skipped: the files the source left out at load; nil if none.
+	skipped *sources.Skips
 }
 
 type docInfo struct {
@@ -111,11 +124,14 @@ type Snapshot struct {
 	truncation    v1alpha1.TruncationMode
 	strategy      v1alpha1.RankingStrategy
 	scorer        v1alpha1.Scorer
+	onNoMatch     v1alpha1.NoMatchPolicy
 	dedup         float64
 	est           budget.Estimator
 	vars          ref.Val
 	// wordsOnText is set when a condition calls containsAnyWord/containsAllWords.
 	wordsOnText bool
+	// Whether any route uses a gate: a query pays for a gate only when one is configured.
+	hasFallback, hasTimeouts, hasAlternates bool
 
 	routes  []route
 	perms   []v1alpha1.AgentPermission
@@ -174,7 +190,7 @@ func (s *Snapshot) Routes() []string {
 func (s *Snapshot) Sources() []SourceStatus {
 	out := make([]SourceStatus, 0, len(s.byGroup))
 	for _, st := range s.byGroup {
-		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit}
+		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit, Skipped: st.skipped}
 		if st.loadErr != nil {
 			ss.Error = st.loadErr.Error()
 		}
@@ -246,7 +262,10 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		if errs[i] != nil {
 			addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
 		}
-		cr := route{name: rt.Name, cond: conds[i]}
+		cr := route{name: rt.Name, cond: conds[i], fallback: rt.Spec.Fallback, alternate: -1}
+		if rt.Spec.Timeout != nil {
+			cr.timeout = rt.Spec.Timeout.Duration
+		}
 		if conds[i] != nil && conds[i].words {
 			s.wordsOnText = true
 		}
@@ -259,6 +278,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 		s.routes = append(s.routes, cr)
 	}
+	s.setGates(cfg.Routes, addReason)
 	for _, p := range cfg.Permissions {
 		p := p.DeepCopy()
 		p.Default()
@@ -380,6 +400,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		h.Write(fh)
 	}
 	for _, st := range s.byGroup {
+		st.first = uint32(len(s.docs))
 		for _, c := range loaded[st.group] {
 			doc := b.Add(st.group, c.Title, c.Content)
 			s.docs = append(s.docs, docInfo{chunk: c, tokens: est.Count(c.Content)})
@@ -418,6 +439,7 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	s.truncation = rs.Budget.Truncation
 	s.strategy = rs.Ranking.Strategy
 	s.scorer = rs.Ranking.Scorer
+	s.onNoMatch = rs.Ranking.OnNoMatch
 	est, err := budget.New(rs.Budget.Estimator)
 	if err != nil {
 		add("spec.budget.estimator", err.Error())
@@ -449,7 +471,7 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
 
 	ts := &rs.Tools
-	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback}
+	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion}
 	if s.tools.topK <= 0 {
 		add("spec.tools.topK", "must be at least 1")
 	}
@@ -486,7 +508,7 @@ func (s *Snapshot) indexTools(catalogs [][]v1alpha1.Tool, h io.Writer) {
 		st.tools.hi = len(s.toolEntries)
 	}
 	if len(s.toolEntries) > 0 {
-		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{})
+		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{NoExpansion: s.tools.expansion == v1alpha1.ToolExpansionNone})
 	}
 }
 
@@ -535,6 +557,11 @@ func (s *Snapshot) loadStatic(ctx context.Context, limit int) ([][]sources.Chunk
 				chunks[i].Source = st.name
 			}
 			out[st.group] = chunks
+			if sr, ok := st.src.(sources.SkipReporter); ok {
+				if k := sr.Skipped(); k.Files > 0 {
+					st.skipped = &k
+				}
+			}
 		}()
 	}
 	wg.Wait()

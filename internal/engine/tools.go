@@ -74,6 +74,7 @@ type toolSettings struct {
 	minScore      float64
 	minConfidence float64
 	fallback      []v1alpha1.ToolReference
+	expansion     v1alpha1.ToolExpansion
 }
 
 // toolEntries are the index positions [lo, hi) of a tool source's tools.

@@ -125,6 +125,28 @@ func sameJSON(a, b any) bool {
 	return string(ja) == string(jb)
 }
 
+// TestToolExpansion: spec.tools.expansion Synonyms (the default) lets a
+// question reach a tool through a related word; None does not.
+func TestToolExpansion(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		expansion v1alpha1.ToolExpansion
+		want      []string
+	}{
+		{"unset", "", []string{"billing.refund_payment"}},
+		{"Synonyms", v1alpha1.ToolExpansionSynonyms, []string{"billing.refund_payment"}},
+		{"None", v1alpha1.ToolExpansionNone, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) { r.Tools.Expansion = tt.expansion }))
+			resp := query(t, s, Request{Text: "please reimburse me"})
+			if got := cardIDs(resp.Tools); !slices.Equal(got, tt.want) {
+				t.Errorf("cards = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestMaxToolsAndTopK(t *testing.T) {
 	s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) { r.Tools.TopK = 2 }))
 	text := "invoice customer payment refund calendar event e-mail"

@@ -143,6 +143,7 @@ var (
 func ExplainDecodeError(err error, j []byte, t reflect.Type) (field, msg string) {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
+		te.Field = withIndexes(j, te.Field, te.Value)
 		// Errors of custom unmarshalers get their path too; explain them by
 		// the field's type (a duration, a quantity), not by the JSON they read.
 		if ft := typeAt(t, te.Field); ft != nil && (ft == durationType || ft == quantityType || ft == timeType) {
@@ -162,6 +163,66 @@ func ExplainDecodeError(err error, j []byte, t reflect.Type) (field, msg string)
 		}
 	}
 	return "", strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// withIndexes puts the list indexes encoding/json leaves out of a type
+// error's path back in ("spec.tools.catalog.description" is
+// "spec.tools.catalog[1].description"): the first element whose value at
+// the rest of the path has the JSON kind the error names (its Value:
+// "bool", "number …", "string", "array", "object"). The path is kept when
+// no element fits.
+func withIndexes(j []byte, path, value string) string {
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	if dec.Decode(&raw) != nil {
+		return path
+	}
+	kind, _, _ := strings.Cut(value, " ")
+	var walk func(v any, segs []string, prefix string) (string, bool)
+	walk = func(v any, segs []string, prefix string) (string, bool) {
+		if l, ok := v.([]any); ok {
+			for i, e := range l {
+				if p, ok := walk(e, segs, fmt.Sprintf("%s[%d]", prefix, i)); ok {
+					return p, true
+				}
+			}
+			return "", false
+		}
+		if len(segs) == 0 {
+			return prefix, jsonKind(v) == kind
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		e, ok := m[segs[0]]
+		if !ok {
+			return "", false
+		}
+		return walk(e, segs[1:], joinPath(prefix, segs[0]))
+	}
+	if p, ok := walk(raw, strings.Split(path, "."), ""); ok {
+		return p
+	}
+	return path
+}
+
+// jsonKind names a decoded JSON value as encoding/json's type errors do.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "bool"
+	case json.Number, float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
 }
 
 func explainValueError(raw any, path string, t reflect.Type, err error) string {
@@ -416,8 +477,31 @@ func Lines(text []byte) int {
 	return max(n, 1)
 }
 
+// unknownAnchorRE is go-yaml's error for an alias whose anchor is not defined.
+var unknownAnchorRE = regexp.MustCompile(`^unknown anchor '([^']+)' referenced$`)
+
 // yamlLineRE finds the document-relative line numbers in go-yaml errors.
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// yamlParserProblems are the problems go-yaml's parser (not its scanner)
+// reports: indentation that ends a block early, a missing "-" or key.
+var yamlParserProblems = []string{
+	"did not find expected key",
+	"did not find expected '-' indicator",
+	"did not find expected node content",
+	"did not find expected <document start>",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found undefined tag handle",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
+func isYAMLParserProblem(rest string) bool {
+	rest = strings.TrimPrefix(strings.TrimSpace(rest), ": ")
+	return slices.Contains(yamlParserProblems, rest)
+}
 
 // YAMLError is one problem of a go-yaml error, at an absolute line (0 when
 // the error names none).
@@ -435,11 +519,22 @@ func YAMLErrors(err error, text []byte, lineOffset int) []YAMLError {
 		line := 0
 		if m := yamlLineRE.FindStringSubmatchIndex(msg); m != nil {
 			rel, _ := strconv.Atoi(msg[m[2]:m[3]])
+			if isYAMLParserProblem(msg[m[1]:]) {
+				// go-yaml v2 (under sigs.k8s.io/yaml) prints a parser error's
+				// 0-based line; only scanner errors get the 1-based one.
+				rel++
+			}
 			// go-yaml counts the end of a text without a final newline as the
 			// line after it; the problem is on the document's last line.
 			line = min(rel, Lines(text)) + lineOffset
 			// "line 3: x" -> "x": the location goes in front.
 			msg = strings.TrimPrefix(strings.TrimSpace(msg[m[1]:]), ": ")
+		} else if a := unknownAnchorRE.FindStringSubmatch(msg); a != nil {
+			// go-yaml names no line for an alias without its anchor: find the alias.
+			if i := bytes.Index(text, []byte("*"+a[1])); i >= 0 {
+				l, _ := LineCol(text, i)
+				line = l + lineOffset
+			}
 		}
 		return YAMLError{Line: line, Message: msg}
 	}

@@ -88,6 +88,42 @@ func LineOf(n *yamlv3.Node, path string, last bool) int {
 	return line
 }
 
+// BoolKeyLine finds a key that YAML 1.1 (the JSON conversion) read as a
+// boolean: for a path ending in "true" or "false" that the node tree does
+// not have, the line of an unquoted key y, yes, on (n, no, off) in the
+// parent mapping, or 0.
+func BoolKeyLine(n *yamlv3.Node, path string) int {
+	i := strings.LastIndexByte(path, '.')
+	parentPath, last := "", path
+	if i >= 0 {
+		parentPath, last = path[:i], path[i+1:]
+	}
+	if last != "true" && last != "false" {
+		return 0
+	}
+	parent := Lookup(n, parentPath)
+	if parent == nil || parent.Kind != yamlv3.MappingNode {
+		return 0
+	}
+	for j := 0; j+1 < len(parent.Content); j += 2 {
+		k := parent.Content[j]
+		if k.Kind != yamlv3.ScalarNode || k.Style != 0 {
+			continue
+		}
+		switch strings.ToLower(k.Value) {
+		case "y", "yes", "on":
+			if last == "true" {
+				return k.Line
+			}
+		case "n", "no", "off":
+			if last == "false" {
+				return k.Line
+			}
+		}
+	}
+	return 0
+}
+
 // Lookup returns the node at path, or nil.
 func Lookup(n *yamlv3.Node, path string) *yamlv3.Node {
 	for _, seg := range splitPath(path) {

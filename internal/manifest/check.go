@@ -3,8 +3,10 @@ package manifest
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -23,7 +25,8 @@ import (
 //     except "default" when no router is declared, which names the implied one;
 //   - permission allowSources/denySources should exist (warning);
 //   - Kind/name must be unique (error);
-//   - a file should hold objects, and a route should attach to every router (warning).
+//   - a file should hold objects, and a route should attach to every router (warning);
+//   - a condition should not read a metadata key without has() (warning).
 //
 // A reference to an object that is in the files but did not decode (see
 // Broken) is not reported: its own problems say what is wrong.
@@ -85,7 +88,13 @@ func (s *Set) Check() problem.List {
 		r := s.Routes[i].DeepCopy()
 		r.Default()
 		o := c.object(v1alpha1.KindContextRoute, r.Name)
-		c.addAll(o, engine.CheckRoute(r), engine.RouteReason)
+		errs := engine.CheckRoute(r)
+		c.addAll(o, errs, engine.RouteReason)
+		if !slices.ContainsFunc(errs, func(e *field.Error) bool { return e.Field == "spec.when" }) {
+			for _, k := range engine.UnguardedMetadataKeys(r.Spec.When) {
+				c.add(o, "spec.when", engine.UnguardedMetadataMessage(k), problem.Warning, v1alpha1.ReasonInvalidCondition)
+			}
+		}
 		for j, src := range r.Spec.Sources {
 			sourceRef(o, fmt.Sprintf("spec.sources[%d].name", j), src.Name, problem.Error)
 		}
@@ -108,6 +117,9 @@ func (s *Set) Check() problem.List {
 		}
 		for j, n := range p.Spec.DenySources {
 			sourceRef(o, fmt.Sprintf("spec.denySources[%d]", j), n, problem.Warning)
+		}
+		for j, e := range p.Spec.SourceDenyPaths {
+			sourceRef(o, fmt.Sprintf("spec.sourceDenyPaths[%d].source", j), e.Source, problem.Warning)
 		}
 	}
 	for i := range s.Classifiers {
@@ -156,12 +168,32 @@ func (c *checker) object(kind, name string) object {
 }
 
 func (c *checker) add(o object, path, msg string, sev problem.Severity, reason v1alpha1.ConditionReason) {
-	origin := o.pl.origin
-	if line := located.LineOf(o.pl.node, path, false); line > 0 {
+	c.problems = append(c.problems, Problem{Location: o.pl.locate(path, msg), Kind: o.kind, Name: o.name,
+		Field: path, Message: msg, Severity: sev, Reason: reason})
+}
+
+// celPosition finds the position the CEL compiler names in its message
+// ("ERROR: <input>:2:17: ..."), relative to the expression.
+var celPosition = regexp.MustCompile(`<input>:(\d+):(\d+):`)
+
+// locate returns where a problem of the field at path is: the line of the
+// field when the manifest shows it, else the object's; for a CEL error,
+// the line and column in the file of the character the compiler points
+// at, through the YAML scalar's quoting and folding.
+func (pl placement) locate(path, msg string) problem.Location {
+	origin := pl.origin
+	if line := located.LineOf(pl.node, path, false); line > 0 {
 		origin.Line = line
 	}
-	c.problems = append(c.problems, Problem{Location: loc(origin), Kind: o.kind, Name: o.name,
-		Field: path, Message: msg, Severity: sev, Reason: reason})
+	l := loc(origin)
+	if m := celPosition.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		col, _ := strconv.Atoi(m[2])
+		if fl, fc, ok := located.ScalarPosition(pl.src, pl.lineOffset, located.Lookup(pl.node, path), line, col); ok {
+			l.Line, l.Column = fl, fc
+		}
+	}
+	return l
 }
 
 func (c *checker) addAll(o object, errs field.ErrorList, reason func(path string) v1alpha1.ConditionReason) {
@@ -183,10 +215,6 @@ func (s *Set) Locate(ps problem.List) {
 		if !ok {
 			continue
 		}
-		origin := pl.origin
-		if line := located.LineOf(pl.node, p.Field, false); line > 0 {
-			origin.Line = line
-		}
-		p.Location = loc(origin)
+		p.Location = pl.locate(p.Field, p.Message)
 	}
 }

@@ -84,7 +84,8 @@ func (s *Set) selectRouter(name string) (*v1alpha1.ContextRouter, error) {
 		case 1:
 			return s.Routers[0].DeepCopy(), nil
 		}
-		return nil, fmt.Errorf("the manifests define %d ContextRouters (%s): pick one by name", len(names), quoteList(names))
+		// Every caller that can get here takes the name from --router (query, validate, serve, tools).
+		return nil, fmt.Errorf("the manifests define %d ContextRouters (%s): choose one with --router, such as --router %s", len(names), quoteList(names), names[0])
 	}
 	if i := slices.Index(names, name); i >= 0 {
 		return s.Routers[i].DeepCopy(), nil

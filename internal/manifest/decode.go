@@ -323,7 +323,7 @@ func (p *parser) object(d *document, j []byte, node *yamlv3.Node, line int, item
 	case *v1alpha1.ContextClassifier:
 		s.Classifiers = append(s.Classifiers, *v)
 	}
-	s.place(kind, name, placement{origin: o, node: node})
+	s.place(kind, name, placement{origin: o, node: node, src: d.text, lineOffset: d.lineOffset})
 }
 
 // positiveFields are integer fields with a default and a minimum of 1.
@@ -442,6 +442,10 @@ func (p *parser) decode(d *document, j []byte, node *yamlv3.Node, obj any, pr fu
 		pb := pr(path, what)
 		// A duplicate's own line is its second occurrence.
 		pb.Location = loc(d.origin(located.LineOf(node, path, what == "duplicate field")))
+		if line := located.BoolKeyLine(node, path); line > 0 {
+			pb.Location = loc(d.origin(line))
+			pb.Message += located.YAMLBoolHint // the key is y, yes, on, n, no or off
+		}
 		p.problem(pb)
 	}
 	return len(strict) == 0

@@ -99,7 +99,11 @@ func checkLocated(t *testing.T, p problem.Problem, file string, lines int) {
 	if p.File != file || p.Line < 1 || p.Line > lines {
 		t.Errorf("problem at %s:%d, want %s and a line in 1..%d: %q", p.File, p.Line, file, lines, p.Error())
 	}
-	if want := file + ":" + strconv.Itoa(p.Line) + ": "; !strings.HasPrefix(p.Error(), want) {
+	want := file + ":" + strconv.Itoa(p.Line)
+	if p.Column > 0 {
+		want += ":" + strconv.Itoa(p.Column) // a CEL error's character
+	}
+	if want += ": "; !strings.HasPrefix(p.Error(), want) {
 		t.Errorf("problem text %q does not start with %q", p.Error(), want)
 	}
 }

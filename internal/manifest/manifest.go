@@ -59,6 +59,10 @@ func (s *Set) TrainedClassifiers() []engine.ClassifierStatus {
 type placement struct {
 	origin Origin
 	node   *yamlv3.Node // nil when the document could not be parsed for positions
+	// src is the document's text and lineOffset the file line before its
+	// first, to follow a position inside a scalar (a CEL error's column).
+	src        []byte
+	lineOffset int
 }
 
 // Origin is where an object came from.
@@ -140,7 +144,14 @@ func loc(o Origin) problem.Location { return problem.Location{File: o.File, Line
 // Every problem is collected into one problem.List, returned as the error.
 // The set is returned either way and holds the objects that decoded, so
 // that `validate` can check them too (Set.Broken names those that did not).
-func Load(paths ...string) (*Set, error) {
+//
+// ${NAME} references in the fields that take them are replaced from the
+// process environment (api.md §1.0); LoadEnv chooses the lookup.
+func Load(paths ...string) (*Set, error) { return LoadEnv(os.LookupEnv, paths...) }
+
+// LoadEnv is Load with lookup for ${NAME} references; nil leaves them as
+// written (a router pod serving a bundle: the objects come from the API server).
+func LoadEnv(lookup LookupEnv, paths ...string) (*Set, error) {
 	p := newParser()
 	if len(paths) == 0 {
 		p.problem(Problem{Message: "no manifest files or directories given"})
@@ -165,6 +176,9 @@ func Load(paths ...string) (*Set, error) {
 		}
 	}
 	p.skipCatalogFiles()
+	for _, pr := range p.set.expandEnv(lookup) {
+		p.problem(pr)
+	}
 	return p.finish()
 }
 

@@ -359,6 +359,39 @@ spec:
 			want:  [][]string{{"e.yaml:4: invalid YAML: could not find expected ':'"}},
 		},
 		{
+			name:  "YAML alias without its anchor at the alias",
+			files: map[string]string{"a.yaml": "# aliases\n---\napiVersion: contextrouter.dev/v1alpha1\nkind: ContextRouter\nmetadata: {name: a}\nspec:\n  variables:\n    x: &one 1\n    y: *two\n"},
+			want:  [][]string{{"a.yaml:9: invalid YAML: unknown anchor 'two' referenced"}},
+		},
+		{
+			// YAML 1.1 reads the key y as true: the problem is at that key, with the hint.
+			name:  "a key read as a boolean",
+			files: map[string]string{"b.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextRouter\nmetadata: {name: b}\nspec:\n  budget: {maxTokens: 100}\n  variables:\n    x: 1\n  y: 2\n"},
+			want:  [][]string{{"b.yaml:8: ContextRouter/b: spec.true: unknown field (put it in quotes"}},
+		},
+		{
+			// encoding/json leaves list indexes out of a type error's path.
+			name:  "type error inside a list at its element",
+			files: map[string]string{"t.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: tools}\nspec:\n  type: Tools\n  tools:\n    catalog:\n    - name: a\n      description: x\n    - name: b\n      description: y\n"},
+			want:  [][]string{{"t.yaml:11: ContextSource/tools: spec.tools.catalog[1].description: must be a string, not bool (put it in quotes"}},
+		},
+		{
+			// go-yaml's parser errors name the line before; scanner errors do not.
+			name:  "YAML indentation error at the offending line",
+			files: map[string]string{"i.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata:\n  name: s\nspec:\n  type: Inline\n  inline:\n    content: hello\n   sensitivity: Public\n"},
+			want:  [][]string{{"i.yaml:9: invalid YAML: did not find expected key"}},
+		},
+		{
+			name:  "YAML list item out of line, in a later document",
+			files: map[string]string{"l.yaml": "# first\n---\napiVersion: contextrouter.dev/v1alpha1\nkind: ContextRoute\nmetadata: {name: r}\nspec:\n  sources:\n  - name: a\n - name: b\n"},
+			want:  [][]string{{"l.yaml:9: invalid YAML: did not find expected key"}},
+		},
+		{
+			name:  "YAML scanner error keeps its line",
+			files: map[string]string{"m.yaml": "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata:\n  name: s\nspec:\n  type: Inline\n   inline:\n    content: hello\n"},
+			want:  [][]string{{"m.yaml:7: invalid YAML: mapping values are not allowed in this context"}},
+		},
+		{
 			name:  "lone CR line breaks count as lines",
 			files: map[string]string{"c.yaml": "# old Mac file\r---\rapiVersion: contextrouter.dev/v1alpha1\rkind: ContextSource\rmetadata: {name: c}\rspec: {type: Inline, inlin: {content: x}}\r"},
 			want:  [][]string{{"c.yaml:6: ContextSource/c: spec.inlin: unknown field"}},
@@ -636,7 +669,7 @@ func TestConfig(t *testing.T) {
 
 	// Two routers: a name is required.
 	_, err := s.Config("")
-	if err == nil || !strings.Contains(err.Error(), `2 ContextRouters ("a", "b")`) || !strings.Contains(err.Error(), "pick one") {
+	if err == nil || !strings.Contains(err.Error(), `2 ContextRouters ("a", "b")`) || !strings.Contains(err.Error(), "choose one with --router, such as --router a") {
 		t.Errorf("Config(\"\") with two routers: err = %v", err)
 	}
 	if _, err := s.Config("c"); err == nil || !strings.Contains(err.Error(), `ContextRouter "c" not found: the manifests define "a", "b"`) {
@@ -814,6 +847,7 @@ spec:
   agents: [bot]
   allowSources: [docs, finance]
   denySources: [payroll]
+  sourceDenyPaths: [{source: docs, paths: ["a/**"]}, {source: wikki, paths: ["b/**"]}]
 ---
 apiVersion: contextrouter.dev/v1alpha1
 kind: ContextSource
@@ -832,7 +866,8 @@ spec: {type: Inline, inline: {content: x}}
 		{a + `:27: ContextSource/docs: spec.directory.include[1]: Invalid value: "[oops": is not a valid doublestar glob`, false},
 		{b + `:6: AgentPermission/p: spec.allowSources[1]: ContextSource "finance" not found`, true},
 		{b + `:7: AgentPermission/p: spec.denySources[0]: ContextSource "payroll" not found`, true},
-		{b + `:11: ContextSource/docs: metadata.name: defined more than once: first at ` + a + `:18`, false},
+		{b + `:8: AgentPermission/p: spec.sourceDenyPaths[1].source: ContextSource "wikki" not found`, true},
+		{b + `:12: ContextSource/docs: metadata.name: defined more than once: first at ` + a + `:18`, false},
 	}
 	got := s.Check()
 	if len(got) != len(want) {

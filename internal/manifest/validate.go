@@ -69,8 +69,18 @@ func Validate(ctx context.Context, paths []string, router string, opts engine.Op
 		problems = append(problems, warnings...)
 		for _, st := range snap.Sources() {
 			if st.Error != "" {
-				problems = append(problems, problem.Problem{Location: cfg.Origin(v1alpha1.KindContextSource, st.Name),
+				at := cfg.Origin(v1alpha1.KindContextSource, st.Name)
+				if pl, ok := set.placementOf(v1alpha1.KindContextSource, st.Name, 0); ok {
+					at = pl.locate(readField[st.Type], "")
+				}
+				problems = append(problems, problem.Problem{Location: at,
 					Kind: v1alpha1.KindContextSource, Name: st.Name, Message: problem.OneLine(st.Error)})
+			}
+			if st.Skipped != nil {
+				// Files left out are content the author may expect to be served.
+				problems = append(problems, problem.Problem{Location: cfg.Origin(v1alpha1.KindContextSource, st.Name),
+					Kind: v1alpha1.KindContextSource, Name: st.Name, Severity: problem.Warning,
+					Message: st.Skipped.Summary() + "; run with --log-level info to see each file"})
 			}
 		}
 	}
@@ -78,6 +88,18 @@ func Validate(ctx context.Context, paths []string, router string, opts engine.Op
 	problems.Sort(set.fileRank)
 	slices.SortFunc(set.trained, func(a, b engine.ClassifierStatus) int { return strings.Compare(a.Name, b.Name) })
 	return set, problems
+}
+
+// readField is where a source of each type says what it reads: a source
+// that cannot be read is reported at that line (at its block when the
+// field is left out), not at the object's first line.
+var readField = map[v1alpha1.SourceType]string{
+	v1alpha1.SourceInline:    "spec.inline",
+	v1alpha1.SourceDirectory: "spec.directory.path",
+	v1alpha1.SourceGitRepo:   "spec.gitRepo.url",
+	v1alpha1.SourceHTTPAPI:   "spec.httpAPI.url",
+	v1alpha1.SourceTools:     "spec.tools",
+	v1alpha1.SourceMCP:       "spec.mcp.url",
 }
 
 // covered reports whether a problem already in ps says what p says.

@@ -37,12 +37,20 @@ func (s Severity) String() string {
 type Location struct {
 	File string
 	Line int
+	// Column is the 1-based column (in characters) of the offending
+	// character, when known: inside a CEL condition.
+	Column int
 }
 
-// String returns "file:line", the file alone when the line is unknown, or "".
+// String returns "file:line[:column]", the file alone when the line is
+// unknown, or "".
 func (l Location) String() string {
 	if l.Line > 0 && l.File != "" {
-		return l.File + ":" + strconv.Itoa(l.Line)
+		s := l.File + ":" + strconv.Itoa(l.Line)
+		if l.Column > 0 {
+			s += ":" + strconv.Itoa(l.Column)
+		}
+		return s
 	}
 	return l.File
 }

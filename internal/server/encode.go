@@ -38,6 +38,8 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = strconv.AppendBool(b, r.WasTruncated)
 	b = append(b, `,"matched_routes":`...)
 	b = appendStrings(b, r.MatchedRoutes)
+	b = append(b, `,"route_matches":`...)
+	b = appendRouteMatches(b, r.RouteMatches)
 	b = append(b, `,"denied_sources":`...)
 	b = appendStrings(b, r.DeniedSources)
 	b = append(b, `,"failed_sources":`...)
@@ -53,6 +55,14 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 			b = appendString(b, f.Source)
 			b = append(b, `,"error":`...)
 			b = appendString(b, f.Error)
+			if f.Reason != "" {
+				b = append(b, `,"reason":`...)
+				b = appendString(b, f.Reason)
+			}
+			if f.Route != "" {
+				b = append(b, `,"route":`...)
+				b = appendString(b, f.Route)
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -74,6 +84,8 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 		}
 		b = append(b, ']')
 	}
+	b = append(b, `,"warnings":`...)
+	b = appendStrings(b, r.Warnings)
 	b = append(b, `,"tools":`...)
 	if r.Tools == nil {
 		b = append(b, "null"...)
@@ -98,6 +110,12 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = strconv.AppendInt(b, int64(s.Included), 10)
 	b = append(b, `,"redacted":`...)
 	b = strconv.AppendInt(b, int64(s.Redacted), 10)
+	b = append(b, `,"pinned_dropped":`...)
+	b = strconv.AppendInt(b, int64(s.PinnedDropped), 10)
+	b = append(b, `,"no_term_match":`...)
+	b = strconv.AppendInt(b, int64(s.NoTermMatch), 10)
+	b = append(b, `,"no_match_fallback":`...)
+	b = strconv.AppendInt(b, int64(s.NoMatchFallback), 10)
 	b = append(b, `,"dropped":{"budget":`...)
 	b = strconv.AppendInt(b, int64(s.Dropped.Budget), 10)
 	b = append(b, `,"path_denied":`...)
@@ -114,6 +132,10 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = strconv.AppendInt(b, int64(s.Tools.BelowThreshold), 10)
 	b = append(b, `,"returned":`...)
 	b = strconv.AppendInt(b, int64(s.Tools.Returned), 10)
+	b = append(b, `},"routes":{"fallback":`...)
+	b = strconv.AppendInt(b, int64(s.Routes.Fallback), 10)
+	b = append(b, `,"alternate":`...)
+	b = strconv.AppendInt(b, int64(s.Routes.Alternate), 10)
 	b = append(b, `}},"evaluation_time_ms":`...)
 	b = appendFloat(b, r.EvaluationTimeMS)
 	return append(b, "}\n"...)
@@ -178,6 +200,28 @@ func appendDetection(b []byte, d *engine.Detection) []byte {
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
+}
+
+func appendRouteMatches(b []byte, ms []engine.RouteMatch) []byte {
+	if ms == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, m := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"route":`...)
+		b = appendString(b, m.Route)
+		b = append(b, `,"matched_by":`...)
+		b = appendString(b, m.MatchedBy)
+		if m.AlternateFor != "" {
+			b = append(b, `,"alternate_for":`...)
+			b = appendString(b, m.AlternateFor)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 func appendChunk(b []byte, c *engine.Chunk) []byte {

@@ -119,7 +119,8 @@ func TestAppendResponseMatchesEncodingJSON(t *testing.T) {
 		"every field set": full,
 		"zero value":      {},
 		"omitempty fields unset": {Chunks: []engine.Chunk{{Content: "c", Metadata: engine.ChunkMetadata{Chunk: 3}}},
-			MatchedRoutes: []string{}, DeniedSources: []string{}, FailedSources: []engine.SourceFailure{}, RouteErrors: []engine.RouteError{}},
+			MatchedRoutes: []string{"r"}, RouteMatches: []engine.RouteMatch{{Route: "r", MatchedBy: engine.MatchedByCondition}},
+			DeniedSources: []string{}, FailedSources: []engine.SourceFailure{{Source: "s", Error: "e"}}, RouteErrors: []engine.RouteError{}},
 		"quickstart answer": real,
 		"tool cards, optional fields unset": {Tools: []engine.ToolCard{
 			{ToolInfo: engine.ToolInfo{Name: "web_search", Source: "web", Description: "Search <the> \"web\"\n", SideEffects: v1alpha1.SideEffectsRead}, Score: 1.2345, Confidence: 0.5},

@@ -211,6 +211,7 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 		return nil, s.queryError(err, start)
 	}
 	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
+	st.counters.observeRoutes(resp.RouteMatches, time.Duration(resp.EvaluationTimeMS*float64(time.Millisecond)))
 	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
 		s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
 	}
@@ -424,6 +425,16 @@ type SourceStatus struct {
 	LastSync      *time.Time `json:"last_sync,omitempty"`
 	LastSyncError string     `json:"last_sync_error,omitempty"`
 	SyncInterval  string     `json:"sync_interval,omitempty"`
+	// Skipped counts the files the source left out at load, by reason.
+	Skipped *SkipCounts `json:"skipped,omitempty"`
+}
+
+// SkipCounts is sources.Skips without the paths: /v1/status answers callers
+// who may not read every source, and a file's name can say what it holds
+// (validate, run by whoever has the files, shows the paths).
+type SkipCounts struct {
+	Files   int            `json:"files"`
+	Reasons map[string]int `json:"reasons"`
 }
 
 // Status reports the serving snapshot, the last reload and every source.
@@ -453,6 +464,9 @@ func (s *Server) Status() Status {
 	out.Classifiers = snap.Classifiers()
 	for _, src := range snap.Sources() {
 		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
+		if k := src.Skipped; k != nil {
+			ss.Skipped = &SkipCounts{Files: k.Files, Reasons: k.Reasons}
+		}
 		live := snap.Source(src.Name)
 		if g, ok := live.(interface{ Status() sources.GitStatus }); ok {
 			gs := g.Status()

@@ -23,6 +23,9 @@ type metrics struct {
 	requests        *prometheus.CounterVec
 	routeMatches    *prometheus.CounterVec
 	routeErrors     *prometheus.CounterVec
+	routeDuration   *prometheus.HistogramVec
+	routeFallbacks  *prometheus.CounterVec
+	routeAlternates *prometheus.CounterVec
 	fetchDuration   *prometheus.HistogramVec
 	sourceFailures  *prometheus.CounterVec
 	reloads         *prometheus.CounterVec
@@ -42,6 +45,10 @@ type stateCounters struct {
 	routeMatches   map[string]prometheus.Counter
 	routeErrors    map[string]prometheus.Counter
 	sourceFailures map[string]prometheus.Counter
+	routeDuration  map[string]prometheus.Observer
+	routeFallbacks map[string]prometheus.Counter
+	// routeAlternates are by route; the alternate is the one the snapshot configures.
+	routeAlternates map[string]prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -67,6 +74,19 @@ func newMetrics(s *Server) *metrics {
 		Namespace: metricsNamespace, Name: "route_errors_total",
 		Help: "Queries for which a route's condition failed to evaluate (counted as no match).",
 	}, []string{"route"})
+	m.routeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Name: "route_duration_seconds",
+		Help:    "Time to answer a query (the engine's evaluation time), once for each route that served it.",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"route"})
+	m.routeFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "route_fallbacks_total",
+		Help: "Queries a fallback route served because no other route matched.",
+	}, []string{"route"})
+	m.routeAlternates = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "route_alternates_total",
+		Help: "Queries in which every source of a route failed and its alternate route served instead.",
+	}, []string{"route", "alternate"})
 	m.fetchDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNamespace, Name: "source_fetch_duration_seconds",
 		Help:    "Time of one fetch from a per-query (HTTPAPI) source, failures included.",
@@ -117,6 +137,7 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.queryDuration, m.queryTimeouts, m.requests, m.routeMatches, m.routeErrors, m.fetchDuration, m.sourceFailures,
+		m.routeDuration, m.routeFallbacks, m.routeAlternates,
 		m.reloads, m.lastReload, m.gitSyncFailures, m.mcpSyncFailures, m.mcpToolCalls, m.tokenReviews, m.toolsReturned,
 		&snapshotCollector{s: s},
 	)
@@ -142,10 +163,17 @@ func (m *metrics) forSnapshot(snap *engine.Snapshot) *stateCounters {
 		routeMatches:   map[string]prometheus.Counter{},
 		routeErrors:    map[string]prometheus.Counter{},
 		sourceFailures: map[string]prometheus.Counter{},
+		routeDuration:  map[string]prometheus.Observer{}, routeFallbacks: map[string]prometheus.Counter{},
+		routeAlternates: map[string]prometheus.Counter{},
 	}
 	for _, r := range snap.Routes() {
 		c.routeMatches[r] = m.routeMatches.WithLabelValues(r)
 		c.routeErrors[r] = m.routeErrors.WithLabelValues(r)
+		c.routeDuration[r] = m.routeDuration.WithLabelValues(r)
+		c.routeFallbacks[r] = m.routeFallbacks.WithLabelValues(r)
+	}
+	for r, alt := range snap.Alternates() {
+		c.routeAlternates[r] = m.routeAlternates.WithLabelValues(r, alt)
 	}
 	for _, src := range snap.Sources() {
 		c.sourceFailures[src.Name] = m.sourceFailures.WithLabelValues(src.Name)
@@ -172,6 +200,25 @@ func (c *stateCounters) observe(matched []string, routeErrors []engine.RouteErro
 	}
 }
 
+// observeRoutes records how the routes served a query that took evalTime.
+func (c *stateCounters) observeRoutes(matches []engine.RouteMatch, evalTime time.Duration) {
+	for _, rm := range matches {
+		if o := c.routeDuration[rm.Route]; o != nil {
+			o.Observe(evalTime.Seconds())
+		}
+		switch rm.MatchedBy {
+		case engine.MatchedByFallback:
+			if ctr := c.routeFallbacks[rm.Route]; ctr != nil {
+				ctr.Inc()
+			}
+		case engine.MatchedByAlternate:
+			if ctr := c.routeAlternates[rm.AlternateFor]; ctr != nil {
+				ctr.Inc()
+			}
+		}
+	}
+}
+
 // retire drops the series of routes and sources the new snapshot no longer
 // has, so that removed objects do not linger in every scrape.
 func (m *metrics) retire(old, cur *state) {
@@ -183,6 +230,14 @@ func (m *metrics) retire(old, cur *state) {
 		if !slices.Contains(curRoutes, r) {
 			m.routeMatches.DeleteLabelValues(r)
 			m.routeErrors.DeleteLabelValues(r)
+			m.routeDuration.DeleteLabelValues(r)
+			m.routeFallbacks.DeleteLabelValues(r)
+		}
+	}
+	curAlternates := cur.snap.Alternates()
+	for r, alt := range old.snap.Alternates() {
+		if curAlternates[r] != alt {
+			m.routeAlternates.DeleteLabelValues(r, alt)
 		}
 	}
 	for name := range old.counters.sourceFailures {

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,10 @@ type Options struct {
 	// AllowEmpty loads configurations that no ContextRoute attaches to, as
 	// the router's spec.allowEmpty does; otherwise they fail to load.
 	AllowEmpty bool
+	// LiteralManifests leaves ${NAME} in manifests as written (serve
+	// --expand-env=false, which router pods use: their objects come from the
+	// API server, and their authors must not read the router's environment).
+	LiteralManifests bool
 	// Cache, when set, has its hit and miss counts exported as metrics.
 	Cache CacheStats
 	// Logger for the server (nil = slog.Default()).
@@ -257,7 +262,11 @@ func (s *Server) rebuild(ctx context.Context, trigger string) error {
 // loadConfig reads and checks the manifests like `contextrouter validate`
 // and selects the router's configuration.
 func (s *Server) loadConfig() (*engine.Config, error) {
-	set, err := manifest.Load(s.opts.Paths...)
+	lookup := manifest.LookupEnv(os.LookupEnv)
+	if s.opts.LiteralManifests {
+		lookup = nil
+	}
+	set, err := manifest.LoadEnv(lookup, s.opts.Paths...)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,8 @@ type directorySource struct {
 	// last holds the chunks of the last good Load; read is false before the first one.
 	last []Chunk
 	read bool
+	// skipped accounts for the files the last good Load left out.
+	skipped Skips
 }
 
 func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
@@ -97,11 +99,18 @@ func newDirectory(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		exclude:     slices.Clone(d.Exclude),
 		maxFileSize: d.MaxFileSize.Value(),
 		chunking:    chunkOptions(spec, env),
-		log:         logger.With("source", spec.Name, "type", string(v1alpha1.SourceDirectory)),
+		log:         logger.With("type", string(v1alpha1.SourceDirectory)),
 	}, nil
 }
 
 func (s *directorySource) Name() string { return s.name }
+
+// Skipped describes the files the last good Load left out.
+func (s *directorySource) Skipped() Skips {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.skipped
+}
 
 // Load walks the folder in sorted order and chunks every file that matches
 // the globs. Files that cannot be used (too large, binary, unreadable,
@@ -109,12 +118,12 @@ func (s *directorySource) Name() string { return s.name }
 // unreadable root fails the source. After a good Load, such a failure
 // returns the chunks of the last good Load with a *StaleError.
 func (s *directorySource) Load(ctx context.Context) ([]Chunk, error) {
-	chunks, err := s.walk(ctx)
+	chunks, skipped, err := s.walk(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
-		s.last, s.read = chunks, true
+		s.last, s.read, s.skipped = chunks, true, skipped
 	case s.read && ctx.Err() == nil:
 		s.log.Warn("cannot read the source folder; serving the content last read", "error", err.Error())
 		return slices.Clone(s.last), &StaleError{Err: err}
@@ -134,25 +143,25 @@ func (s *directorySource) rootError(err error) error {
 	return fmt.Errorf("directory %q: %w", s.shown, err)
 }
 
-func (s *directorySource) walk(ctx context.Context) ([]Chunk, error) {
+func (s *directorySource) walk(ctx context.Context) ([]Chunk, Skips, error) {
 	realRoot, err := filepath.EvalSymlinks(s.root)
 	if err != nil {
-		return nil, s.rootError(err)
+		return nil, Skips{}, s.rootError(err)
 	}
 	info, err := os.Stat(realRoot)
 	if err != nil {
-		return nil, s.rootError(err)
+		return nil, Skips{}, s.rootError(err)
 	}
 	if !info.IsDir() {
-		return nil, s.rootError(errors.New("not a directory"))
+		return nil, Skips{}, s.rootError(errors.New("not a directory"))
 	}
 	entries, err := os.ReadDir(realRoot)
 	if err != nil {
-		return nil, s.rootError(err)
+		return nil, Skips{}, s.rootError(err)
 	}
 	w := &dirWalker{src: s, ctx: ctx, realRoot: realRoot, visited: map[string]string{realRoot: "."}}
 	if err := w.walkEntries(realRoot, "", entries); err != nil {
-		return nil, err
+		return nil, Skips{}, err
 	}
 	// Folder symlinks are followed only after the real tree is read, so a
 	// folder reached both directly and through an alias is read under its
@@ -162,13 +171,13 @@ func (s *directorySource) walk(ctx context.Context) ([]Chunk, error) {
 		l := w.pending[0]
 		w.pending = w.pending[1:]
 		if err := w.followDir(l.target, l.rel); err != nil {
-			return nil, err
+			return nil, Skips{}, err
 		}
 	}
 	slices.SortStableFunc(w.chunks, func(a, b Chunk) int {
 		return cmp.Or(strings.Compare(a.Path, b.Path), cmp.Compare(a.Index, b.Index))
 	})
-	return w.chunks, nil
+	return w.chunks, w.skips, nil
 }
 
 // dirWalker holds the state of one Load.
@@ -182,12 +191,13 @@ type dirWalker struct {
 	// pending are folder symlinks (already resolved) waiting to be followed.
 	pending []dirLink
 	chunks  []Chunk
+	skips   Skips
 }
 
 type dirLink struct{ target, rel string }
 
 func (w *dirWalker) skip(rel, reason string, args ...any) {
-	w.src.log.Info("skipping "+rel+": "+reason, args...)
+	w.skips.add(w.src.log, rel, reason, args...)
 }
 
 // walkDir reads the folder whose real (symlink-free) path is dir; rel is the
@@ -196,7 +206,7 @@ func (w *dirWalker) walkDir(dir, rel string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		// A folder that vanished or cannot be read must not hide the rest.
-		w.skip(rel+"/", "cannot read folder", "error", err)
+		w.skip(rel+"/", SkipUnreadable, "error", err)
 		return nil
 	}
 	return w.walkEntries(dir, rel, entries)
@@ -240,7 +250,7 @@ func (w *dirWalker) walkEntries(dir, rel string, entries []fs.DirEntry) error {
 		default:
 			// Devices, sockets and FIFOs: reading a FIFO would block the load.
 			if MatchPath(relPath, w.src.include, w.src.exclude) {
-				w.skip(relPath, "not a regular file", "mode", mode.String())
+				w.skip(relPath, SkipNotRegular, "mode", mode.String())
 			}
 		}
 	}
@@ -253,13 +263,13 @@ func (w *dirWalker) walkSymlink(link, rel string) {
 	target, err := filepath.EvalSymlinks(link)
 	if err != nil {
 		if MatchPath(rel, w.src.include, w.src.exclude) {
-			w.skip(rel, "broken symlink", "error", err)
+			w.skip(rel, SkipBrokenLink, "error", err)
 		}
 		return
 	}
 	info, err := os.Stat(target)
 	if err != nil {
-		w.skip(rel, "cannot stat symlink target", "error", err)
+		w.skip(rel, SkipUnreadable, "error", err)
 		return
 	}
 	if info.IsDir() {
@@ -267,7 +277,7 @@ func (w *dirWalker) walkSymlink(link, rel string) {
 			return
 		}
 		if !w.inside(target) {
-			w.skip(rel+"/", "symlink points outside the source root", "target", target)
+			w.skip(rel+"/", SkipOutsideRoot, "target", target)
 			return
 		}
 		w.pending = append(w.pending, dirLink{target: target, rel: rel})
@@ -277,11 +287,11 @@ func (w *dirWalker) walkSymlink(link, rel string) {
 		return
 	}
 	if !w.inside(target) {
-		w.skip(rel, "symlink points outside the source root", "target", target)
+		w.skip(rel, SkipOutsideRoot, "target", target)
 		return
 	}
 	if !info.Mode().IsRegular() {
-		w.skip(rel, "not a regular file", "mode", info.Mode().String())
+		w.skip(rel, SkipNotRegular, "mode", info.Mode().String())
 		return
 	}
 	// Read the resolved path, not the link, so the file read is the one checked.
@@ -291,7 +301,7 @@ func (w *dirWalker) walkSymlink(link, rel string) {
 // followDir reads a folder reached through a symlink unless it was read already.
 func (w *dirWalker) followDir(target, rel string) error {
 	if first, seen := w.visited[target]; seen {
-		w.skip(rel+"/", "folder already read (symlink alias or loop)", "readAs", first)
+		w.src.log.Info("skipping "+rel+"/: folder already read (symlink alias or loop)", "readAs", first)
 		return nil
 	}
 	w.visited[target] = rel
@@ -323,32 +333,32 @@ func (w *dirWalker) prunable(rel string) bool {
 func (w *dirWalker) readFile(file, rel string) {
 	f, err := os.Open(file)
 	if err != nil {
-		w.skip(rel, "cannot open file", "error", err)
+		w.skip(rel, SkipUnreadable, "error", err)
 		return
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		w.skip(rel, "cannot stat file", "error", err)
+		w.skip(rel, SkipUnreadable, "error", err)
 		return
 	}
 	limit := w.src.maxFileSize
 	if info.Size() > limit {
-		w.skip(rel, "file larger than maxFileSize", "size", info.Size(), "maxFileSize", limit)
+		w.skip(rel, SkipTooLarge, "size", info.Size(), "maxFileSize", limit)
 		return
 	}
 	// Read at most one byte past the limit: the file may grow after Stat.
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		w.skip(rel, "cannot read file", "error", err)
+		w.skip(rel, SkipUnreadable, "error", err)
 		return
 	}
 	if int64(len(data)) > limit {
-		w.skip(rel, "file larger than maxFileSize", "maxFileSize", limit)
+		w.skip(rel, SkipTooLarge, "maxFileSize", limit)
 		return
 	}
 	if !IsText(data) {
-		w.skip(rel, "not UTF-8 text (binary or other encoding)")
+		w.skip(rel, SkipNotText)
 		return
 	}
 	w.chunks = append(w.chunks, SplitDocument(Document{

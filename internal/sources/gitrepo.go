@@ -117,8 +117,9 @@ type GitRepo struct {
 }
 
 type gitLoaded struct {
-	commit plumbing.Hash
-	chunks []Chunk
+	commit  plumbing.Hash
+	chunks  []Chunk
+	skipped Skips
 }
 
 var (
@@ -166,7 +167,7 @@ func newGitRepo(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		dir:         filepath.Join(cacheDir, gitCacheFolder(spec.Namespace, spec.Name, ep.key)),
 		secretName:  secretName,
 		secrets:     secrets,
-		log:         logger.With("source", spec.Name, "type", string(v1alpha1.SourceGitRepo), "url", ep.display),
+		log:         logger.With("type", string(v1alpha1.SourceGitRepo), "url", ep.display),
 	}, nil
 }
 
@@ -995,13 +996,13 @@ func (g *GitRepo) Load(ctx context.Context) ([]Chunk, error) {
 	}
 	files := &gitDirFor(g.dir).files
 	files.RLock()
-	chunks, err := g.readCommit(ctx, commit)
+	chunks, skipped, err := g.readCommit(ctx, commit)
 	files.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("git %s commit %s: %w", g.ep.display, commit, err)
 	}
 	g.mu.Lock()
-	g.loaded = &gitLoaded{commit: commit, chunks: chunks}
+	g.loaded = &gitLoaded{commit: commit, chunks: chunks, skipped: skipped}
 	g.mu.Unlock()
 	return slices.Clone(chunks), nil
 }
@@ -1031,32 +1032,33 @@ func (g *GitRepo) ensureSyncTried(ctx context.Context) error {
 
 // readCommit chunks every matching file of the commit's tree, sorted by path
 // then index.
-func (g *GitRepo) readCommit(ctx context.Context, hash plumbing.Hash) ([]Chunk, error) {
+func (g *GitRepo) readCommit(ctx context.Context, hash plumbing.Hash) ([]Chunk, Skips, error) {
 	st := g.openStorage()
 	commit, err := object.GetCommit(st, hash)
 	if err != nil {
-		return nil, err
+		return nil, Skips{}, err
 	}
 	tree, err := commit.Tree()
 	if err != nil {
-		return nil, err
+		return nil, Skips{}, err
 	}
 	modTime := commit.Committer.When
 	var chunks []Chunk
+	var skips Skips
 	// The walker yields names without reading blobs, so only matching files
 	// are read, however large the rest of the repository is.
 	walker := object.NewTreeWalker(tree, true, nil)
 	defer walker.Close()
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, Skips{}, err
 		}
 		rel, entry, err := walker.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, Skips{}, err
 		}
 		if entry.Mode == filemode.Dir || !MatchPath(rel, g.include, g.exclude) {
 			continue
@@ -1065,29 +1067,29 @@ func (g *GitRepo) readCommit(ctx context.Context, hash plumbing.Hash) ([]Chunk, 
 		case filemode.Regular, filemode.Executable, filemode.Deprecated:
 		case filemode.Symlink:
 			// The blob is the link target, not content.
-			g.skip(rel, "symlink")
+			skips.add(g.log, rel, SkipSymlink)
 			continue
 		case filemode.Submodule:
-			g.skip(rel, "submodule")
+			skips.add(g.log, rel, SkipSubmodule)
 			continue
 		default:
-			g.skip(rel, "not a regular file", "mode", entry.Mode.String())
+			skips.add(g.log, rel, SkipNotRegular, "mode", entry.Mode.String())
 			continue
 		}
 		blob, err := object.GetBlob(st, entry.Hash)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", rel, err)
+			return nil, Skips{}, fmt.Errorf("%s: %w", rel, err)
 		}
 		if blob.Size > g.maxFileSize {
-			g.skip(rel, "file larger than maxFileSize", "size", blob.Size, "maxFileSize", g.maxFileSize)
+			skips.add(g.log, rel, SkipTooLarge, "size", blob.Size, "maxFileSize", g.maxFileSize)
 			continue
 		}
 		data, err := readBlob(blob, g.maxFileSize)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", rel, err)
+			return nil, Skips{}, fmt.Errorf("%s: %w", rel, err)
 		}
 		if !IsText(data) {
-			g.skip(rel, "not UTF-8 text (binary or other encoding)")
+			skips.add(g.log, rel, SkipNotText)
 			continue
 		}
 		chunks = append(chunks, SplitDocument(Document{
@@ -1103,7 +1105,7 @@ func (g *GitRepo) readCommit(ctx context.Context, hash plumbing.Hash) ([]Chunk, 
 	slices.SortStableFunc(chunks, func(a, b Chunk) int {
 		return cmp.Or(strings.Compare(a.Path, b.Path), cmp.Compare(a.Index, b.Index))
 	})
-	return chunks, nil
+	return chunks, skips, nil
 }
 
 func readBlob(b *object.Blob, limit int64) ([]byte, error) {
@@ -1115,8 +1117,14 @@ func readBlob(b *object.Blob, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r, limit))
 }
 
-func (g *GitRepo) skip(rel, reason string, args ...any) {
-	g.log.Info("skipping "+rel+": "+reason, args...)
+// Skipped describes the files left out of the commit last read.
+func (g *GitRepo) Skipped() Skips {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.loaded == nil {
+		return Skips{}
+	}
+	return g.loaded.skipped
 }
 
 // gitDir coordinates the GitRepo instances of one process that share a clone.

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -500,6 +501,8 @@ func TestGitRepoIncludeExclude(t *testing.T) {
 		exclude   []string
 		wantPaths []string
 		wantLogs  []string
+		// wantSkips: Skipped() after the load, as reasons and example paths.
+		wantSkips Skips
 	}{
 		{
 			name:      "defaults",
@@ -511,12 +514,16 @@ func TestGitRepoIncludeExclude(t *testing.T) {
 				"skipping docs/latin1.md: not UTF-8 text",
 				"skipping link.md: symlink",
 			},
+			wantSkips: Skips{Files: 4, Reasons: map[string]int{SkipTooLarge: 1, SkipNotText: 2, SkipSymlink: 1},
+				Examples: []string{"docs/big.md", "docs/latin1.md", "docs/logo.md", "link.md"}},
 		},
 		{
 			name:      "include folder",
 			include:   []string{"docs/**/*.md"},
 			exclude:   []string{"**/b.md"},
 			wantPaths: []string{"docs/a.md", "docs/sub.dir/x.md"},
+			wantSkips: Skips{Files: 3, Reasons: map[string]int{SkipTooLarge: 1, SkipNotText: 2},
+				Examples: []string{"docs/big.md", "docs/latin1.md", "docs/logo.md"}},
 		},
 		{
 			name:      "other extension",
@@ -547,6 +554,9 @@ func TestGitRepoIncludeExclude(t *testing.T) {
 				if !strings.Contains(log.String(), w) {
 					t.Fatalf("log lacks %q:\n%s", w, log)
 				}
+			}
+			if got := g.Skipped(); !reflect.DeepEqual(got, tc.wantSkips) {
+				t.Errorf("Skipped() = %+v, want %+v", got, tc.wantSkips)
 			}
 		})
 	}
@@ -1285,7 +1295,7 @@ func BenchmarkGitLoad(b *testing.B) {
 	b.Run("read", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := g.readCommit(ctx, h); err != nil {
+			if _, _, err := g.readCommit(ctx, h); err != nil {
 				b.Fatal(err)
 			}
 		}

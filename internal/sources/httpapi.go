@@ -364,7 +364,7 @@ func parseInterpolation(v string) (lits, vars []string, err error) {
 			return nil, nil, fmt.Errorf("unclosed ${ at byte %d", i)
 		}
 		name := v[i+2 : i+2+end]
-		if !validEnvName(name) {
+		if !ValidEnvName(name) {
 			return nil, nil, fmt.Errorf("${%s} is not a valid variable reference (letters, digits and _; not starting with a digit)", name)
 		}
 		lits = append(lits, lit.String())
@@ -376,7 +376,9 @@ func parseInterpolation(v string) (lits, vars []string, err error) {
 	return lits, vars, nil
 }
 
-func validEnvName(s string) bool {
+// ValidEnvName says whether s may be NAME in a ${NAME} reference: letters,
+// digits and _, not starting with a digit.
+func ValidEnvName(s string) bool {
 	if s == "" || (s[0] >= '0' && s[0] <= '9') {
 		return false
 	}
@@ -776,7 +778,7 @@ func (h *HTTPAPI) chunks(body []byte) ([]Chunk, error) {
 		raw, _ := h.textPath.lookup(item)
 		text, ok := scalarText(raw)
 		if !ok || strings.TrimSpace(text) == "" {
-			h.logger.Debug("httpAPI result has no text; skipped", "source", h.name, "index", i, "textField", h.textPath.String())
+			h.logger.Debug("httpAPI result has no text; skipped", "index", i, "textField", h.textPath.String())
 			continue
 		}
 		c := Chunk{Source: h.name, Index: i, Content: text}

@@ -7,8 +7,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,6 +103,8 @@ type Env struct {
 	// HTTPClient for HTTPAPI sources; nil means a default client.
 	HTTPClient *http.Client
 	// Logger receives skipped files and other notes; nil means slog.Default().
+	// It already carries the source's name (the engine adds "source"), so
+	// sources must not add that key again.
 	Logger *slog.Logger
 	// CountTokens estimates tokens, for maxChunkTokens; nil means ceil(chars/4).
 	CountTokens func(string) int
@@ -165,4 +170,76 @@ func (e Env) withDefaults() Env {
 		e.Secrets = EnvFileSecrets{Getenv: e.Getenv}
 	}
 	return e
+}
+
+// Why a static source left a file out (the keys of Skips.Reasons).
+const (
+	SkipTooLarge    = "too_large"        // larger than maxFileSize
+	SkipNotText     = "not_utf8"         // not UTF-8 text, or a NUL byte (binary)
+	SkipNotRegular  = "not_regular_file" // FIFO, device, socket; git: an unknown mode
+	SkipUnreadable  = "unreadable"       // cannot be opened, read or stat'ed
+	SkipBrokenLink  = "broken_symlink"
+	SkipOutsideRoot = "outside_root" // a symlink pointing outside the source root
+	SkipSymlink     = "symlink"      // git: symlinks in the tree are not followed
+	SkipSubmodule   = "submodule"    // git
+)
+
+// skipText is how a skip reason reads in the log.
+var skipText = map[string]string{
+	SkipTooLarge:    "file larger than maxFileSize",
+	SkipNotText:     "not UTF-8 text (binary or other encoding)",
+	SkipNotRegular:  "not a regular file",
+	SkipUnreadable:  "cannot be read",
+	SkipBrokenLink:  "broken symlink",
+	SkipOutsideRoot: "symlink points outside the source root",
+	SkipSymlink:     "symlink",
+	SkipSubmodule:   "submodule",
+}
+
+// MaxSkipExamples bounds Skips.Examples: status and validate show a few
+// paths, not a listing of a large tree.
+const MaxSkipExamples = 5
+
+// Skips accounts for the files a static source's last Load left out.
+type Skips struct {
+	// Files is the number of files (and unreadable folders) left out.
+	Files int `json:"files"`
+	// Reasons counts them by Skip* reason.
+	Reasons map[string]int `json:"reasons"`
+	// Examples are the first MaxSkipExamples paths, in reading order.
+	Examples []string `json:"examples"`
+}
+
+// add records one skipped path and logs it at info level.
+func (k *Skips) add(log *slog.Logger, rel, reason string, args ...any) {
+	log.Info("skipping "+rel+": "+skipText[reason], args...)
+	if k.Reasons == nil {
+		k.Reasons = map[string]int{}
+	}
+	k.Files++
+	k.Reasons[reason]++
+	if len(k.Examples) < MaxSkipExamples {
+		k.Examples = append(k.Examples, rel)
+	}
+}
+
+// SkipReporter is a static source that may leave files out at Load.
+type SkipReporter interface {
+	// Skipped describes the last Load that returned content.
+	Skipped() Skips
+}
+
+// Summary says in one line how many files were left out and why, with the
+// first paths: "skipped 3 files: 2 file larger than maxFileSize, 1 not UTF-8
+// text (binary or other encoding) (big.md, huge.md, logo.png)".
+func (k Skips) Summary() string {
+	reasons := make([]string, 0, len(k.Reasons))
+	for _, r := range slices.Sorted(maps.Keys(k.Reasons)) {
+		reasons = append(reasons, fmt.Sprintf("%d %s", k.Reasons[r], skipText[r]))
+	}
+	more := ""
+	if k.Files > len(k.Examples) {
+		more = ", …"
+	}
+	return fmt.Sprintf("skipped %d files: %s (%s%s)", k.Files, strings.Join(reasons, ", "), strings.Join(k.Examples, ", "), more)
 }

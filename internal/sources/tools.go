@@ -52,7 +52,7 @@ func newTools(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &toolsSource{name: spec.Name, log: logger.With("source", spec.Name, "type", string(v1alpha1.SourceTools))}
+	s := &toolsSource{name: spec.Name, log: logger.With("type", string(v1alpha1.SourceTools))}
 	switch {
 	case ts.Catalog != nil:
 		if err := inlineCatalogError(ts.Catalog); err != nil {

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
@@ -30,6 +32,20 @@ type Params struct {
 	// sets) against the BM25F score, as a share of the query's best BM25F
 	// score: a tool whose example is the query gets that much on top.
 	ExampleMatch float64
+	// Synonym, Related and Broader weigh the catalog terms WordNet relates
+	// to a question's word (related.go), as shares of the word's own weight:
+	// its synonyms; its derivationally related forms, pertainyms and similar
+	// adjectives; its hypernyms. A related term that is a word of the
+	// question counts as that word only. 0 leaves a kind out.
+	Synonym, Related, Broader float64
+	// ExpandNorm divides the weights of a word's related terms by their
+	// number in the catalog to this power, so that a word with many
+	// relatives does not outweigh one with few.
+	ExpandNorm float64
+	// ExpandMaxDF leaves out related terms found in more than this share
+	// of the tools, rounded up (0: no limit): they say little and cost the
+	// most.
+	ExpandMaxDF float64
 	// Temperature of the confidence softmax over score/top score when the
 	// top tool has examples, and PlainTemperature when it has none: the
 	// scores of the two kinds spread differently (docs/api.md §10.3).
@@ -46,6 +62,11 @@ var DefaultParams = Params{
 	Tags:             Field{Weight: 1.5, B: 0},
 	Examples:         Field{Weight: 0.05, B: 0.25},
 	ExampleMatch:     1,
+	Synonym:          0.5,
+	Related:          0.3,
+	Broader:          0.2,
+	ExpandNorm:       0.5,
+	ExpandMaxDF:      0.05,
 	Temperature:      0.15,
 	PlainTemperature: 0.25,
 }
@@ -72,6 +93,14 @@ type termIndex struct {
 	setOff  []uint32  // per tool: range of sets
 	sets    []uint32  // sorted distinct term ids of name, namespace, description, tags
 	surface []string  // per term: its shortest word, for labels
+	stems   []string  // per term: the term itself
+
+	expansion bool // any of Synonym, Related, Broader is set
+	// The catalog terms related to a term: per catalog term, and for other
+	// words of questions.
+	relKnown []atomic.Pointer[[]expansion]
+	relMu    sync.RWMutex
+	relOther map[string][]expansion
 
 	pool sync.Pool
 }
@@ -121,7 +150,10 @@ type scratch struct {
 	antiHit []uint32  // tools with an anti-pattern cosine
 	sentHit []uint32  // sentences with a score
 	terms   []uint32
-	seen    []bool // per term: in terms
+	seen    []bool    // per term: in terms
+	expW    []float32 // per term: the weight of an expansion term
+	expand  []uint32  // terms with an expW
+	other   []string  // terms of the question the catalog lacks
 	hits    []Hit
 }
 
@@ -341,6 +373,16 @@ func newIndex(entries []Entry, p Params) *termIndex {
 			ix.surface[id] = w
 		}
 	}
+	ix.expansion = p.Synonym > 0 || p.Related > 0 || p.Broader > 0
+	if ix.expansion {
+		loadRelated() // here, not on the first question
+		ix.relKnown = make([]atomic.Pointer[[]expansion], b.n)
+		ix.relOther = map[string][]expansion{}
+		ix.stems = make([]string, b.n)
+		for t, id := range b.dict {
+			ix.stems[id] = t
+		}
+	}
 	ix.idf2 = make([]float32, b.n)
 	for t, idf := range ix.toolIDF {
 		ix.idf2[t] = idf * idf
@@ -355,6 +397,7 @@ func newIndex(entries []Entry, p Params) *termIndex {
 			antiSim: make([]float32, n),
 			sent:    make([]float32, most),
 			seen:    make([]bool, b.n),
+			expW:    make([]float32, b.n),
 		}
 	}
 	return ix
@@ -400,6 +443,12 @@ func newSentences(ss *sentenceSets, idf2 []float32) sentences {
 // seen (per term id, all false; nil for a short text) makes repeats cost
 // O(1) on a long question; the caller clears it through the result.
 func (ix *termIndex) queryTerms(dst []uint32, text string, seen []bool) []uint32 {
+	return ix.queryTermsOther(dst, text, seen, nil)
+}
+
+// queryTermsOther is queryTerms that also appends to other (when given)
+// the terms of text the catalog lacks.
+func (ix *termIndex) queryTermsOther(dst []uint32, text string, seen []bool, other *[]string) []uint32 {
 	tokenize.EachWord(text, func(w []byte) {
 		id, ok := ix.words[string(w)]
 		if !ok {
@@ -409,6 +458,9 @@ func (ix *termIndex) queryTerms(dst []uint32, text string, seen []bool) []uint32
 			}
 			tid, known := ix.dict[t]
 			if !known {
+				if other != nil {
+					*other = append(*other, t)
+				}
 				return
 			}
 			id = int32(tid)
@@ -425,6 +477,22 @@ func (ix *termIndex) queryTerms(dst []uint32, text string, seen []bool) []uint32
 		}
 	})
 	return dst
+}
+
+// addPostings adds w times term t's saturated BM25F weight to the score of
+// every allowed tool that holds it.
+func (ix *termIndex) addPostings(sc *scratch, t uint32, w float32, allowed []bool) {
+	lo, hi := ix.toolOff[t], ix.toolOff[t+1]
+	docs, sats := ix.toolDoc[lo:hi], ix.toolSat[lo:hi]
+	for i, d := range docs {
+		if allowed != nil && !allowed[d] {
+			continue
+		}
+		if sc.tool[d] == 0 {
+			sc.touched = append(sc.touched, d)
+		}
+		sc.tool[d] += w * sats[i]
+	}
 }
 
 // match scores the sentences of s against the query terms and keeps, per
@@ -494,4 +562,85 @@ func tieOrder(entries []Entry) []uint32 {
 		rank[i] = uint32(r)
 	}
 	return rank
+}
+
+// expansion is a catalog term related to a question word, with its weight
+// as a share of the word's.
+type expansion struct {
+	term   uint32
+	weight float32
+}
+
+// relatedTerms returns the catalog terms related to term (id its term id,
+// -1: not a catalog term), computed once per term: a slot per catalog term,
+// a map bounded by the table's size for the others.
+func (ix *termIndex) relatedTerms(term string, id int32) []expansion {
+	if id >= 0 {
+		if p := ix.relKnown[id].Load(); p != nil {
+			return *p
+		}
+	} else {
+		ix.relMu.RLock()
+		out, ok := ix.relOther[term]
+		ix.relMu.RUnlock()
+		if ok {
+			return out
+		}
+	}
+	weights := [numRel]float32{float32(ix.p.Synonym), float32(ix.p.Related), float32(ix.p.Broader)}
+	maxDF := uint32(math.Ceil(ix.p.ExpandMaxDF * float64(len(ix.setOff)-1)))
+	var out []expansion
+	found := loadRelated().lookup(term, func(kind int, rel []byte) {
+		t, ok := ix.dict[string(rel)]
+		if !ok || weights[kind] == 0 || ix.p.ExpandMaxDF > 0 && ix.toolOff[t+1]-ix.toolOff[t] > maxDF {
+			return
+		}
+		if !slices.ContainsFunc(out, func(e expansion) bool { return e.term == t }) {
+			out = append(out, expansion{t, weights[kind]})
+		}
+	})
+	if len(out) > 1 && ix.p.ExpandNorm > 0 {
+		norm := float32(math.Pow(float64(len(out)), -ix.p.ExpandNorm))
+		for i := range out {
+			out[i].weight *= norm
+		}
+	}
+	switch {
+	case id >= 0:
+		ix.relKnown[id].Store(&out)
+	case found:
+		ix.relMu.Lock()
+		ix.relOther[strings.Clone(term)] = out
+		ix.relMu.Unlock()
+	}
+	return out
+}
+
+// expandTerms collects in sc.expand the catalog terms related to the
+// question's terms (sc.terms, sc.other) that are not question terms
+// (sc.seen), each with its weight in sc.expW: the largest any question term
+// gives it, times the smaller idf of the two when the question term is a
+// catalog term, so that a related term never counts more than the term
+// would.
+func (ix *termIndex) expandTerms(sc *scratch) {
+	add := func(rel []expansion, src float32) {
+		for _, e := range rel {
+			if sc.seen[e.term] {
+				continue
+			}
+			wt := e.weight * min(src, ix.toolIDF[e.term])
+			if sc.expW[e.term] == 0 {
+				sc.expand = append(sc.expand, e.term)
+			}
+			sc.expW[e.term] = max(sc.expW[e.term], wt)
+		}
+	}
+	for _, t := range sc.terms {
+		add(ix.relatedTerms(ix.stems[t], int32(t)), ix.toolIDF[t])
+	}
+	for _, t := range sc.other {
+		add(ix.relatedTerms(t, -1), float32(math.Inf(1)))
+	}
+	clear(sc.other)
+	sc.other = sc.other[:0]
 }

@@ -26,6 +26,9 @@ type Entry struct {
 type Options struct {
 	// Params overrides DefaultParams (for tuning on dev data).
 	Params *Params
+	// NoExpansion counts the question's own words only: no related words
+	// (spec.tools.expansion None).
+	NoExpansion bool
 }
 
 // Index ranks tools. It is immutable and safe for concurrent use.
@@ -41,6 +44,9 @@ func NewIndex(entries []Entry, opts Options) *Index {
 	p := DefaultParams
 	if opts.Params != nil {
 		p = *opts.Params
+	}
+	if opts.NoExpansion {
+		p.Synonym, p.Related, p.Broader = 0, 0, 0
 	}
 	return &Index{entries: entries, ix: newIndex(entries, p), tie: tieOrder(entries)}
 }
@@ -75,23 +81,24 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	x := ix.ix
 	sc := x.pool.Get().(*scratch)
 	defer x.pool.Put(sc)
-	sc.terms = x.queryTerms(sc.terms[:0], query, sc.seen)
+	if x.expansion {
+		sc.terms = x.queryTermsOther(sc.terms[:0], query, sc.seen, &sc.other)
+		x.expandTerms(sc)
+	} else {
+		sc.terms = x.queryTerms(sc.terms[:0], query, sc.seen)
+	}
 	for _, t := range sc.terms {
 		sc.seen[t] = false
 	}
+	// Related terms at their weight (idf included in expW), then the
+	// question's own.
+	for _, t := range sc.expand {
+		x.addPostings(sc, t, sc.expW[t], allowed)
+		sc.expW[t] = 0
+	}
+	sc.expand = sc.expand[:0]
 	for _, t := range sc.terms {
-		idf := x.toolIDF[t]
-		lo, hi := x.toolOff[t], x.toolOff[t+1]
-		docs, sats := x.toolDoc[lo:hi], x.toolSat[lo:hi]
-		for i, d := range docs {
-			if allowed != nil && !allowed[d] {
-				continue
-			}
-			if sc.tool[d] == 0 {
-				sc.touched = append(sc.touched, d)
-			}
-			sc.tool[d] += idf * sats[i]
-		}
+		x.addPostings(sc, t, x.toolIDF[t], allowed)
 	}
 	x.examples.match(sc, sc.terms, sc.best, allowed, &sc.touched, sc.tool)
 	x.anti.match(sc, sc.terms, sc.antiSim, allowed, &sc.antiHit, nil)

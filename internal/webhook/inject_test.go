@@ -66,7 +66,7 @@ func wantSidecar(agent string, port int) (corev1.Container, []corev1.Volume) {
 		Name:  "contextrouter",
 		Image: testImage,
 		Args: []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets",
-			"--cache-dir", "/var/cache/contextrouter", "--agent", agent, "--listen", listen},
+			"--cache-dir", "/var/cache/contextrouter", "--expand-env=false", "--agent", agent, "--listen", listen},
 		Env: []corev1.EnvVar{{Name: "CONTEXTROUTER_CONTAINER_MEMORY_LIMIT", ValueFrom: &corev1.EnvVarSource{
 			ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}},
 		RestartPolicy:  ptr.To(corev1.ContainerRestartPolicyAlways),

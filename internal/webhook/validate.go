@@ -297,10 +297,10 @@ func permissionWarnings(p *v1alpha1.AgentPermission, known refs) admission.Warni
 		for _, list := range []struct {
 			field string
 			names []string
-		}{{"allowSources", p.Spec.AllowSources}, {"denySources", p.Spec.DenySources}} {
+		}{{"allowSources[%d]", p.Spec.AllowSources}, {"denySources[%d]", p.Spec.DenySources}, {"sourceDenyPaths[%d].source", sourceDenyNames(p)}} {
 			for i, name := range list.names {
 				if !known.sources[name] {
-					ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, fmt.Sprintf("spec.%s[%d]", list.field, i),
+					ps = append(ps, warning(v1alpha1.ReasonSourceNotFound, "spec."+fmt.Sprintf(list.field, i),
 						"ContextSource %q not found in namespace %q; the entry takes effect once it exists", name, known.namespace))
 				}
 			}
@@ -340,4 +340,12 @@ func warnings(ps problem.List) admission.Warnings {
 		w = append(w, p.Detail())
 	}
 	return w
+}
+
+func sourceDenyNames(p *v1alpha1.AgentPermission) []string {
+	names := make([]string, len(p.Spec.SourceDenyPaths))
+	for i, e := range p.Spec.SourceDenyPaths {
+		names[i] = e.Source
+	}
+	return names
 }
