@@ -33,14 +33,17 @@ import (
 
 // The names the scenario installs under.
 const (
-	releaseName       = "contextrouter"
-	releaseNamespace  = "contextrouter-system"
-	operatorName      = "contextrouter-controller-manager"
-	samplesNamespace  = "acme"
-	routerName        = "acme" // config/samples/router.yaml
-	vacationQuestion  = "How many vacation days do I get, and can I carry them over?"
-	rollbackQuestion  = "How do I roll back a bad deploy of fleet-api?"
-	budgetQuestion    = "What is the engineering budget this quarter?"
+	releaseName      = "contextrouter"
+	releaseNamespace = "contextrouter-system"
+	operatorName     = "contextrouter-controller-manager"
+	samplesNamespace = "acme"
+	routerName       = "acme" // config/samples/router.yaml
+	vacationQuestion = "How many vacation days do I get, and can I carry them over?"
+	rollbackQuestion = "How do I roll back a bad deploy of fleet-api?"
+	budgetQuestion   = "What is the engineering budget this quarter?"
+	// incidentQuestion shares no word with the engineering route's condition:
+	// only the intent classifier (ContextClassifier "intent") routes it.
+	incidentQuestion  = "Our robots stopped moving and customers see nothing"
 	reloadQuestion    = "Is there a zebra crossing policy for the Munich office?"
 	reloadWord        = "zebra"
 	changedRouteName  = "hr-policies"
@@ -256,10 +259,16 @@ func (s *scenario) applySamples(t *testing.T) {
 		{"hr-assistant", vacationQuestion},
 		{"eng-assistant", rollbackQuestion},
 		{"hr-assistant", budgetQuestion}, // finance-docs denied
+		{"eng-assistant", incidentQuestion},
 	}
 	wants := make([]answer, len(questions))
 	for i, q := range questions {
 		wants[i] = s.expectedAnswer(t, q.agent, q.text)
+	}
+	// The classifier travels in the bundle and is trained in the router pods:
+	// the same routes as the CLI prove it there.
+	if last := wants[len(wants)-1]; !slices.Contains(last.MatchedRoutes, "incident-help") {
+		t.Fatalf("the quickstart routes %q through %v; the scenario needs the classifier's route incident-help", incidentQuestion, last.MatchedRoutes)
 	}
 	// The operator may still be settling the objects the apply created one
 	// by one, so the answers are polled; a difference that stays fails.
