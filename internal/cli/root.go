@@ -43,6 +43,7 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newQueryCommand(), newToolsCommand(), newValidateCommand(), newEvalCommand(), newOperatorCommand(), newProbeCommand())
 	root.AddCommand(newCacheCommand())
 	root.AddCommand(newServeCommand())
+	root.AddCommand(newConvertCommand())
 	return root
 }
 
