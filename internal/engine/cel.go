@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -68,6 +69,14 @@ var celEnv = func() *cel.Env {
 	return env
 }()
 
+// theaiosSyntax spots the condition language of theaios-context-router
+// (word operators between operands, and/or/not as words), which a converted
+// or hand-copied route may still hold; a CEL error on such a condition gets
+// theaiosHint. Only failing conditions are looked at.
+var theaiosSyntax = regexp.MustCompile(`(?i)(^|[\s)"'])(contains|starts_with|ends_with|matches|not\s+in)\s+["'$\w(\[]|\s(and|or)\s|^\s*not\s`)
+
+const theaiosHint = `this looks like theaios condition syntax; conditions are CEL: text.contains("x"), &&, ||, ! (see contextrouter convert --from theaios)`
+
 // condition is a compiled route condition.
 type condition struct {
 	prg cel.Program
@@ -132,6 +141,9 @@ func compileCached(expr string) (*condition, error) {
 func compileCondition(expr string) (*condition, error) {
 	ast, iss := celEnv.Compile(expr)
 	if iss.Err() != nil {
+		if theaiosSyntax.MatchString(expr) {
+			return nil, fmt.Errorf("%w\n%s", iss.Err(), theaiosHint)
+		}
 		return nil, iss.Err()
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/common/types"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
 func TestCELEnvironment(t *testing.T) {
@@ -91,5 +93,44 @@ func TestCompileConditionErrors(t *testing.T) {
 	}
 	if prg, err := CompileCondition(""); prg != nil || err != nil {
 		t.Errorf("empty condition = %v, %v; want nil, nil", prg, err)
+	}
+}
+
+// A condition in theaios syntax fails to compile with a hint at CEL and at
+// convert; a CEL error on a CEL-looking condition gets no hint.
+func TestCompileConditionTheaiosHint(t *testing.T) {
+	tests := []struct {
+		when string
+		hint bool
+	}{
+		{`text contains "pto"`, true},
+		{`text CONTAINS 'pto'`, true},
+		{`agent == "hr" and text contains "x"`, true},
+		{`agent == "hr" OR agent == "ops"`, true},
+		{`not (text contains "salary")`, true},
+		{`"urgent" not in tags`, true},
+		{`text starts_with "Ticket"`, true},
+		{`department == "eng" AND $tier > 2`, true},
+		{`text.contains("pto") &&`, false},
+		{`unknownVar == 1`, false},
+		{`text.contains(contains)`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.when, func(t *testing.T) {
+			_, err := CompileCondition(tt.when)
+			if err == nil {
+				t.Fatal("compiled; want an error")
+			}
+			if got := strings.Contains(err.Error(), "this looks like theaios condition syntax; conditions are CEL: text.contains(\"x\")"); got != tt.hint {
+				t.Errorf("hint = %v, want %v; error: %v", got, tt.hint, err)
+			}
+		})
+	}
+	// The route check (validate, the webhook) carries the hint on one line, after CEL's column.
+	r := &v1alpha1.ContextRoute{Spec: v1alpha1.ContextRouteSpec{When: `text contains "pto"`, Sources: []v1alpha1.LocalObjectReference{{Name: "docs"}}}}
+	r.Name = "pto"
+	errs := CheckRoute(r)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "<input>:1:6: Syntax error") || !strings.HasSuffix(errs[0].Error(), "(see contextrouter convert --from theaios)") {
+		t.Errorf("CheckRoute = %v", errs)
 	}
 }
