@@ -534,6 +534,8 @@ func truthOf(v value) celExpr {
 		return celExpr{v.cel + " != 0.0", 3}
 	case v.typ == cNull:
 		return celExpr{"false", 4}
+	case v.cel == "true" || v.cel == "false":
+		return celExpr{v.cel, 4}
 	}
 	return celExpr{v.cel + " == true", 3}
 }
