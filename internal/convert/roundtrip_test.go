@@ -1,0 +1,175 @@
+package convert
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	gitobject "github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/manifest"
+)
+
+// wikiRepo is a git repository with the engineering wiki under wiki/ (the
+// fixture's git_repo path) and a file outside it.
+func wikiRepo(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "wiki.git")
+	repo, err := git.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"wiki/deploy.md": "# Deploys\n\n## Rolling out\nDeploy the service with the release pipeline; roll back with the previous tag.\n",
+		"README.md":      "# Deploy notes outside the wiki folder\n",
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wt.Add(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sig := &gitobject.Signature{Name: "t", Email: "t@example.com", When: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := wt.Commit("wiki", &git.CommitOptions{Author: sig, Committer: sig}); err != nil {
+		t.Fatal(err)
+	}
+	// The fixture's ref.
+	head, err := repo.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Hash: head.Hash(), Branch: "refs/heads/main", Create: true}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The converted fixture passes validate as written to a folder, and queries
+// through it select what the theaios routes and permissions select: the
+// routes match by text, agent, metadata and variables, permissions deny
+// sources and paths, and ${VAR} references reach the git URL, the HTTP URL
+// and the header value.
+func TestRoundTrip(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string // "authorization|q" of each KB request
+	kb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Q string `json:"q"`
+			K int    `json:"k"`
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/search" || json.NewDecoder(r.Body).Decode(&body) != nil || body.K != 5 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization")+"|"+body.Q)
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"data": {"results": [{"title": "Queue resets", "body": "Reset the ticket queue from the admin page."}]}}`))
+	}))
+	defer kb.Close()
+	t.Setenv("WIKI_GIT_URL", wikiRepo(t))
+	t.Setenv("KB_URL", kb.URL)
+	t.Setenv("KB_TOKEN", "tok-123")
+
+	out := t.TempDir()
+	res := convertFixture(t, Options{OutputDir: out})
+	for _, f := range Files {
+		if data := res.FileFor(f.Kind); data != nil {
+			if err := os.WriteFile(filepath.Join(out, f.Name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx := context.Background()
+	opts := engine.Options{CacheDir: t.TempDir()}
+	set, problems := manifest.Validate(ctx, []string{out}, "", opts)
+	if len(problems) > 0 {
+		t.Fatalf("validate:\n%v", problems)
+	}
+	cfg, err := set.Config("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := engine.Compile(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name       string
+		req        engine.Request
+		routes     []string
+		denied     []string
+		paths      []string // source:path of the chunks, in order
+		pathDenied int
+	}{
+		{"policy question of the HR assistant: docs, not the secrets", engine.Request{Text: "What is the PTO policy?", Agent: "hr-assistant"},
+			[]string{"always", "policy-questions"}, nil,
+			[]string{"system-prompt:", "company-docs:hr/pto.md", "company-docs:hr/pto.md", "company-docs:hr/remote.md"}, 1},
+		{"engineering by agent reads the wiki folder of the repository", engine.Request{Text: "How do I deploy the service?", Agent: "eng-assistant"},
+			[]string{"always", "engineering"}, nil,
+			[]string{"system-prompt:", "eng-wiki:wiki/deploy.md"}, 0},
+		{"not (text contains salary)", engine.Request{Text: "deploy salary", Agent: "eng-assistant"},
+			[]string{"always"}, nil, []string{"system-prompt:"}, 0},
+		{"engineering by metadata, but the wiki is denied to HR", engine.Request{Text: "How do I deploy?", Agent: "hr-assistant", Metadata: map[string]string{"department": "engineering"}},
+			[]string{"always", "engineering"}, []string{"eng-wiki"}, []string{"system-prompt:"}, 0},
+		{"support by a variable: the KB is asked", engine.Request{Text: "Ticket from bob@acme.com: reset the queue", Agent: "support-bot"},
+			[]string{"always", "support"}, nil, []string{"system-prompt:", "kb-search:"}, 0},
+		{"contains is case-sensitive", engine.Request{Text: "what is the pto Policy", Agent: "hr-assistant"},
+			[]string{"always"}, nil, []string{"system-prompt:"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := snap.Query(ctx, tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(resp.MatchedRoutes, tt.routes) {
+				t.Errorf("matched routes = %v, want %v", resp.MatchedRoutes, tt.routes)
+			}
+			if !slices.Equal(resp.DeniedSources, tt.denied) && (len(resp.DeniedSources) > 0 || len(tt.denied) > 0) {
+				t.Errorf("denied = %v, want %v", resp.DeniedSources, tt.denied)
+			}
+			var got []string
+			for _, c := range resp.Chunks {
+				got = append(got, c.Source+":"+c.Path)
+				if strings.Contains(c.Content, "hunter2") {
+					t.Errorf("a denied path's content was delivered: %q", c.Content)
+				}
+			}
+			if !slices.Equal(got, tt.paths) {
+				t.Errorf("chunks = %v, want %v", got, tt.paths)
+			}
+			if resp.Stats.Dropped.PathDenied != tt.pathDenied {
+				t.Errorf("path_denied = %d, want %d", resp.Stats.Dropped.PathDenied, tt.pathDenied)
+			}
+			if len(resp.FailedSources) > 0 || len(resp.RouteErrors) > 0 {
+				t.Errorf("failed %v, route errors %v", resp.FailedSources, resp.RouteErrors)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"Bearer tok-123|Ticket from bob@acme.com: reset the queue"}; !slices.Equal(seen, want) {
+		t.Errorf("KB requests = %q, want %q", seen, want)
+	}
+}
