@@ -102,7 +102,7 @@ func Theaios(file string, data []byte, opts Options) (*Result, error) {
 	c := &conv{file: file, src: data, opts: opts, names: map[string]map[string]bool{}, srcMap: map[string]string{}}
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{c.yamlError(err)}
+		return nil, c.yamlErrors(err)
 	}
 	res := &Result{File: file}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -123,15 +123,12 @@ func Theaios(file string, data []byte, opts Options) (*Result, error) {
 	return res, nil
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-func (c *conv) yamlError(err error) Issue {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return Issue{File: c.file, Line: line, Message: "invalid YAML: " + m[2]}
+func (c *conv) yamlErrors(err error) Errors {
+	var out Errors
+	for _, e := range located.YAMLErrors(err, c.src, 0) {
+		out = append(out, Issue{File: c.file, Line: e.Line, Message: "invalid YAML: " + e.Message})
 	}
-	return Issue{File: c.file, Message: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	return out
 }
 
 func (c *conv) errorf(n *yamlv3.Node, key, format string, args ...any) {

@@ -1,0 +1,117 @@
+package convert
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A file that cannot be converted is refused with every problem located at
+// its line (and column inside a condition); nothing is produced.
+func TestBadFiles(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"malformed YAML", "sources:\n  docs:\n    type: inline\n    content: [unclosed\nroutes: []\n",
+			[]string{"f.yaml:4: invalid YAML: did not find expected ',' or ']'"}},
+		{"not a mapping", "- a\n- b\n", []string{"f.yaml:1: must be a mapping, not a list"}},
+		{"empty", "# nothing\n", []string{"f.yaml: the file is empty"}},
+		{"unknown keys with suggestions", "rotues: []\nsources:\n  d:\n    type: directory\n    path: x\n    pattern: ['*.md']\n",
+			[]string{`f.yaml:1: rotues: unknown key (did you mean "routes"?)`, `f.yaml:6: sources.d.pattern: unknown key (did you mean "patterns"?)`}},
+		{"a key of another source type", "sources:\n  d:\n    type: inline\n    content: hi\n    url: https://x\n",
+			[]string{"f.yaml:5: sources.d.url: not a key of a inline source (its keys: content)"}},
+		{"unknown condition operator, at its column", "sources:\n  d: {type: inline, content: hi}\nroutes:\n  - name: r\n    when: 'text includes \"x\"'\n    sources: [d]\n",
+			[]string{`f.yaml:5:17: routes[0].when: unknown operator "includes" (known: and, or, not, ==, !=, <, <=, >, >=, contains, starts_with, ends_with, matches, in, not in)`}},
+		{"a condition in a block scalar", "sources:\n  d: {type: inline, content: hi}\nroutes:\n  - name: r\n    when: >-\n      text contains \"x\" or\n      text contains \"y\" and\n    sources: [d]\n",
+			[]string{"f.yaml:7:28: routes[0].when: unexpected end of the condition: a value is missing"}},
+		{"wrong types and values", "budget:\n  max_tokens: lots\n  truncation: cut\n  estimator: Words\ncache:\n  enabled: yes please\n",
+			[]string{`f.yaml:2: budget.max_tokens: must be an integer, not the string "lots"`,
+				`f.yaml:3: budget.truncation: unsupported value "cut": supported values: drop, truncate_end, truncate_middle`,
+				`f.yaml:6: cache.enabled: must be true or false, not the string "yes please"`}},
+		{"an undefined source", "sources:\n  docs: {type: inline, content: hi}\nroutes:\n  - name: r\n    sources: [doc]\n",
+			[]string{`f.yaml:5: routes[0].sources[0]: source "doc" is not defined (did you mean "docs"?)`}},
+		{"a source without type", "sources:\n  docs: {content: hi}\n", []string{"f.yaml:2: sources.docs.type: required: inline, directory, git_repo or http_api"}},
+		{"an undefined variable", "sources:\n  d: {type: inline, content: hi}\nroutes:\n  - name: r\n    when: $tier == 2\n    sources: [d]\n",
+			[]string{"f.yaml:5:11: routes[0].when: $tier is not defined in variables"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Theaios("f.yaml", []byte(tt.in), Options{})
+			var errs Errors
+			if !errors.As(err, &errs) || res != nil {
+				t.Fatalf("Theaios = %v, %v; want Errors", res, err)
+			}
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.String())
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// What is valid there but has no equivalent here is converted around and
+// noted at its line, never dropped silently.
+func TestNotes(t *testing.T) {
+	in := `sources:
+  api:
+    type: http_api
+    url: https://kb.example.com/s
+    method: POST
+    body_template: '{"q": "about {{query}}"}'
+  docs:
+    type: directory
+    path: ${DOCS}
+    patterns: ["${EXT}"]
+routes:
+  - name: kb
+    sources: [api]
+  - name: docs
+    when: 'text matches email'
+    sources: [docs]
+  - name: x
+    when: 'user.role == "admin"'
+    sources: [docs]
+permissions:
+  - agent: bot
+    deny_paths: ["a*/b*.md"]
+budget:
+  max_tokens: 100
+  reserve_tokens: 100
+  ranking: embedding
+  estimator: words
+`
+	res, err := Theaios("f.yaml", []byte(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range res.Notes {
+		got = append(got, n.String())
+	}
+	want := []string{
+		"f.yaml:6: sources.api.body_template: {{query}} inside a longer JSON string (or outside quotes) cannot be translated: {{query}} becomes a whole JSON string literal here; the source is left out",
+		"f.yaml:10: sources.docs.patterns: ${EXT} is kept as written: this field is not expanded here (only inline text, directory path, git URL and ref, httpAPI URL and body at load, and header values per request)",
+		"f.yaml:12: routes[0].sources: the route names no source that is converted, so it is left out (a route needs at least one source here)",
+		"f.yaml:13: routes[0].sources[0]: source \"api\" was left out (see its note)",
+		"f.yaml:15: routes[1].when: cannot be translated, so the route is left out: matches with a named matcher has no equivalent: write the regular expression as a string",
+		"f.yaml:18: routes[2].when: cannot be translated, so the route is left out: \"user.role\": request metadata here is a flat map of strings, so a dotted path has no equivalent",
+		"f.yaml:22: permissions[0].deny_paths[0]: \"a*/b*.md\": in theaios's fnmatch * also matches /, here it does not: this glob may deny fewer paths; check it (or add **/ forms)",
+		"f.yaml:25: budget.reserve_tokens: 100 leaves no budget (theaios then answers with no context); reserveTokens must be less than maxTokens here, so it is left out",
+		"f.yaml:26: budget.ranking: embedding ranking is not supported by this version: Relevance (keyword overlap) is used",
+		"f.yaml:27: budget.estimator: words becomes Words, which counts ⌈words × 4/3⌉ (theaios counts words); Whitespace counts as theaios's words does",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(res.Routes) != 0 || len(res.Sources) != 1 || res.Sources[0].Name != "docs" {
+		t.Errorf("routes %d, sources %v", len(res.Routes), res.Sources)
+	}
+	// The notes head the output too.
+	if out := string(res.Stream()); !strings.Contains(out, "# Notes (what could not be translated as is):\n#   f.yaml:6: sources.api.body_template:") {
+		t.Errorf("stream header:\n%s", out)
+	}
+}
