@@ -169,7 +169,7 @@ func (c *conv) sources(e entry, res *Result) {
 		c.errorf(n, "sources", "must be a mapping of source names to sources, not %s", describe(n))
 		return
 	}
-	all := []string{"type", "tags", "priority", "description"}
+	all := []string{"type", "tags", "priority"}
 	for _, ks := range sourceKeys {
 		all = append(all, ks...)
 	}
@@ -193,7 +193,7 @@ func (c *conv) sources(e entry, res *Result) {
 			continue
 		}
 		for name, fe := range f {
-			if !slices.Contains(sourceKeys[typ], name) && !slices.Contains([]string{"type", "tags", "priority", "description"}, name) {
+			if !slices.Contains(sourceKeys[typ], name) && !slices.Contains([]string{"type", "tags", "priority"}, name) {
 				c.errorf(fe.key, key+"."+name, "not a key of a %s source (its keys: %s)", typ, strings.Join(sourceKeys[typ], ", "))
 			}
 		}
@@ -218,9 +218,6 @@ func uniq(s []string) []string {
 func (c *conv) source(k *yamlv3.Node, key, typ string, f map[string]entry) *object {
 	var spec omap
 	spec.set("type", map[string]string{"inline": "Inline", "directory": "Directory", "git_repo": "GitRepo", "http_api": "HTTPAPI"}[typ])
-	if v, ok := c.str(f["description"], key+".description"); ok {
-		spec.set("description", v)
-	}
 	if tags, ok := c.strings(f["tags"], key+".tags"); ok && len(tags) > 0 {
 		spec.set("tags", uniq(tags))
 		for _, t := range tags {
