@@ -28,7 +28,7 @@ func newConvertCommand() *cobra.Command {
 			file := args[0]
 			data, err := os.ReadFile(file)
 			if err != nil {
-				return fmt.Errorf("%s: %s", file, pathErrorText(err))
+				return err // "open FILE: no such file or directory"
 			}
 			opts.OutputDir = outDir
 			res, err := convert.Theaios(file, data, opts)
@@ -74,13 +74,4 @@ func newConvertCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&opts.Words, "words", false, `translate text contains "x" to containsAnyWord(text, ["x"]) (whole words, any case) instead of text.contains("x")`)
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
-}
-
-// pathErrorText is the reason of a file error without the path, which the caller names.
-func pathErrorText(err error) string {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }

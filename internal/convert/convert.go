@@ -342,6 +342,8 @@ func (c *conv) name(kind, want, fallback string, n *yamlv3.Node, key string) str
 	return s
 }
 
+var dashes = regexp.MustCompile(`-{2,}`)
+
 func dnsName(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
@@ -352,7 +354,7 @@ func dnsName(s string) string {
 			b.WriteRune('-')
 		}
 	}
-	out := strings.Trim(regexp.MustCompile(`-{2,}`).ReplaceAllString(b.String(), "-"), "-.")
+	out := strings.Trim(dashes.ReplaceAllString(b.String(), "-"), "-.")
 	if len(out) > 253 {
 		out = strings.Trim(out[:253], "-.")
 	}

@@ -158,15 +158,8 @@ var sourceKeys = map[string][]string{
 }
 
 func (c *conv) sources(e entry, res *Result) {
-	if e.val == nil {
-		return
-	}
-	n := deref(e.val)
-	if n.Tag == "!!null" {
-		return
-	}
-	if n.Kind != yamlv3.MappingNode {
-		c.errorf(n, "sources", "must be a mapping of source names to sources, not %s", describe(n))
+	n := c.collection(e, "sources", yamlv3.MappingNode, "a mapping of source names to sources")
+	if n == nil {
 		return
 	}
 	all := []string{"type", "tags", "priority"}
@@ -385,16 +378,23 @@ func (c *conv) httpAPI(k *yamlv3.Node, key string, f map[string]entry) (omap, bo
 	return out, true
 }
 
-func (c *conv) routes(e entry, res *Result) {
-	if e.val == nil {
-		return
-	}
+// collection is the value of a top-level list or mapping; nil when absent,
+// null, or of the wrong kind (an error).
+func (c *conv) collection(e entry, key string, kind yamlv3.Kind, what string) *yamlv3.Node {
 	n := deref(e.val)
-	if n.Tag == "!!null" {
-		return
+	if n == nil || n.Tag == "!!null" {
+		return nil
 	}
-	if n.Kind != yamlv3.SequenceNode {
-		c.errorf(n, "routes", "must be a list of routes, not %s", describe(n))
+	if n.Kind != kind {
+		c.errorf(n, key, "must be %s, not %s", what, describe(n))
+		return nil
+	}
+	return n
+}
+
+func (c *conv) routes(e entry, res *Result) {
+	n := c.collection(e, "routes", yamlv3.SequenceNode, "a list of routes")
+	if n == nil {
 		return
 	}
 	for i, it := range n.Content {
@@ -471,15 +471,8 @@ func (c *conv) routes(e entry, res *Result) {
 }
 
 func (c *conv) permissions(e entry, res *Result) {
-	if e.val == nil {
-		return
-	}
-	n := deref(e.val)
-	if n.Tag == "!!null" {
-		return
-	}
-	if n.Kind != yamlv3.SequenceNode {
-		c.errorf(n, "permissions", "must be a list of permission rules, not %s", describe(n))
+	n := c.collection(e, "permissions", yamlv3.SequenceNode, "a list of permission rules")
+	if n == nil {
 		return
 	}
 	for i, it := range n.Content {
