@@ -20,6 +20,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/located"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // Options change a conversion.
@@ -35,26 +36,18 @@ type Options struct {
 
 // Issue is an error or a note at a place of the input file.
 type Issue struct {
-	File      string
-	Line, Col int
-	Key       string // the key path, such as routes[2].when
-	Kind      string // the output kind it concerns ("" for the router)
-	Message   string
+	problem.Location
+	Key     string // the key path, such as routes[2].when
+	Kind    string // the output kind it concerns ("" for the router)
+	Message string
 }
 
 func (i Issue) String() string {
-	var b strings.Builder
-	b.WriteString(i.File)
-	if i.Line > 0 {
-		fmt.Fprintf(&b, ":%d", i.Line)
-		if i.Col > 0 {
-			fmt.Fprintf(&b, ":%d", i.Col)
-		}
-	}
+	s := i.Location.String()
 	if i.Key != "" {
-		b.WriteString(": " + i.Key)
+		s += ": " + i.Key
 	}
-	return b.String() + ": " + i.Message
+	return s + ": " + i.Message
 }
 
 // Errors are the problems that stop a conversion, in file order.
@@ -106,7 +99,7 @@ func Theaios(file string, data []byte, opts Options) (*Result, error) {
 	}
 	res := &Result{File: file}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, Errors{{File: file, Message: "the file is empty"}}
+		return nil, Errors{{Location: problem.Location{File: file}, Message: "the file is empty"}}
 	}
 	root := doc.Content[0]
 	top := c.fields(root, "", "version", "metadata", "variables", "sources", "routes", "permissions", "budget", "cache", "embedding")
@@ -126,17 +119,17 @@ func Theaios(file string, data []byte, opts Options) (*Result, error) {
 func (c *conv) yamlErrors(err error) Errors {
 	var out Errors
 	for _, e := range located.YAMLErrors(err, c.src, 0) {
-		out = append(out, Issue{File: c.file, Line: e.Line, Message: "invalid YAML: " + e.Message})
+		out = append(out, Issue{Location: problem.Location{File: c.file, Line: e.Line}, Message: "invalid YAML: " + e.Message})
 	}
 	return out
 }
 
 func (c *conv) errorf(n *yamlv3.Node, key, format string, args ...any) {
-	c.errs = append(c.errs, Issue{File: c.file, Line: line(n), Key: key, Message: fmt.Sprintf(format, args...)})
+	c.errs = append(c.errs, Issue{Location: problem.Location{File: c.file, Line: line(n)}, Key: key, Message: fmt.Sprintf(format, args...)})
 }
 
 func (c *conv) note(n *yamlv3.Node, key, kind, format string, args ...any) {
-	c.notes = append(c.notes, Issue{File: c.file, Line: line(n), Key: key, Kind: kind, Message: fmt.Sprintf(format, args...)})
+	c.notes = append(c.notes, Issue{Location: problem.Location{File: c.file, Line: line(n)}, Key: key, Kind: kind, Message: fmt.Sprintf(format, args...)})
 }
 
 func line(n *yamlv3.Node) int {
@@ -458,7 +451,7 @@ func (c *conv) condition(n *yamlv3.Node, key, src string) (string, bool) {
 		if !ok {
 			l, col = n.Line, 0
 		}
-		c.errs = append(c.errs, Issue{File: c.file, Line: l, Col: col, Key: key, Message: ce.msg})
+		c.errs = append(c.errs, Issue{Location: problem.Location{File: c.file, Line: l, Column: col}, Key: key, Message: ce.msg})
 		return "", false
 	}
 	c.note(n, key, kindRoute, "cannot be translated, so the route is left out: %v", err)

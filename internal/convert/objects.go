@@ -103,6 +103,9 @@ func (c *conv) router(top map[string]entry) *object {
 		} else {
 			strategy = strings.ToUpper(v[:1]) + v[1:]
 		}
+		if v == "manual" {
+			c.note(b["ranking"].val, "budget.ranking", "", "Manual orders chunks by source priority, then score; theaios keeps the order in which routes and their sources are listed: give the sources priorities in that order")
+		}
 	}
 	if e, ok := b["embedding"]; ok && deref(e.val).Tag != "!!null" {
 		c.note(e.key, "budget.embedding", "", "embedding ranking is not supported by this version; left out")
@@ -117,6 +120,13 @@ func (c *conv) router(top map[string]entry) *object {
 	ranking.set("strategy", strategy)
 	ranking.set("scorer", "Keyword") // the reference's overlap score
 	ranking.set("dedupThreshold", "0")
+	// theaios keeps every chunk of a matched source, scored 0 when it shares
+	// no word; the nearest here is to give them when no chunk shares one.
+	if strategy == "Recency" {
+		ranking.set("onNoMatch", "Recent")
+	} else {
+		ranking.set("onNoMatch", "Priority")
+	}
 	spec.set("ranking", ranking)
 	if len(c.vars) > 0 {
 		spec.set("variables", c.vars)

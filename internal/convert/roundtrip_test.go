@@ -130,8 +130,10 @@ func TestRoundTrip(t *testing.T) {
 			[]string{"system-prompt:", "eng-wiki:wiki/deploy.md"}, 0},
 		{"not (text contains salary)", engine.Request{Text: "deploy salary", Agent: "eng-assistant"},
 			[]string{"always"}, nil, []string{"system-prompt:"}, 0},
+		// No chunk shares a word: as in theaios, the matched folder gives its chunks (onNoMatch: Priority), secrets still denied.
 		{"engineering by metadata, but the wiki is denied to HR", engine.Request{Text: "How do I deploy?", Agent: "hr-assistant", Metadata: map[string]string{"department": "engineering"}},
-			[]string{"always", "engineering"}, []string{"eng-wiki"}, []string{"system-prompt:"}, 0},
+			[]string{"always", "engineering"}, []string{"eng-wiki"},
+			[]string{"system-prompt:", "company-docs:hr/pto.md", "company-docs:hr/pto.md", "company-docs:hr/remote.md"}, 1},
 		{"support by a variable: the KB is asked", engine.Request{Text: "Ticket from bob@acme.com: reset the queue", Agent: "support-bot"},
 			[]string{"always", "support"}, nil, []string{"system-prompt:", "kb-search:"}, 0},
 		{"contains is case-sensitive", engine.Request{Text: "what is the pto Policy", Agent: "hr-assistant"},
