@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -80,6 +81,8 @@ func (r *Result) render(objs []*object, notes []Issue) []byte {
 	return b.Bytes()
 }
 
+var yaml11Bool = regexp.MustCompile(`^(?i:y|yes|n|no|on|off|true|false)$`)
+
 func oneLine(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ") }
 
 func toNode(v any) *yamlv3.Node {
@@ -104,8 +107,12 @@ func toNode(v any) *yamlv3.Node {
 		return n
 	case string:
 		n := &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!str", Value: v}
-		if strings.Contains(v, "\n") && !strings.ContainsAny(v, "\r\t") && strings.TrimRight(v, " ") == v {
+		switch {
+		case strings.Contains(v, "\n") && !strings.ContainsAny(v, "\r\t") && strings.TrimRight(v, " ") == v:
 			n.Style = yamlv3.LiteralStyle
+		case yaml11Bool.MatchString(v):
+			// The manifest loader reads YAML 1.1, where an unquoted y, on or no is a boolean.
+			n.Style = yamlv3.DoubleQuotedStyle
 		}
 		return n
 	}

@@ -3,6 +3,8 @@ package convert
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -100,7 +102,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	opts := engine.Options{CacheDir: t.TempDir()}
+	opts := engine.Options{CacheDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	set, problems := manifest.Validate(ctx, []string{out}, "", opts)
 	if len(problems) > 0 {
 		t.Fatalf("validate:\n%v", problems)
