@@ -20,6 +20,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/located"
+	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
@@ -111,9 +112,43 @@ func Theaios(file string, data []byte, opts Options) (*Result, error) {
 		slices.SortStableFunc(c.errs, func(a, b Issue) int { return a.Line - b.Line })
 		return nil, c.errs
 	}
+	c.selfCheck(res)
 	slices.SortStableFunc(c.notes, func(a, b Issue) int { return a.Line - b.Line })
 	res.Notes = c.notes
 	return res, nil
+}
+
+// selfCheck runs the checks of validate (every API rule and reference, CEL
+// included; no source is read) on the output, so that what theaios accepts
+// and this API refuses is a note rather than a surprise. Fields that hold a
+// ${NAME} reference are checked only once it is expanded, at load.
+func (c *conv) selfCheck(res *Result) {
+	const name = "converted.yaml"
+	set, err := manifest.Parse(name, res.Stream())
+	var problems problem.List
+	if err != nil && !errors.As(err, &problems) {
+		problems = problem.List{{Message: err.Error()}}
+	}
+	if set != nil {
+		problems = append(problems, set.Check()...)
+	}
+	objs := map[string]*object{res.Router.Kind + "/" + res.Router.Name: res.Router}
+	for _, l := range [][]*object{res.Sources, res.Routes, res.Permissions} {
+		for _, o := range l {
+			objs[o.Kind+"/"+o.Name] = o
+		}
+	}
+	for _, p := range problems {
+		if o := objs[p.Kind+"/"+p.Name]; o != nil && p.Field != "" && strings.Contains(fmt.Sprint(o.body.get(p.Field)), "${") {
+			continue
+		}
+		p.Location = problem.Location{}
+		sev := "validate refuses the output"
+		if p.IsWarning() {
+			sev = "validate warns"
+		}
+		c.notes = append(c.notes, Issue{Location: problem.Location{File: c.file}, Kind: p.Kind, Message: sev + ": " + p.Error()})
+	}
 }
 
 func (c *conv) yamlErrors(err error) Errors {

@@ -93,6 +93,7 @@ budget:
 		got = append(got, n.String())
 	}
 	want := []string{
+		"f.yaml: validate warns: ContextRouter/default: no ContextRoute attaches to this router, so it answers every query with no context; set spec.allowEmpty: true (or run serve --allow-empty) if that is intended",
 		"f.yaml:6: sources.api.body_template: {{query}} inside a longer JSON string (or outside quotes) cannot be translated: {{query}} becomes a whole JSON string literal here; the source is left out",
 		"f.yaml:10: sources.docs.patterns: ${EXT} is kept as written: this field is not expanded here (only inline text, directory path, git URL and ref, httpAPI URL and body at load, and header values per request)",
 		"f.yaml:12: routes[0].sources: the route names no source that is converted, so it is left out (a route needs at least one source here)",
@@ -111,7 +112,31 @@ budget:
 		t.Errorf("routes %d, sources %v", len(res.Routes), res.Sources)
 	}
 	// The notes head the output too.
-	if out := string(res.Stream()); !strings.Contains(out, "# Notes (what could not be translated as is):\n#   f.yaml:6: sources.api.body_template:") {
+	if out := string(res.Stream()); !strings.Contains(out, "# Notes (what could not be translated as is):\n#   f.yaml: validate warns: ContextRouter/default: no ContextRoute attaches") {
 		t.Errorf("stream header:\n%s", out)
+	}
+}
+
+// What theaios accepts and this API refuses is found by the checks of
+// validate on the output and noted; a field with a ${NAME} reference is
+// checked only after expansion, at load.
+func TestOutputCheckedAsValidateDoes(t *testing.T) {
+	in := `sources:
+  kb: {type: http_api, url: "kb.example.com/search?q={{query}}"}
+  env: {type: http_api, url: "${KB_URL}/search"}
+routes:
+  - {name: kb, sources: [kb, env]}
+`
+	res, err := Theaios("f.yaml", []byte(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range res.Notes {
+		got = append(got, n.String())
+	}
+	want := []string{`f.yaml: validate refuses the output: ContextSource/kb: spec.httpAPI.url: Invalid value: "kb.example.com/search?q={{query}}": must start with http:// or https://`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -21,6 +21,36 @@ type kv struct {
 
 func (m *omap) set(k string, v any) { *m = append(*m, kv{k, v}) }
 
+// get is the value at a dotted path (list indexes as [i]), or nil.
+func (m omap) get(path string) any {
+	var v any = m
+	for _, seg := range strings.Split(path, ".") {
+		idx := -1
+		if i := strings.IndexByte(seg, '['); i >= 0 && strings.HasSuffix(seg, "]") {
+			fmt.Sscanf(seg[i+1:len(seg)-1], "%d", &idx)
+			seg = seg[:i]
+		}
+		om, ok := v.(omap)
+		if !ok {
+			return nil
+		}
+		v = nil
+		for _, e := range om {
+			if e.k == seg {
+				v = e.v
+			}
+		}
+		if idx >= 0 {
+			l, ok := v.([]any)
+			if !ok || idx >= len(l) {
+				return nil
+			}
+			v = l[idx]
+		}
+	}
+	return v
+}
+
 // object is one manifest.
 type object struct {
 	Kind, Name string
