@@ -107,7 +107,7 @@ func Theaios(file string, data []byte, opts Options) (*Result, error) {
 	if top == nil {
 		return nil, c.errs
 	}
-	c.convert(top, res)
+	c.convert(root, top, res)
 	if len(c.errs) > 0 {
 		slices.SortStableFunc(c.errs, func(a, b Issue) int { return a.Line - b.Line })
 		return nil, c.errs
@@ -392,14 +392,60 @@ func dnsName(s string) string {
 // envRef finds ${NAME} references.
 var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
 
-// literalEnv notes a ${NAME} in a field where it is not expanded here.
-func (c *conv) literalEnv(n *yamlv3.Node, key, kind, value string) {
-	if m := envRef.FindString(value); m != "" {
-		c.note(n, key, kind, "%s is kept as written: this field is not expanded here (only inline text, directory path, git URL and ref, httpAPI URL and body at load, and header values per request)", m)
-	}
+// expandedHere are the input keys (by source type) whose ${NAME} this API
+// expands: at load (api.md §1.0) or, for header values, per request.
+var expandedHere = map[string][]string{
+	"inline":    {"content"},
+	"directory": {"path"},
+	"git_repo":  {"url", "ref"},
+	"http_api":  {"url", "body_template", "headers"},
 }
 
-func (c *conv) convert(top map[string]entry, res *Result) {
+// literalEnv notes every ${NAME} of the input in a field where this API does
+// not expand it (theaios expands it everywhere): it stays literal there.
+func (c *conv) literalEnv(root *yamlv3.Node) {
+	var walk func(n *yamlv3.Node, path []string)
+	walk = func(n *yamlv3.Node, path []string) {
+		switch n.Kind {
+		case yamlv3.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				c.noteEnv(k, append(path, k.Value), k.Value, true, root)
+				walk(n.Content[i+1], append(path, k.Value))
+			}
+		case yamlv3.SequenceNode:
+			for i, e := range n.Content {
+				walk(e, append(path, fmt.Sprintf("[%d]", i)))
+			}
+		case yamlv3.ScalarNode:
+			c.noteEnv(n, path, n.Value, false, root)
+		case yamlv3.AliasNode:
+			walk(deref(n), path)
+		}
+	}
+	walk(root, nil)
+}
+
+func (c *conv) noteEnv(n *yamlv3.Node, path []string, value string, isKey bool, root *yamlv3.Node) {
+	m := envRef.FindString(value)
+	if m == "" {
+		return
+	}
+	if len(path) >= 3 && path[0] == "sources" {
+		typ := ""
+		if t := located.Lookup(root, "sources."+path[1]+".type"); t != nil {
+			typ = t.Value
+		}
+		// A value of such a key, or a header's value (not its name).
+		if !isKey && slices.Contains(expandedHere[typ], path[2]) && (len(path) == 3 || path[2] == "headers" && len(path) == 4) {
+			return
+		}
+	}
+	key := strings.ReplaceAll(strings.Join(path, "."), ".[", "[")
+	c.note(n, key, "", "%s is kept as written: this field is not expanded here (only inline text, directory path, git URL and ref, httpAPI URL and body at load, and header values per request)", m)
+}
+
+func (c *conv) convert(root *yamlv3.Node, top map[string]entry, res *Result) {
 	if e, ok := top["version"]; ok {
 		if v, ok := c.str(e, "version"); ok && v != "1.0" && v != "1" {
 			c.note(e.val, "version", "", "version %q: converted as version 1.0", v)
@@ -413,30 +459,13 @@ func (c *conv) convert(top map[string]entry, res *Result) {
 			if err := n.Decode(&c.vars); err != nil {
 				c.errorf(n, "variables", "%v", err)
 			}
-			for _, k := range keys(n) {
-				c.literalEnvValue(k, "variables."+k.Value, c.vars[k.Value])
-			}
 		}
 	}
+	c.literalEnv(root)
 	res.Router = c.router(top)
 	c.sources(top["sources"], res)
 	c.routes(top["routes"], res)
 	c.permissions(top["permissions"], res)
-}
-
-func (c *conv) literalEnvValue(n *yamlv3.Node, key string, v any) {
-	switch v := v.(type) {
-	case string:
-		c.literalEnv(n, key, "", v)
-	case []any:
-		for _, e := range v {
-			c.literalEnvValue(n, key, e)
-		}
-	case map[string]any:
-		for _, e := range v {
-			c.literalEnvValue(n, key, e)
-		}
-	}
 }
 
 // pathIn joins a theaios path under the folder of the input file and makes

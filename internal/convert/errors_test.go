@@ -2,6 +2,7 @@ package convert
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -95,7 +96,7 @@ budget:
 	want := []string{
 		"f.yaml: validate warns: ContextRouter/default: no ContextRoute attaches to this router, so it answers every query with no context; set spec.allowEmpty: true (or run serve --allow-empty) if that is intended",
 		"f.yaml:6: sources.api.body_template: {{query}} inside a longer JSON string (or outside quotes) cannot be translated: {{query}} becomes a whole JSON string literal here; the source is left out",
-		"f.yaml:10: sources.docs.patterns: ${EXT} is kept as written: this field is not expanded here (only inline text, directory path, git URL and ref, httpAPI URL and body at load, and header values per request)",
+		"f.yaml:10: sources.docs.patterns[0]: ${EXT} is kept as written: this field is not expanded here (only inline text, directory path, git URL and ref, httpAPI URL and body at load, and header values per request)",
 		"f.yaml:12: routes[0].sources: the route names no source that is converted, so it is left out (a route needs at least one source here)",
 		"f.yaml:13: routes[0].sources[0]: source \"api\" was left out (see its note)",
 		"f.yaml:15: routes[1].when: cannot be translated, so the route is left out: matches with a named matcher has no equivalent: write the regular expression as a string",
@@ -138,5 +139,59 @@ routes:
 	want := []string{`f.yaml: validate refuses the output: ContextSource/kb: spec.httpAPI.url: Invalid value: "kb.example.com/search?q={{query}}": must start with http:// or https://`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// ${NAME} is kept as written everywhere; where this API does not expand it
+// (theaios expands it in every string) it is noted, field by field.
+func TestEnvReferences(t *testing.T) {
+	in := `metadata: {name: acme, description: "for ${TEAM}"}
+variables: {domain: "${DOMAIN}"}
+sources:
+  text: {type: inline, content: "Hi ${USER}", tags: ["${TAG}"]}
+  dir: {type: directory, path: "${DOCS}", exclude_patterns: ["${SKIP}"]}
+  git: {type: git_repo, url: "${GIT_URL}", ref: "${REF}", path: "${SUB}"}
+  api:
+    type: http_api
+    url: "${KB}/s"
+    method: POST
+    headers: {Authorization: "Bearer ${TOKEN}", "X-${H}": v}
+    body_template: '{"q": "{{query}}", "t": "${TENANT}"}'
+    result_text_field: "${FIELD}"
+routes:
+  - {name: r, when: 'agent == "${BOT}"', sources: [text, dir, git, api]}
+permissions:
+  - {agent: "${AGENT}", deny_paths: ["${SECRET}/**"]}
+`
+	res, err := Theaios("f.yaml", []byte(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range res.Notes {
+		if strings.Contains(n.Message, "is kept as written") {
+			got = append(got, fmt.Sprintf("%d %s %s", n.Line, n.Key, strings.Fields(n.Message)[0]))
+		}
+	}
+	want := []string{
+		"1 metadata.description ${TEAM}",
+		"2 variables.domain ${DOMAIN}",
+		"4 sources.text.tags[0] ${TAG}",
+		"5 sources.dir.exclude_patterns[0] ${SKIP}",
+		"6 sources.git.path ${SUB}",
+		"11 sources.api.headers.X-${H} ${H}",
+		"13 sources.api.result_text_field ${FIELD}",
+		"15 routes[0].when ${BOT}",
+		"17 permissions[0].agent ${AGENT}",
+		"17 permissions[0].deny_paths[0] ${SECRET}",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Kept as written in the output.
+	for _, s := range []string{"Hi ${USER}", "path: ${DOCS}", "url: ${GIT_URL}", "ref: ${REF}", "url: ${KB}/s", "Bearer ${TOKEN}", `"t": "${TENANT}"`, `agent == "${BOT}"`} {
+		if !strings.Contains(string(res.Stream()), s) {
+			t.Errorf("the output lost %q", s)
+		}
 	}
 }

@@ -253,9 +253,6 @@ func (c *conv) source(k *yamlv3.Node, key, typ string, f map[string]entry) *obje
 	spec.set("type", map[string]string{"inline": "Inline", "directory": "Directory", "git_repo": "GitRepo", "http_api": "HTTPAPI"}[typ])
 	if tags, ok := c.strings(f["tags"], key+".tags"); ok && len(tags) > 0 {
 		spec.set("tags", uniq(tags))
-		for _, t := range tags {
-			c.literalEnv(f["tags"].val, key+".tags", kindSource, t)
-		}
 	}
 	if v, ok := c.integer(f["priority"], key+".priority"); ok && v != 0 {
 		spec.set("priority", v)
@@ -308,7 +305,6 @@ func (c *conv) files(key, typ string, f map[string]entry) (omap, bool) {
 		}
 		if p, ok := c.str(f["path"], key+".path"); ok && strings.Trim(p, "/.") != "" {
 			prefix = strings.Trim(p, "/") + "/"
-			c.literalEnv(f["path"].val, key+".path", kindSource, p)
 			c.note(f["path"].key, key+".path", kindSource, "there is no sub-folder field: include and exclude are prefixed with %q, and chunk paths keep that prefix (deny_paths written for paths inside the folder need it too)", prefix)
 		}
 	}
@@ -323,7 +319,6 @@ func (c *conv) files(key, typ string, f map[string]entry) (omap, bool) {
 		}
 		var out []string
 		for _, p := range pats {
-			c.literalEnv(f[field].val, key+"."+field, kindSource, p)
 			p = strings.TrimPrefix(p, "./")
 			if recursive && !strings.Contains(p, "/") {
 				p = "**/" + p
@@ -400,7 +395,6 @@ func (c *conv) httpAPI(k *yamlv3.Node, key string, f map[string]entry) (omap, bo
 		out.set("body", b)
 	}
 	if v, ok := c.str(f["response_path"], key+".response_path"); ok && v != "" {
-		c.literalEnv(f["response_path"].val, key+".response_path", kindSource, v)
 		out.set("responsePath", v)
 	}
 	text := "text"
@@ -454,7 +448,6 @@ func (c *conv) routes(e entry, res *Result) {
 		when, ok := c.str(f["when"], key+".when")
 		keep := true
 		if ok && strings.TrimSpace(when) != "" {
-			c.literalEnv(f["when"].val, key+".when", kindRoute, when)
 			cel, ok := c.condition(deref(f["when"].val), key+".when", when)
 			if ok {
 				spec.set("when", cel)
@@ -526,7 +519,6 @@ func (c *conv) permissions(e entry, res *Result) {
 			c.errorf(it, key+".agent", "required: the agent name, or \"*\" for every agent")
 			continue
 		}
-		c.literalEnv(f["agent"].val, key+".agent", kindPermission, agent)
 		var spec omap
 		spec.set("agents", []string{agent})
 		ref := func(field string) []string {
@@ -558,7 +550,6 @@ func (c *conv) permissions(e entry, res *Result) {
 			for j, p := range pats {
 				pn := deref(f["deny_paths"].val).Content[j]
 				pk := fmt.Sprintf("%s.deny_paths[%d]", key, j)
-				c.literalEnv(pn, pk, kindPermission, p)
 				g, exact := denyGlobs(p)
 				if !exact {
 					c.note(pn, pk, kindPermission, "%q: in theaios's fnmatch * also matches /, here it does not: this glob may deny fewer paths; check it (or add **/ forms)", p)
