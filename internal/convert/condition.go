@@ -407,6 +407,9 @@ type translator struct {
 func (tr *translator) translate(n node) (celExpr, error) {
 	switch n := n.(type) {
 	case *boolOp:
+		if n.op == "or" && tr.words {
+			return tr.wordsOr(n)
+		}
 		l, err := tr.translate(n.l)
 		if err != nil {
 			return celExpr{}, err
@@ -645,4 +648,71 @@ func (tr *translator) contains(hay, needle value) (celExpr, error) {
 		return celExpr{hay.cel + ".contains(" + needle.cel + ")", 4}, nil
 	}
 	return celExpr{}, &untranslatable{"contains needs a string or a list on its left"}
+}
+
+// wordsOr translates a chain of or under --words, merging neighbouring
+// word tests of one text into one call: text contains "pto" or text
+// contains "vacation" is containsAnyWord(text, ["pto", "vacation"]).
+func (tr *translator) wordsOr(n *boolOp) (celExpr, error) {
+	var terms []node
+	var flatten func(x node)
+	flatten = func(x node) {
+		if b, ok := x.(*boolOp); ok && b.op == "or" {
+			flatten(b.l)
+			flatten(b.r)
+			return
+		}
+		terms = append(terms, x)
+	}
+	flatten(n)
+	var parts []string
+	lastHay, words := "", []string(nil)
+	flush := func() {
+		if len(words) > 0 {
+			parts = append(parts, "containsAnyWord("+lastHay+", ["+strings.Join(words, ", ")+"])")
+		}
+		lastHay, words = "", nil
+	}
+	for _, x := range terms {
+		if hay, needle, ok := tr.wordTest(x); ok {
+			if hay != lastHay {
+				flush()
+				lastHay = hay
+			}
+			words = append(words, needle)
+			continue
+		}
+		flush()
+		e, err := tr.translate(x)
+		if err != nil {
+			return celExpr{}, err
+		}
+		parts = append(parts, paren(e, 2))
+	}
+	flush()
+	if len(parts) == 1 {
+		return celExpr{parts[0], 4}, nil
+	}
+	return celExpr{strings.Join(parts, " || "), 1}, nil
+}
+
+// wordTest reports whether x is "<string field> contains <string literal>"
+// (or the literal in the field), which --words makes a word test.
+func (tr *translator) wordTest(x node) (hay, needle string, ok bool) {
+	c, isCmp := x.(*compare)
+	if !isCmp {
+		return "", "", false
+	}
+	h, nd := c.l, c.r
+	switch c.op {
+	case "contains":
+	case "in":
+		h, nd = c.r, c.l
+	default:
+		return "", "", false
+	}
+	if nd.kind != "string" || h.kind != "field" || (h.name != "text" && h.name != "agent") {
+		return "", "", false
+	}
+	return h.name, quote(nd.str), true
 }
