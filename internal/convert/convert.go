@@ -81,6 +81,7 @@ type conv struct {
 	vars   map[string]any
 	names  map[string]map[string]bool // kind -> names used
 	srcMap map[string]string          // theaios source name -> ours ("" = left out)
+	manual bool                       // budget.ranking: manual
 }
 
 // Kinds, for Issue.Kind and the output files.
@@ -466,6 +467,9 @@ func (c *conv) convert(root *yamlv3.Node, top map[string]entry, res *Result) {
 	c.sources(top["sources"], res)
 	c.routes(top["routes"], res)
 	c.permissions(top["permissions"], res)
+	if c.manual {
+		manualPriorities(res)
+	}
 }
 
 // pathIn joins a theaios path under the folder of the input file and makes

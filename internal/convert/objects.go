@@ -134,7 +134,8 @@ func (c *conv) router(top map[string]entry) *object {
 			strategy = strings.ToUpper(v[:1]) + v[1:]
 		}
 		if v == "manual" {
-			c.note(b["ranking"].val, "budget.ranking", "", "Manual orders chunks by source priority, then score; theaios keeps the order in which routes and their sources are listed: give the sources priorities in that order")
+			c.manual = true
+			c.note(b["ranking"].val, "budget.ranking", "", "theaios keeps the order in which routes and their sources are listed; Manual orders by source priority, so every source gets a priority from its first place in the routes (the first highest), and chunks of one source are ordered by score")
 		}
 	}
 	if e, ok := b["embedding"]; ok && deref(e.val).Tag != "!!null" {
@@ -256,7 +257,11 @@ func (c *conv) source(k *yamlv3.Node, key, typ string, f map[string]entry) *obje
 	}
 	if v, ok := c.integer(f["priority"], key+".priority"); ok && v != 0 {
 		spec.set("priority", v)
-		c.note(f["priority"].key, key+".priority", kindSource, "theaios ignores priority; here it orders Manual ranking and breaks ties under every strategy")
+		if c.manual {
+			c.note(f["priority"].key, key+".priority", kindSource, "theaios ignores priority; under manual ranking it is replaced by the source's place in the routes")
+		} else {
+			c.note(f["priority"].key, key+".priority", kindSource, "theaios ignores priority; here it orders Manual ranking and breaks ties under every strategy")
+		}
 	}
 	switch typ {
 	case "inline":
@@ -604,4 +609,42 @@ func denyGlobs(p string) ([]string, bool) {
 		return []string{p[:len(p)-1] + "**"}, true
 	}
 	return []string{p}, false
+}
+
+// manualPriorities gives the sources priorities from their first place in the
+// routes, so that Manual ranking keeps theaios's order of routes and sources.
+// theaios ignores its own priority, so it is replaced.
+func manualPriorities(res *Result) {
+	var order []string
+	for _, r := range res.Routes {
+		for _, ref := range r.body.get("spec.sources").([]any) {
+			if name := ref.(omap)[0].v.(string); !slices.Contains(order, name) {
+				order = append(order, name)
+			}
+		}
+	}
+	for _, src := range res.Sources {
+		prio := 0
+		if i := slices.Index(order, src.Name); i >= 0 {
+			prio = len(order) - i
+		}
+		spec := src.body.get("spec").(omap)
+		var out omap
+		for _, e := range spec {
+			if e.k == "priority" {
+				continue
+			}
+			out = append(out, e)
+			if e.k == "tags" || e.k == "type" && !slices.ContainsFunc(spec, func(e kv) bool { return e.k == "tags" }) {
+				if prio != 0 {
+					out.set("priority", prio)
+				}
+			}
+		}
+		for i := range src.body {
+			if src.body[i].k == "spec" {
+				src.body[i].v = out
+			}
+		}
+	}
 }

@@ -177,3 +177,44 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("KB requests = %q, want %q", seen, want)
 	}
 }
+
+// Under manual ranking the converted router answers in theaios's order: the
+// order of routes and of their sources, whatever priority said.
+func TestManualRankingKeepsRouteOrder(t *testing.T) {
+	in := `sources:
+  b: {type: inline, content: "B text", priority: 50}
+  a: {type: inline, content: "A text"}
+  c: {type: inline, content: "C text"}
+routes:
+  - {name: first, sources: [a]}
+  - {name: second, sources: [b, a, c]}
+budget: {ranking: manual}
+`
+	res, err := Theaios("f.yaml", []byte(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := manifest.Parse("out.yaml", res.Stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := set.Config("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := engine.Compile(context.Background(), cfg, engine.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := snap.Query(context.Background(), engine.Request{Text: "text"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range resp.Chunks {
+		got = append(got, c.Source)
+	}
+	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("chunks from %v, want %v", got, want)
+	}
+}
