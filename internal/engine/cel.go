@@ -75,6 +75,10 @@ var celEnv = func() *cel.Env {
 // theaiosHint. Only failing conditions are looked at.
 var theaiosSyntax = regexp.MustCompile(`(?i)(^|[\s)"'])(contains|starts_with|ends_with|matches|not\s+in)\s+["'$\w(\[]|\s(and|or)\s|^\s*not\s`)
 
+// celStrings are string literals, left out when looking for theaiosSyntax
+// (a word "and" inside a quoted text is no operator).
+var celStrings = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
+
 const theaiosHint = `this looks like theaios condition syntax; conditions are CEL: text.contains("x"), &&, ||, ! (see contextrouter convert --from theaios)`
 
 // condition is a compiled route condition.
@@ -141,7 +145,7 @@ func compileCached(expr string) (*condition, error) {
 func compileCondition(expr string) (*condition, error) {
 	ast, iss := celEnv.Compile(expr)
 	if iss.Err() != nil {
-		if theaiosSyntax.MatchString(expr) {
+		if theaiosSyntax.MatchString(celStrings.ReplaceAllString(expr, `""`)) {
 			return nil, fmt.Errorf("%w\n%s", iss.Err(), theaiosHint)
 		}
 		return nil, iss.Err()

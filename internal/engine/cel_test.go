@@ -114,6 +114,8 @@ func TestCompileConditionTheaiosHint(t *testing.T) {
 		{`text.contains("pto") &&`, false},
 		{`unknownVar == 1`, false},
 		{`text.contains(contains)`, false},
+		{`text.contains("salt and pepper") &&`, false},
+		{`text.contains('not in stock') ||`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.when, func(t *testing.T) {
