@@ -420,9 +420,7 @@ func (c *conv) literalEnv(root *yamlv3.Node) {
 			}
 		case yamlv3.ScalarNode:
 			c.noteEnv(n, path, n.Value, false, root)
-		case yamlv3.AliasNode:
-			walk(deref(n), path)
-		}
+		} // an alias's target is walked where it is defined: walking it again could take exponential time
 	}
 	walk(root, nil)
 }
