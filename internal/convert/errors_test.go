@@ -30,6 +30,7 @@ func TestBadFiles(t *testing.T) {
 			[]string{`f.yaml:2: budget.max_tokens: must be an integer, not the string "lots"`,
 				`f.yaml:3: budget.truncation: unsupported value "cut": supported values: drop, truncate_end, truncate_middle`,
 				`f.yaml:6: cache.enabled: must be true or false, not the string "yes please"`}},
+		{"unknown key of budget.embedding", "budget:\n  embedding: {modle: m}\n", []string{`f.yaml:2: budget.embedding.modle: unknown key (did you mean "model"?)`}},
 		{"an undefined source", "sources:\n  docs: {type: inline, content: hi}\nroutes:\n  - name: r\n    sources: [doc]\n",
 			[]string{`f.yaml:5: routes[0].sources[0]: source "doc" is not defined (did you mean "docs"?)`}},
 		{"a source without type", "sources:\n  docs: {content: hi}\n", []string{"f.yaml:2: sources.docs.type: required: inline, directory, git_repo or http_api"}},
@@ -193,5 +194,32 @@ permissions:
 		if !strings.Contains(string(res.Stream()), s) {
 			t.Errorf("the output lost %q", s)
 		}
+	}
+}
+
+// Embedding ranking, in either place the format has it, is noted.
+func TestEmbeddingNoted(t *testing.T) {
+	in := `budget:
+  ranking: embedding
+  embedding: {model: text-embedding-3-small, api_key_env: OPENAI_API_KEY}
+embedding: {enabled: true, model: m}
+sources: {s: {type: inline, content: x}}
+routes: [{name: r, sources: [s]}]
+`
+	res, err := Theaios("f.yaml", []byte(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range res.Notes {
+		got = append(got, n.String())
+	}
+	want := []string{
+		"f.yaml:2: budget.ranking: embedding ranking is not supported by this version: Relevance (keyword overlap) is used",
+		"f.yaml:3: budget.embedding: embedding ranking is not supported by this version; left out",
+		"f.yaml:4: embedding: embedding ranking is not supported by this version; left out",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -139,7 +139,9 @@ func (c *conv) router(top map[string]entry) *object {
 		}
 	}
 	if e, ok := b["embedding"]; ok && deref(e.val).Tag != "!!null" {
-		c.note(e.key, "budget.embedding", "", "embedding ranking is not supported by this version; left out")
+		if c.fields(e.val, "budget.embedding", "model", "url", "api_key_env", "cache_dir") != nil {
+			c.note(e.key, "budget.embedding", "", "embedding ranking is not supported by this version; left out")
+		}
 	}
 	if e, ok := top["embedding"]; ok {
 		em := c.fields(e.val, "embedding", "enabled", "model", "url", "api_key_env", "cache_dir")
