@@ -393,13 +393,14 @@ func dnsName(s string) string {
 // envRef finds ${NAME} references.
 var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
 
-// expandedHere are the input keys (by source type) whose ${NAME} this API
-// expands: at load (api.md §1.0) or, for header values, per request.
-var expandedHere = map[string][]string{
-	"inline":    {"content"},
-	"directory": {"path"},
-	"git_repo":  {"url", "ref"},
-	"http_api":  {"url", "body_template", "headers"},
+// envTargets are the fields of our spec that the input keys (by source
+// type) become, where manifest.EnvFieldPaths says whether ${NAME} is
+// expanded at load. Header values are resolved per request (api.md §4.4).
+var envTargets = map[string]map[string]string{
+	"inline":    {"content": "spec.inline.content"},
+	"directory": {"path": "spec.directory.path"},
+	"git_repo":  {"url": "spec.gitRepo.url", "ref": "spec.gitRepo.ref"},
+	"http_api":  {"url": "spec.httpAPI.url", "body_template": "spec.httpAPI.body"},
 }
 
 // literalEnv notes every ${NAME} of the input in a field where this API does
@@ -436,7 +437,9 @@ func (c *conv) noteEnv(n *yamlv3.Node, path []string, value string, isKey bool, 
 			typ = t.Value
 		}
 		// A value of such a key, or a header's value (not its name).
-		if !isKey && slices.Contains(expandedHere[typ], path[2]) && (len(path) == 3 || path[2] == "headers" && len(path) == 4) {
+		expanded := len(path) == 3 && slices.Contains(manifest.EnvFieldPaths(), envTargets[typ][path[2]]) ||
+			typ == "http_api" && len(path) == 4 && path[2] == "headers"
+		if !isKey && expanded {
 			return
 		}
 	}

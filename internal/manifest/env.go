@@ -43,6 +43,17 @@ func envFields(s *v1alpha1.ContextSourceSpec) []struct {
 	return out
 }
 
+// EnvFieldPaths are the ContextSource field paths in which ${NAME} is
+// replaced at load (envFields of a spec with every block set).
+func EnvFieldPaths() []string {
+	var paths []string
+	for _, f := range envFields(&v1alpha1.ContextSourceSpec{Inline: &v1alpha1.InlineSource{}, Directory: &v1alpha1.DirectorySource{},
+		GitRepo: &v1alpha1.GitRepoSource{}, HTTPAPI: &v1alpha1.HTTPAPISource{}}) {
+		paths = append(paths, f.field)
+	}
+	return paths
+}
+
 // expandEnv replaces ${NAME} in every source's envFields. An unset variable
 // is a problem naming the object, the field and the variable, never a value.
 func (s *Set) expandEnv(lookup LookupEnv) problem.List {
