@@ -48,9 +48,7 @@ func TestBadFiles(t *testing.T) {
 			for _, e := range errs {
 				got = append(got, e.String())
 			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
+			sameLines(t, "errors", got, tt.want)
 		})
 	}
 }
@@ -86,14 +84,7 @@ budget:
   ranking: embedding
   estimator: words
 `
-	res, err := Theaios("f.yaml", []byte(in), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, n := range res.Notes {
-		got = append(got, n.String())
-	}
+	res, got := notesOf(t, in)
 	want := []string{
 		"f.yaml: validate warns: ContextRouter/default: no ContextRoute attaches to this router, so it answers every query with no context; set spec.allowEmpty: true (or run serve --allow-empty) if that is intended",
 		"f.yaml:6: sources.api.body_template: {{query}} inside a longer JSON string (or outside quotes) cannot be translated: {{query}} becomes a whole JSON string literal here; the source is left out",
@@ -107,9 +98,7 @@ budget:
 		"f.yaml:26: budget.ranking: embedding ranking is not supported by this version: Relevance (keyword overlap) is used",
 		"f.yaml:27: budget.estimator: words becomes Words, which counts ⌈words × 4/3⌉ (theaios counts words); Whitespace counts as theaios's words does",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameLines(t, "notes", got, want)
 	if len(res.Routes) != 0 || len(res.Sources) != 1 || res.Sources[0].Name != "docs" {
 		t.Errorf("routes %d, sources %v", len(res.Routes), res.Sources)
 	}
@@ -129,18 +118,9 @@ func TestOutputCheckedAsValidateDoes(t *testing.T) {
 routes:
   - {name: kb, sources: [kb, env]}
 `
-	res, err := Theaios("f.yaml", []byte(in), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, n := range res.Notes {
-		got = append(got, n.String())
-	}
+	_, got := notesOf(t, in)
 	want := []string{`f.yaml: validate refuses the output: ContextSource/kb: spec.httpAPI.url: Invalid value: "kb.example.com/search?q={{query}}": must start with http:// or https://`}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameLines(t, "notes", got, want)
 }
 
 // ${NAME} is kept as written everywhere; where this API does not expand it
@@ -186,9 +166,7 @@ permissions:
 		"17 permissions[0].agent ${AGENT}",
 		"17 permissions[0].deny_paths[0] ${SECRET}",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameLines(t, "notes", got, want)
 	// Kept as written in the output.
 	for _, s := range []string{"Hi ${USER}", "path: ${DOCS}", "url: ${GIT_URL}", "ref: ${REF}", "url: ${KB}/s", "Bearer ${TOKEN}", `"t": "${TENANT}"`, `agent == "${BOT}"`} {
 		if !strings.Contains(string(res.Stream()), s) {
@@ -206,6 +184,18 @@ embedding: {enabled: true, model: m}
 sources: {s: {type: inline, content: x}}
 routes: [{name: r, sources: [s]}]
 `
+	_, got := notesOf(t, in)
+	want := []string{
+		"f.yaml:2: budget.ranking: embedding ranking is not supported by this version: Relevance (keyword overlap) is used",
+		"f.yaml:3: budget.embedding: embedding ranking is not supported by this version; left out",
+		"f.yaml:4: embedding: embedding ranking is not supported by this version; left out",
+	}
+	sameLines(t, "notes", got, want)
+}
+
+// notesOf converts in, which must convert, and returns its notes as printed.
+func notesOf(t *testing.T, in string) (*Result, []string) {
+	t.Helper()
 	res, err := Theaios("f.yaml", []byte(in), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -214,12 +204,12 @@ routes: [{name: r, sources: [s]}]
 	for _, n := range res.Notes {
 		got = append(got, n.String())
 	}
-	want := []string{
-		"f.yaml:2: budget.ranking: embedding ranking is not supported by this version: Relevance (keyword overlap) is used",
-		"f.yaml:3: budget.embedding: embedding ranking is not supported by this version; left out",
-		"f.yaml:4: embedding: embedding ranking is not supported by this version; left out",
-	}
+	return res, got
+}
+
+func sameLines(t *testing.T, what string, got, want []string) {
+	t.Helper()
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("%s:\n%s\nwant:\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
