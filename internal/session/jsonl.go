@@ -100,7 +100,7 @@ func ReadJSONL(name string, r io.Reader) (*Session, error) {
 func jsonError(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Sprintf("%s: want a %s, not a JSON %s", te.Field, jsonType(te.Type.Kind().String()), te.Value)
+		return fmt.Sprintf("%s: want a %s, not a JSON %s", strings.TrimPrefix(te.Field, "Item."), jsonType(te.Type.Kind().String()), te.Value)
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {

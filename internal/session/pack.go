@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -126,6 +127,8 @@ type PackItem struct {
 	Kind    string `json:"kind"`
 	Section string `json:"section"`
 	Tokens  int    `json:"tokens"`
+	// Score is the rank score (4 decimals); closure items keep their own.
+	Score float64 `json:"score"`
 	// Closure is set when a dependent item brought this one in.
 	Closure  bool   `json:"closure,omitempty"`
 	Redacted bool   `json:"redacted,omitempty"`
@@ -338,7 +341,7 @@ func Build(s *Session, opts Options) (*Pack, error) {
 		}
 		counts[n.section]++
 		sb[n.section].WriteString(n.line)
-		pi := PackItem{ID: n.id, Kind: n.kind, Section: sectionNames[n.section], Tokens: n.tokens, Closure: n.closure, Redacted: n.redacted}
+		pi := PackItem{ID: n.id, Kind: n.kind, Section: sectionNames[n.section], Tokens: n.tokens, Score: math.Round(n.score*1e4) / 1e4, Closure: n.closure, Redacted: n.redacted}
 		if n.artifact >= 0 {
 			a := artifacts[n.artifact]
 			pi.Artifact = a.Ref
