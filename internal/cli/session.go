@@ -158,7 +158,7 @@ func printPack(w io.Writer, p *session.Pack, resp *engine.Response) {
 	}
 	fmt.Fprintf(w, "sections:        %s\n", strings.Join(secs, ", "))
 	for _, a := range p.Artifacts {
-		fmt.Fprintf(w, "artifact:        %s (%s, %d characters, %s)\n", a.Ref, a.ItemID, a.Chars, a.MediaType)
+		fmt.Fprintf(w, "artifact:        %s (%s, %d bytes, %s)\n", a.Ref, a.ItemID, a.Bytes, a.MediaType)
 	}
 	if resp != nil {
 		fmt.Fprintf(w, "query:           %d chunks from routes %s\n", len(resp.Chunks), strings.Join(resp.MatchedRoutes, ", "))

@@ -30,7 +30,7 @@ type Artifact struct {
 	Ref       string `json:"ref"`
 	ItemID    string `json:"item_id"`
 	MediaType string `json:"media_type"`
-	Chars     int    `json:"chars"`
+	Bytes     int    `json:"bytes"`
 	Lines     int    `json:"lines"`
 	Content   string `json:"content"`
 }
@@ -44,8 +44,8 @@ func firewall(id, text string, maxChars int) (string, Artifact) {
 	sum := sha256.Sum256([]byte(text))
 	lines := strings.Count(text, "\n") + 1
 	a := Artifact{Ref: "sha256:" + hex.EncodeToString(sum[:]), ItemID: id, MediaType: "text/plain",
-		Chars: utf8.RuneCountInString(text), Lines: lines, Content: text}
-	out := []string{fmt.Sprintf("[%d characters, %d lines; stored as artifact %s]", a.Chars, lines, a.Ref)}
+		Bytes: len(text), Lines: lines, Content: text}
+	out := []string{fmt.Sprintf("[%d bytes, %d lines; stored as artifact %s]", a.Bytes, lines, a.Ref)}
 	if shape, facts, ok := jsonSummary(text); ok {
 		a.MediaType = "application/json"
 		out = append(out, shape)
@@ -77,16 +77,36 @@ func firewall(id, text string, maxChars int) (string, Artifact) {
 	return b.String(), a
 }
 
+// cutRunes keeps the first n characters of s, marking a cut with "…"; it
+// reads no further than it keeps.
 func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
+	if len(s) <= n {
 		return s
 	}
 	i := 0
 	for k := 0; k < n; k++ {
+		if i == len(s) {
+			return s
+		}
 		_, size := utf8.DecodeRuneInString(s[i:])
 		i += size
 	}
+	if i == len(s) {
+		return s
+	}
 	return s[:i] + "…"
+}
+
+// longerThan reports whether s has more than n characters, counting only
+// as far as needed.
+func longerThan(s string, n int) bool {
+	switch {
+	case len(s) <= n:
+		return false
+	case len(s) > 4*n: // a character is at most 4 bytes
+		return true
+	}
+	return utf8.RuneCountInString(s) > n
 }
 
 // jsonSummary describes a JSON document in one line, with the scalar
@@ -230,16 +250,22 @@ func (p *scan) str() (start, end int, ok bool) {
 		return 0, 0, false
 	}
 	start = p.i
-	for p.i++; p.i < len(p.s); p.i++ {
-		switch p.s[p.i] {
-		case '\\':
-			p.i++
-		case '"':
-			p.i++
+	p.i++
+	for {
+		q := strings.IndexByte(p.s[p.i:], '"')
+		if q < 0 {
+			return 0, 0, false
+		}
+		p.i += q + 1
+		// The quote ends the string unless an odd run of backslashes escapes it.
+		bs := 0
+		for k := p.i - 2; k > start && p.s[k] == '\\'; k-- {
+			bs++
+		}
+		if bs%2 == 0 {
 			return start, p.i, true
 		}
 	}
-	return 0, 0, false
 }
 
 func (p *scan) value(depth int) (kind byte, n int, ok bool) {
@@ -304,8 +330,13 @@ func (p *scan) value(depth int) (kind byte, n int, ok bool) {
 		return 'z', 0, true
 	case c == '-' || (c >= '0' && c <= '9'):
 		s := p.i
-		for p.i < len(p.s) && strings.IndexByte("+-0123456789.eE", p.s[p.i]) >= 0 {
-			p.i++
+	number:
+		for ; p.i < len(p.s); p.i++ {
+			switch p.s[p.i] {
+			case '+', '-', '.', 'e', 'E', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			default:
+				break number
+			}
 		}
 		return 'n', 0, p.i > s
 	}

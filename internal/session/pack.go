@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/budget"
@@ -225,7 +224,7 @@ func Build(s *Session, opts Options) (*Pack, error) {
 	if maxChars <= 0 {
 		maxChars = DefaultFirewallMaxChars
 	}
-	b := builder{est: est, weights: &kindWeights[pi], limit: limit, dict: map[string]uint32{}}
+	b := builder{est: est, weights: &kindWeights[pi], limit: limit, dict: map[string]uint32{}, words: map[string]int32{}}
 	b.queryTerms(opts.Query)
 	b.tags = opts.Tags
 	pack := &Pack{Phase: opts.Phase, Budget: limit, Sections: []Section{}, Items: []PackItem{},
@@ -263,7 +262,7 @@ func Build(s *Session, opts Options) (*Pack, error) {
 			text, n.redacted = engine.RedactedContent("session", it.Sensitivity), true
 		case !access.Cleared(it.Sensitivity):
 			n.outcome = dropSensitivity
-		case it.Kind == KindToolResult && utf8.RuneCountInString(text) > maxChars:
+		case it.Kind == KindToolResult && longerThan(text, maxChars):
 			var a Artifact
 			text, a = firewall(it.ID, text, maxChars)
 			n.artifact = int32(len(artifacts))
@@ -312,6 +311,7 @@ func Build(s *Session, opts Options) (*Pack, error) {
 	}
 	var sb [len(sectionNames)]strings.Builder
 	var counts [len(sectionNames)]int
+	var listed [len(sectionNames)][]PackItem
 	for i := range nodes {
 		n := &nodes[i]
 		switch n.outcome {
@@ -348,13 +348,13 @@ func Build(s *Session, opts Options) (*Pack, error) {
 			pack.Artifacts = append(pack.Artifacts, a)
 			st.Firewalled++
 		}
-		pack.Items = append(pack.Items, pi)
+		listed[n.section] = append(listed[n.section], pi)
 	}
 	st.Dedup.Removed = st.Dropped.Duplicate
 	// Items are listed by section, as rendered.
-	slices.SortStableFunc(pack.Items, func(a, b PackItem) int {
-		return slices.Index(sectionNames[:], a.Section) - slices.Index(sectionNames[:], b.Section)
-	})
+	for _, l := range listed {
+		pack.Items = append(pack.Items, l...)
+	}
 	var text strings.Builder
 	for i, name := range sectionNames {
 		if counts[i] > 0 {
@@ -401,10 +401,13 @@ type builder struct {
 	limit   int
 	memCap  int
 	dict    map[string]uint32
-	query   []uint32 // sorted term ids of the query
-	tags    []string
-	seen    []uint32 // per term id: the stamp of the last text that had it
-	stamp   uint32
+	// words caches word → term id (-1: not a term), so a word repeated
+	// across items is stemmed once per pack.
+	words map[string]int32
+	query []uint32 // sorted term ids of the query
+	tags  []string
+	seen  []uint32 // per term id: the stamp of the last text that had it
+	stamp uint32
 }
 
 func (b *builder) queryTerms(q string) {
@@ -417,16 +420,24 @@ func (b *builder) termIDs(s string) []uint32 {
 	b.stamp++
 	var ids []uint32
 	tokenize.EachWord(s, func(w []byte) {
-		t, ok := tokenize.Term(string(w))
-		if !ok {
+		wid, cached := b.words[string(w)]
+		if !cached {
+			wid = -1
+			if t, ok := tokenize.Term(string(w)); ok {
+				id, known := b.dict[t]
+				if !known {
+					id = uint32(len(b.dict))
+					b.dict[t] = id
+					b.seen = append(b.seen, 0)
+				}
+				wid = int32(id)
+			}
+			b.words[string(w)] = wid
+		}
+		if wid < 0 {
 			return
 		}
-		id, known := b.dict[t]
-		if !known {
-			id = uint32(len(b.dict))
-			b.dict[t] = id
-			b.seen = append(b.seen, 0)
-		}
+		id := uint32(wid)
 		if b.seen[id] != b.stamp {
 			b.seen[id] = b.stamp
 			ids = append(ids, id)
@@ -442,7 +453,7 @@ func (b *builder) termIDs(s string) []uint32 {
 // its share of the budget so one huge entry does not beat several useful ones.
 func (b *builder) finish(n *node, text string, recency, weight float64, tokenEstimate int, tags []string, relevance float64) {
 	n.tokens = max(b.est.Count(n.line), tokenEstimate)
-	if !n.redacted {
+	if !n.redacted && n.outcome == pending {
 		n.terms = b.termIDs(text)
 	}
 	if len(b.query) > 0 && relevance == 0 {
