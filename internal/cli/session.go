@@ -103,7 +103,7 @@ in the route phase).`,
 		},
 	}
 	sf.register(cmd)
-	cmd.Flags().StringVar(&itemsFile, "items", "", "session file: JSON Lines of items, facts and episodes (api.md §11.5)")
+	cmd.Flags().StringVar(&itemsFile, "items", "", "session file: JSON Lines of items, facts and episodes (api.md §11.6)")
 	cmd.Flags().StringVar(&phase, "phase", "", "phase of the call: route, call, interpret or answer")
 	cmd.Flags().StringVar(&query, "query", "", "what the call is about: ranks items and adds the query pipeline's chunks (and tool cards in the route phase)")
 	cmd.Flags().StringVarP(&agent, "agent", "a", "", "agent identity: its permissions set the sensitivity floor")

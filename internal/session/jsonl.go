@@ -21,7 +21,7 @@ type line struct {
 	Episode *Episode `json:"episode"`
 }
 
-// ReadJSONL reads a session file (api.md §11.5): one JSON object a line,
+// ReadJSONL reads a session file (api.md §11.6): one JSON object a line,
 // an item, {"fact": {"key", "value"}} or {"episode": {"id", "text"}}; blank
 // lines are skipped. Errors name the file, the line and the field.
 func ReadJSONL(name string, r io.Reader) (*Session, error) {

@@ -65,7 +65,7 @@ const (
 var sectionNames = [...]string{SectionFacts, SectionEpisodes, SectionHistory, SectionToolResults, SectionKnowledge}
 var sectionHeadings = [...]string{"## Facts\n", "## Episodes\n", "## History\n", "## Tool results\n", "## Knowledge\n"}
 
-// Kind priorities per phase (api.md §11.3), in the order of Kinds, then
+// Kind priorities per phase (api.md §11.2), in the order of Kinds, then
 // episodes: what a call of that phase needs most weighs most.
 var kindWeights = [...][9]float64{
 	//  user  agent  call  result  doc  fact  plan  policy  episode

@@ -65,7 +65,7 @@ type Session struct {
 	Episodes []Episode
 }
 
-// Limits (api.md §11.6). They are checked by Validate, where input enters.
+// Limits (api.md §11.7). They are checked by Validate, where input enters.
 const (
 	MaxItems         = 10_000
 	MaxItemBytes     = 256 << 10
