@@ -457,7 +457,7 @@ func (b *builder) finish(n *node, text string, recency, weight float64, tokenEst
 		n.terms = b.termIDs(text)
 	}
 	if len(b.query) > 0 && relevance == 0 {
-		relevance = float64(intersect(n.terms, b.query)) / float64(len(b.query))
+		relevance = float64(index.Intersection(n.terms, b.query)) / float64(len(b.query))
 	}
 	tag := 0.0
 	if len(b.tags) > 0 {
@@ -471,23 +471,6 @@ func (b *builder) finish(n *node, text string, recency, weight float64, tokenEst
 	}
 	cost := 1 - 0.5*min(1, float64(n.tokens)/float64(max(b.limit, 1)))
 	n.score = weight * (0.1 + 0.35*recency + 0.4*relevance + 0.15*tag) * cost
-}
-
-func intersect(a, b []uint32) int {
-	i, j, n := 0, 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] == b[j]:
-			n++
-			i++
-			j++
-		case a[i] < b[j]:
-			i++
-		default:
-			j++
-		}
-	}
-	return n
 }
 
 // fill takes candidates by score (ties by id) into the budget. A candidate

@@ -203,39 +203,34 @@ func Validate(s *Session) error {
 	if err := checkCycles(s.Items, pos); err != nil {
 		return err
 	}
-	keys := map[string]int{}
-	for i, f := range s.Facts {
-		bad := func(field, format string, args ...any) error {
-			return &Error{Entry: "facts", Index: i, Field: field, Msg: fmt.Sprintf(format, args...)}
+	// Facts and episodes: a key (or id) within bounds and unique, a text within bounds.
+	type keyed struct{ key, text string }
+	check := func(entry, keyField, textField, what string, n, maxKey, maxText int, at func(int) keyed) error {
+		seen := make(map[string]int, n)
+		for i := range n {
+			e := at(i)
+			bad := func(field, format string, args ...any) error {
+				return &Error{Entry: entry, Index: i, Field: field, Msg: fmt.Sprintf(format, args...)}
+			}
+			switch {
+			case e.key == "" || len(e.key) > maxKey:
+				return bad(keyField, "%d bytes; %ss are 1 to %d bytes", len(e.key), keyField, maxKey)
+			case len(e.text) > maxText:
+				return bad(textField, "%d bytes; %s is limited to %d bytes", len(e.text), what, maxText)
+			}
+			if j, dup := seen[e.key]; dup {
+				return bad(keyField, "%q is also the %s of %s[%d]", e.key, keyField, entry, j)
+			}
+			seen[e.key] = i
 		}
-		switch {
-		case f.Key == "" || len(f.Key) > MaxFactKeyBytes:
-			return bad("key", "%d bytes; keys are 1 to %d bytes", len(f.Key), MaxFactKeyBytes)
-		case len(f.Value) > MaxFactBytes:
-			return bad("value", "%d bytes; a fact's value is limited to %d bytes", len(f.Value), MaxFactBytes)
-		}
-		if j, dup := keys[f.Key]; dup {
-			return bad("key", "%q is also the key of facts[%d]", f.Key, j)
-		}
-		keys[f.Key] = i
+		return nil
 	}
-	ids := map[string]int{}
-	for i, e := range s.Episodes {
-		bad := func(field, format string, args ...any) error {
-			return &Error{Entry: "episodes", Index: i, Field: field, Msg: fmt.Sprintf(format, args...)}
-		}
-		switch {
-		case e.ID == "" || len(e.ID) > MaxIDBytes:
-			return bad("id", "%d bytes; ids are 1 to %d bytes", len(e.ID), MaxIDBytes)
-		case len(e.Text) > MaxEpisodeBytes:
-			return bad("text", "%d bytes; an episode's text is limited to %d bytes", len(e.Text), MaxEpisodeBytes)
-		}
-		if j, dup := ids[e.ID]; dup {
-			return bad("id", "%q is also the id of episodes[%d]", e.ID, j)
-		}
-		ids[e.ID] = i
+	if err := check("facts", "key", "value", "a fact's value", len(s.Facts), MaxFactKeyBytes, MaxFactBytes,
+		func(i int) keyed { return keyed{s.Facts[i].Key, s.Facts[i].Value} }); err != nil {
+		return err
 	}
-	return nil
+	return check("episodes", "id", "text", "an episode's text", len(s.Episodes), MaxIDBytes, MaxEpisodeBytes,
+		func(i int) keyed { return keyed{s.Episodes[i].ID, s.Episodes[i].Text} })
 }
 
 // checkCycles walks each parent chain once (colouring visited items), so a
