@@ -233,16 +233,35 @@ func Build(s *Session, opts Options) (*Pack, error) {
 
 	// Candidates, in render order within each section: facts, episodes, items, chunks.
 	nodes := make([]node, 0, len(s.Facts)+len(s.Episodes)+len(s.Items)+len(opts.Knowledge))
+	// floor applies the agent's clearance to an entry of sensitivity sens
+	// (facts and episodes are Internal): it drops the entry, or returns the
+	// placeholder for its text.
+	floor := func(n *node, sens v1alpha1.Sensitivity, text string) string {
+		if sens == "" {
+			sens = v1alpha1.SensitivityInternal
+		}
+		switch {
+		case access.Cleared(sens):
+			return text
+		case access.SensitivityAction == v1alpha1.SensitivityActionRedact:
+			n.redacted = true
+			return engine.RedactedContent("session", sens)
+		}
+		n.outcome = dropSensitivity
+		return text
+	}
 	for _, f := range s.Facts {
-		n := node{id: "fact:" + f.Key, kind: "fact", section: 0, memory: true, parent: -1, artifact: -1,
-			line: "- " + f.Key + ": " + f.Value + "\n"}
-		b.finish(&n, f.Key+" "+f.Value, 1, b.weights[5], 0, nil, 0)
+		n := node{id: "fact:" + f.Key, kind: "fact", section: 0, memory: true, parent: -1, artifact: -1}
+		v := floor(&n, "", f.Value)
+		n.line = "- " + f.Key + ": " + v + "\n"
+		b.finish(&n, f.Key+" "+v, 1, b.weights[5], 0, nil, 0)
 		nodes = append(nodes, n)
 	}
 	for i, e := range s.Episodes {
-		n := node{id: "episode:" + e.ID, kind: "episode", section: 1, memory: true, parent: -1, artifact: -1,
-			line: "- " + e.Text + "\n"}
-		b.finish(&n, e.Text, float64(i+1)/float64(len(s.Episodes)), b.weights[episodeWeight], 0, nil, 0)
+		n := node{id: "episode:" + e.ID, kind: "episode", section: 1, memory: true, parent: -1, artifact: -1}
+		text := floor(&n, "", e.Text)
+		n.line = "- " + text + "\n"
+		b.finish(&n, text, float64(i+1)/float64(len(s.Episodes)), b.weights[episodeWeight], 0, nil, 0)
 		nodes = append(nodes, n)
 	}
 	first := len(nodes)
@@ -256,13 +275,8 @@ func Build(s *Session, opts Options) (*Pack, error) {
 		if it.ParentID != "" {
 			n.parent = pos[it.ParentID]
 		}
-		text := it.Text
-		switch {
-		case !access.Cleared(it.Sensitivity) && access.SensitivityAction == v1alpha1.SensitivityActionRedact:
-			text, n.redacted = engine.RedactedContent("session", it.Sensitivity), true
-		case !access.Cleared(it.Sensitivity):
-			n.outcome = dropSensitivity
-		case it.Kind == KindToolResult && longerThan(text, maxChars):
+		text := floor(&n, it.Sensitivity, it.Text)
+		if !n.redacted && n.outcome == pending && it.Kind == KindToolResult && longerThan(text, maxChars) {
 			var a Artifact
 			text, a = firewall(it.ID, text, maxChars)
 			n.artifact = int32(len(artifacts))

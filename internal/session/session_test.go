@@ -214,6 +214,32 @@ func TestSensitivityFloor(t *testing.T) {
 	}
 }
 
+// Facts, episodes and items without a sensitivity are Internal: an agent
+// cleared only to Public loses them, or sees the Internal placeholder.
+func TestSensitivityFloorMemory(t *testing.T) {
+	s := &Session{
+		Facts:    []Fact{{Key: "home", Value: "Lisbon office"}},
+		Episodes: []Episode{{ID: "e1", Text: "asked about the office move"}},
+		Items:    []Item{{ID: "u", Kind: KindUserTurn, Text: "where do I sit"}, {ID: "p", Kind: KindPolicy, Text: "be kind", Sensitivity: v1alpha1.SensitivityPublic}},
+	}
+	public := func(a v1alpha1.SensitivityAction) *engine.Access {
+		return &engine.Access{MaxSensitivity: v1alpha1.SensitivityPublic, SensitivityAction: a}
+	}
+	t.Run("Drop", func(t *testing.T) {
+		p := build(t, s, Options{Phase: PhaseAnswer, Access: public(v1alpha1.SensitivityActionDrop)})
+		if p.Stats.Dropped.Sensitivity != 3 || p.Stats.Included != 1 || strings.Contains(p.Text, "Lisbon") || strings.Contains(p.Text, "office move") {
+			t.Fatalf("stats %+v\n%s", p.Stats, p.Text)
+		}
+	})
+	t.Run("Redact", func(t *testing.T) {
+		p := build(t, s, Options{Phase: PhaseAnswer, Access: public(v1alpha1.SensitivityActionRedact)})
+		placeholder := engine.RedactedContent("session", v1alpha1.SensitivityInternal)
+		if p.Stats.Redacted != 3 || strings.Count(p.Text, placeholder) != 3 || strings.Contains(p.Text, "Lisbon") || !strings.Contains(p.Text, "be kind") {
+			t.Fatalf("stats %+v\n%s", p.Stats, p.Text)
+		}
+	})
+}
+
 func bigJSON(n int) string {
 	type row struct {
 		ID     int     `json:"id"`
