@@ -323,51 +323,56 @@ func Build(s *Session, opts Options) (*Pack, error) {
 	for _, name := range sectionNames {
 		st.SectionTokens[name] = 0
 	}
-	var sb [len(sectionNames)]strings.Builder
-	var counts [len(sectionNames)]int
-	var listed [len(sectionNames)][]PackItem
+	// Tally every outcome, and size each section.
+	var counts, size [len(sectionNames)]int
 	for i := range nodes {
 		n := &nodes[i]
 		switch n.outcome {
 		case included:
 			st.Included++
+			counts[n.section]++
+			size[n.section] += len(n.line)
+			if n.closure {
+				st.Closures++
+			}
+			if n.redacted {
+				st.Redacted++
+			}
 		case dropBudget:
 			st.Dropped.Budget++
-			continue
 		case dropMemory:
 			st.Dropped.MemoryCap++
-			continue
 		case dropSensitivity:
 			st.Dropped.Sensitivity++
-			continue
 		case dropDuplicate:
 			st.Dropped.Duplicate++
-			continue
 		}
-		if n.closure {
-			st.Closures++
-		}
-		if n.redacted {
-			st.Redacted++
-		}
-		if counts[n.section] == 0 {
-			sb[n.section].WriteString(sectionHeadings[n.section])
-		}
-		counts[n.section]++
-		sb[n.section].WriteString(n.line)
-		pi := PackItem{ID: n.id, Kind: n.kind, Section: sectionNames[n.section], Tokens: n.tokens, Score: math.Round(n.score*1e4) / 1e4, Closure: n.closure, Redacted: n.redacted}
-		if n.artifact >= 0 {
-			a := artifacts[n.artifact]
-			pi.Artifact = a.Ref
-			pack.Artifacts = append(pack.Artifacts, a)
-			st.Firewalled++
-		}
-		listed[n.section] = append(listed[n.section], pi)
 	}
 	st.Dedup.Removed = st.Dropped.Duplicate
-	// Items are listed by section, as rendered.
-	for _, l := range listed {
-		pack.Items = append(pack.Items, l...)
+	// Render and list the included entries section by section.
+	pack.Items = make([]PackItem, 0, st.Included)
+	var sb [len(sectionNames)]strings.Builder
+	for sec := range sectionNames {
+		if counts[sec] == 0 {
+			continue
+		}
+		sb[sec].Grow(len(sectionHeadings[sec]) + size[sec] + 1)
+		sb[sec].WriteString(sectionHeadings[sec])
+		for i := range nodes {
+			n := &nodes[i]
+			if n.outcome != included || int(n.section) != sec {
+				continue
+			}
+			sb[sec].WriteString(n.line)
+			pi := PackItem{ID: n.id, Kind: n.kind, Section: sectionNames[sec], Tokens: n.tokens, Score: math.Round(n.score*1e4) / 1e4, Closure: n.closure, Redacted: n.redacted}
+			if n.artifact >= 0 {
+				a := artifacts[n.artifact]
+				pi.Artifact = a.Ref
+				pack.Artifacts = append(pack.Artifacts, a)
+				st.Firewalled++
+			}
+			pack.Items = append(pack.Items, pi)
+		}
 	}
 	var text strings.Builder
 	for i, name := range sectionNames {
