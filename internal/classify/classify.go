@@ -97,7 +97,7 @@ type Model struct {
 	opts        Options
 	labels      []string
 	counts      map[string]int
-	index       map[uint32]int32
+	index       *vocabulary
 	idf         []float32
 	lin         *linear
 	temperature float64
@@ -410,11 +410,10 @@ func (m *Model) buildVocabulary(examples []Example, minDF, maxParams int) {
 		ids = ids[:limit]
 	}
 	slices.Sort(ids)
-	m.index = make(map[uint32]int32, len(ids))
+	m.index = newVocabulary(ids)
 	m.idf = make([]float32, len(ids))
 	n := float64(len(examples))
 	for i, id := range ids {
-		m.index[id] = int32(i)
 		m.idf[i] = float32(math.Log((1+n)/(1+float64(df[id]))) + 1)
 	}
 }

@@ -378,7 +378,7 @@ func trainBenchModel(b *testing.B) (*Model, error) {
 func TestVocabularyBounds(t *testing.T) {
 	ex := []Example{{"alpha beta", "a"}, {"alpha gamma", "b"}, {"alpha beta delta", "a"}}
 	df := func(m *Model, word string) int {
-		_, ok := m.index[fnv(kindWord, tokenize.Stem(word))]
+		_, ok := m.index.lookup(fnv(kindWord, tokenize.Stem(word)))
 		if ok {
 			return 1
 		}
@@ -395,11 +395,11 @@ func TestVocabularyBounds(t *testing.T) {
 	// texts), not "delta" (in 1).
 	var e extractor
 	e.hash("alpha")
-	for id := range capped.index {
+	capped.index.each(func(id uint32) {
 		if !slices.Contains(e.word, id) && !slices.Contains(e.char, id) {
 			t.Errorf("capped vocabulary kept %d, not a feature of alpha", id)
 		}
-	}
+	})
 	if df(capped, "delta") != 0 || df(all, "delta") != 1 {
 		t.Errorf("delta: capped %d, uncapped %d", df(capped, "delta"), df(all, "delta"))
 	}

@@ -50,12 +50,14 @@ type feat struct {
 // extractor turns text into hashed feature ids, reusing its buffers. It is
 // not safe for concurrent use; Model keeps a pool.
 type extractor struct {
-	buf   []byte // the words, back to back
-	ends  []int  // word i is buf[ends[i-1]:ends[i]]
-	stems []string
-	word  []uint32 // hashed word-level ids (unigrams, bigrams)
-	char  []uint32 // hashed char n-gram ids
-	pad   []byte
+	buf    []byte // the words, back to back
+	ends   []int  // word i is buf[ends[i-1]:ends[i]]
+	stems  []string
+	word   []uint32 // hashed word-level ids (unigrams, bigrams)
+	char   []uint32 // hashed char n-gram ids
+	pad    []byte
+	known  []int32  // one group's distinct known features
+	counts []uint16 // their term counts by compact index, zero between groups
 }
 
 func (e *extractor) wordAt(i int) []byte {
@@ -67,6 +69,11 @@ func (e *extractor) wordAt(i int) []byte {
 }
 
 func fnv[T string | []byte](kind byte, parts ...T) uint32 {
+	return fnvFull(kind, parts...) & (1<<hashBits - 1)
+}
+
+// fnvFull is FNV-1a over kind and parts, before masking to hashBits.
+func fnvFull[T string | []byte](kind byte, parts ...T) uint32 {
 	h := uint32(2166136261)
 	h = (h ^ uint32(kind)) * 16777619
 	for i, p := range parts {
@@ -77,11 +84,12 @@ func fnv[T string | []byte](kind byte, parts ...T) uint32 {
 			h = (h ^ uint32(p[j])) * 16777619
 		}
 	}
-	return h & (1<<hashBits - 1)
+	return h
 }
 
 // hash fills e.word and e.char with the raw ids of text (text already
-// bounded by the caller), sorted, duplicates kept: runs are term counts.
+// bounded by the caller), unsorted, duplicates kept: each id is one
+// occurrence.
 func (e *extractor) hash(text string) {
 	e.buf, e.ends, e.stems = e.buf[:0], e.ends[:0], e.stems[:0]
 	e.word, e.char = e.word[:0], e.char[:0]
@@ -99,7 +107,7 @@ func (e *extractor) hash(text string) {
 	}
 	if features.raw {
 		for i := range e.ends {
-			e.word = append(e.word, fnv(kindRaw, string(e.wordAt(i))))
+			e.word = append(e.word, fnv(kindRaw, e.wordAt(i)))
 		}
 	}
 	if len(e.stems) > 0 {
@@ -121,14 +129,21 @@ func (e *extractor) hash(text string) {
 			e.grams()
 		}
 	}
-	slices.Sort(e.word)
-	slices.Sort(e.char)
 }
 
+// grams appends the ids of e.pad's char n-grams, fnv(kindChar, gram):
+// the n-grams starting at one byte share their hash prefix, so each is one
+// more step of the previous one.
 func (e *extractor) grams() {
-	for n := features.minN; n <= features.maxN; n++ {
-		for i := 0; i+n <= len(e.pad); i++ {
-			e.char = append(e.char, fnv(kindChar, e.pad[i:i+n]))
+	p := e.pad
+	start := fnvFull[string](kindChar) // the kind byte hashed, no gram byte yet
+	for i := range p {
+		h := start
+		for n := 1; n <= features.maxN && i+n <= len(p); n++ {
+			h = (h ^ uint32(p[i+n-1])) * 16777619
+			if n >= features.minN {
+				e.char = append(e.char, h&(1<<hashBits-1))
+			}
 		}
 	}
 }
@@ -136,28 +151,52 @@ func (e *extractor) grams() {
 // vectorize maps the hashed ids of text to a TF-IDF vector over the
 // model's compact features (unknown ids dropped): sublinear tf 1+ln(tf),
 // times idf, each group L2-normalised and weighted. dst is reused.
-func (e *extractor) vectorize(dst []feat, text string, index map[uint32]int32, idf []float32) []feat {
+func (e *extractor) vectorize(dst []feat, text string, index *vocabulary, idf []float32) []feat {
 	e.hash(text)
 	dst = dst[:0]
-	dst = appendGroup(dst, e.word, index, idf, float32(math.Sqrt(features.groupWeight)))
-	dst = appendGroup(dst, e.char, index, idf, float32(math.Sqrt(1-features.groupWeight)))
+	dst = e.appendGroup(dst, e.word, index, idf, float32(math.Sqrt(features.groupWeight)))
+	dst = e.appendGroup(dst, e.char, index, idf, float32(math.Sqrt(1-features.groupWeight)))
 	return dst
 }
 
-func appendGroup(dst []feat, ids []uint32, index map[uint32]int32, idf []float32, scale float32) []feat {
+// appendGroup appends the known features of ids, one per distinct id, in
+// ascending compact index: the vocabulary numbers features in ascending id
+// order, so the sums over them (norm, scores) add in the same order as
+// over the sorted ids.
+func (e *extractor) appendGroup(dst []feat, ids []uint32, index *vocabulary, idf []float32, scale float32) []feat {
+	// Term counts by compact index, unknown ids dropped first: most of a
+	// question's char n-grams are not in a small model's vocabulary. Only
+	// the distinct known features are then put in order.
+	if len(e.counts) != len(idf) {
+		e.counts = make([]uint16, len(idf)) // a text of MaxTextBytes has fewer than 2^16 ids
+	}
+	e.known = e.known[:0]
+	for _, id := range ids {
+		if f, ok := index.lookup(id); ok {
+			if e.counts[f] == 0 {
+				e.known = append(e.known, f)
+			}
+			e.counts[f]++
+		}
+	}
+	if len(e.known)*16 >= len(e.counts) {
+		// Dense enough: a scan of the counts is cheaper than a sort.
+		e.known = e.known[:0]
+		for f, n := range e.counts {
+			if n > 0 {
+				e.known = append(e.known, int32(f))
+			}
+		}
+	} else {
+		slices.Sort(e.known)
+	}
 	start := len(dst)
 	var norm float64
-	for i := 0; i < len(ids); {
-		j := i + 1
-		for j < len(ids) && ids[j] == ids[i] {
-			j++
-		}
-		if f, ok := index[ids[i]]; ok {
-			v := (1 + float32(math.Log(float64(j-i)))) * idf[f]
-			dst = append(dst, feat{idx: f, val: v})
-			norm += float64(v) * float64(v)
-		}
-		i = j
+	for _, f := range e.known {
+		v := tfWeight(int(e.counts[f])) * idf[f]
+		e.counts[f] = 0
+		dst = append(dst, feat{idx: f, val: v})
+		norm += float64(v) * float64(v)
 	}
 	if norm > 0 {
 		k := scale / float32(math.Sqrt(norm))
@@ -166,4 +205,72 @@ func appendGroup(dst []feat, ids []uint32, index map[uint32]int32, idf []float32
 		}
 	}
 	return dst
+}
+
+// tfWeight is the sublinear term weight 1+ln(tf), from a table for the
+// small counts nearly every feature has (the same float32 values).
+func tfWeight(tf int) float32 {
+	if tf < len(tfTable) {
+		return tfTable[tf]
+	}
+	return 1 + float32(math.Log(float64(tf)))
+}
+
+var tfTable = func() (t [32]float32) {
+	for n := 1; n < len(t); n++ {
+		t[n] = 1 + float32(math.Log(float64(n)))
+	}
+	return t
+}()
+
+// vocabulary maps raw feature ids to compact indices: an open-addressing
+// table probed linearly (ids are already hashes, so their low bits index
+// it), a few times faster than a Go map on the many misses of a query.
+type vocabulary struct {
+	keys []uint32 // emptyID marks a free slot
+	vals []int32
+	mask uint32
+}
+
+// emptyID is no feature id: ids have hashBits bits.
+const emptyID = ^uint32(0)
+
+// newVocabulary indexes ids (distinct, below 2^hashBits) as 0, 1, ... in order.
+func newVocabulary(ids []uint32) *vocabulary {
+	size := 16
+	for size < 2*len(ids) {
+		size *= 2
+	}
+	v := &vocabulary{keys: make([]uint32, size), vals: make([]int32, size), mask: uint32(size - 1)}
+	for i := range v.keys {
+		v.keys[i] = emptyID
+	}
+	for i, id := range ids {
+		s := v.slot(id)
+		v.keys[s], v.vals[s] = id, int32(i)
+	}
+	return v
+}
+
+// slot is where id is, or the free slot where it would go.
+func (v *vocabulary) slot(id uint32) uint32 {
+	s := id & v.mask
+	for v.keys[s] != id && v.keys[s] != emptyID {
+		s = (s + 1) & v.mask
+	}
+	return s
+}
+
+func (v *vocabulary) lookup(id uint32) (int32, bool) {
+	s := v.slot(id)
+	return v.vals[s], v.keys[s] == id
+}
+
+// each calls fn with every feature id, in table order.
+func (v *vocabulary) each(fn func(id uint32)) {
+	for _, k := range v.keys {
+		if k != emptyID {
+			fn(k)
+		}
+	}
 }
