@@ -80,8 +80,11 @@ type classifierState struct {
 }
 
 type extractor struct {
-	typ  string
-	re   *regexp.Regexp
+	typ string
+	re  *regexp.Regexp
+	// lit is in every match of re (requiredLiteral): without it in the
+	// text, re cannot match and is not run.
+	lit  string
 	dict *dictionary
 }
 
@@ -226,7 +229,7 @@ func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.Source
 				add(fmt.Sprintf("spec.entities[%d].pattern", i), err.Error())
 				continue
 			}
-			e.re = re
+			e.re, e.lit = re, requiredLiteral(x.Pattern)
 		}
 		xs = append(xs, e)
 	}
@@ -313,8 +316,11 @@ type span struct {
 // questionWords splits s into maximal runs of letters, digits and marks,
 // folded to lower case into one buffer: no allocation per word.
 func questionWords(s string) ([]span, []byte) {
-	var out []span
-	buf := make([]byte, 0, len(s))
+	return appendQuestionWords(nil, make([]byte, 0, len(s)), s)
+}
+
+// appendQuestionWords is questionWords appending to out and buf.
+func appendQuestionWords(out []span, buf []byte, s string) ([]span, []byte) {
 	start := -1
 	lo := 0
 	for i, r := range s {
@@ -366,8 +372,12 @@ func extractEntities(text string, xs []extractor) []Entity {
 	out := []Entity{}
 	var words []span
 	var buf []byte
+	var ws *wordScratch
 	for _, x := range xs {
 		if x.re != nil {
+			if !strings.Contains(text, x.lit) {
+				continue
+			}
 			for _, m := range x.re.FindAllStringIndex(text, MaxEntities+1) {
 				if m[1]-m[0] <= MaxEntityValueBytes {
 					out = append(out, Entity{Type: x.typ, Value: text[m[0]:m[1]], Start: m[0], End: m[1]})
@@ -375,8 +385,11 @@ func extractEntities(text string, xs []extractor) []Entity {
 			}
 			continue
 		}
-		if words == nil {
-			words, buf = questionWords(text)
+		if ws == nil {
+			ws = wordScratchPool.Get().(*wordScratch)
+			defer wordScratchPool.Put(ws)
+			ws.words, ws.buf = appendQuestionWords(ws.words[:0], ws.buf[:0], text)
+			words, buf = ws.words, ws.buf
 		}
 		for i := 0; i < len(words); i++ {
 			for _, seq := range x.dict.first[string(buf[words[i].lo:words[i].hi])] {
@@ -408,6 +421,16 @@ func extractEntities(text string, xs []extractor) []Entity {
 	}
 	return out
 }
+
+// wordScratch holds a query's words for the dictionaries: entity values
+// are slices of the text, never of these buffers, so they go back to the
+// pool after extraction.
+type wordScratch struct {
+	words []span
+	buf   []byte
+}
+
+var wordScratchPool = sync.Pool{New: func() any { return new(wordScratch) }}
 
 func matchSeq(buf []byte, words []span, seq []string) bool {
 	for i, w := range seq {
