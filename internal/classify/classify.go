@@ -512,7 +512,8 @@ func (m *Model) Classify(text string) Result {
 	p := m.probabilities(s, text)
 	// Top MaxAlternatives+1 labels by probability, ties by label order.
 	n := min(m.opts.MaxAlternatives+1, len(p))
-	top := make([]int, 0, n+1)
+	var topBuf [8]int // on the stack for the usual few alternatives
+	top := topBuf[:0]
 	for c := range p {
 		i := len(top)
 		for i > 0 && p[top[i-1]] < p[c] {
@@ -525,7 +526,7 @@ func (m *Model) Classify(text string) Result {
 			}
 		}
 	}
-	r := Result{Label: m.labels[top[0]], Confidence: p[top[0]]}
+	r := Result{Label: m.labels[top[0]], Confidence: p[top[0]], Alternatives: make([]Alternative, 0, len(top)-1)}
 	for _, c := range top[1:] {
 		r.Alternatives = append(r.Alternatives, Alternative{Label: m.labels[c], Confidence: p[c]})
 	}

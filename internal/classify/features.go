@@ -58,6 +58,29 @@ type extractor struct {
 	pad    []byte
 	known  []int32  // one group's distinct known features
 	counts []uint16 // their term counts by compact index, zero between groups
+	// stemMemo maps words to their stems (at most maxStemMemo).
+	stemMemo map[string]string
+}
+
+// maxStemMemo bounds an extractor's memo of stems.
+const maxStemMemo = 4096
+
+// stem is tokenize.Stem with a memo local to the extractor: a lookup by
+// the word's bytes allocates nothing and takes no shared lock, and a pooled
+// extractor sees the same words again and again.
+func (e *extractor) stem(w []byte) string {
+	if s, ok := e.stemMemo[string(w)]; ok {
+		return s
+	}
+	word := string(w)
+	s := tokenize.Stem(word)
+	if e.stemMemo == nil {
+		e.stemMemo = map[string]string{}
+	}
+	if len(e.stemMemo) < maxStemMemo {
+		e.stemMemo[word] = s
+	}
+	return s
 }
 
 func (e *extractor) wordAt(i int) []byte {
@@ -98,7 +121,7 @@ func (e *extractor) hash(text string) {
 		e.ends = append(e.ends, len(e.buf))
 	})
 	for i := range e.ends {
-		e.stems = append(e.stems, tokenize.Stem(string(e.wordAt(i))))
+		e.stems = append(e.stems, e.stem(e.wordAt(i)))
 	}
 	prev := "^" // sentence start and end are bigram partners too
 	for _, s := range e.stems {
