@@ -452,39 +452,70 @@ type detector struct {
 	det  *Detection
 	// detected and entities are the CEL values.
 	detected, entities ref.Val
+	// detection, detected's record and its keys and values live in the
+	// detector: a query with a classifier or two allocates none of them.
+	detection Detection
+	rec       record
+	keys      []types.String
+	vals      detectedFields
+	keysBuf   [2]types.String
+	valsBuf   [2]ref.Val
 }
+
+// classifierValue is a classifier's result as a CEL value: the record and
+// its fields in one allocation.
+type classifierValue struct {
+	rec record
+	f   resultFields
+}
+
+// detectedFields are the values of the detected record, by key.
+type detectedFields []ref.Val
+
+func (f detectedFields) field(i int) ref.Val { return f[i] }
+
+// noEntities is the entities value of a query without entities.
+var noEntities = types.NewRefValList(types.DefaultTypeAdapter, []ref.Val{})
 
 func (d *detector) run() {
 	if d.done {
 		return
 	}
 	d.done = true
-	det := &Detection{Classifiers: map[string]ClassifierResult{}, Entities: []Entity{}}
-	// CEL values box a field only when a condition reads it (detect_values.go).
-	vals := make(map[ref.Val]ref.Val, len(d.want))
+	d.detection = Detection{Classifiers: map[string]ClassifierResult{}, Entities: []Entity{}}
+	det := &d.detection
+	// CEL values box a field only when a condition reads it
+	// (detect_values.go); detected is a record keyed by classifier name.
+	d.keys, d.vals = d.keysBuf[:0], d.valsBuf[:0]
 	for i, c := range d.s.classifiers {
 		if !d.want[i] || c.model == nil {
 			continue
 		}
-		f := &resultFields{r: c.model.Classify(d.text)}
-		r := &f.r
+		v := &classifierValue{f: resultFields{r: c.model.Classify(d.text)}}
+		v.rec = record{keys: resultKeys, src: &v.f}
+		r := &v.f.r
 		cr := ClassifierResult{Label: r.Label, Confidence: round4(r.Confidence), Alternatives: make([]classify.Alternative, len(r.Alternatives))}
 		for j, a := range r.Alternatives {
 			cr.Alternatives[j] = classify.Alternative{Label: a.Label, Confidence: round4(a.Confidence)}
 		}
 		det.Classifiers[c.name] = cr
-		vals[types.String(c.name)] = &record{keys: resultKeys, src: f}
+		d.keys = append(d.keys, types.String(c.name))
+		d.vals = append(d.vals, &v.rec)
 	}
 	if d.ents {
 		det.Entities = extractEntities(d.text, d.s.extractors)
 	}
-	ents := make([]ref.Val, len(det.Entities))
-	for i := range det.Entities {
-		ents[i] = &record{keys: entityKeys, src: entityFields{&det.Entities[i]}}
+	d.entities = noEntities
+	if len(det.Entities) > 0 {
+		ents := make([]ref.Val, len(det.Entities))
+		for i := range det.Entities {
+			ents[i] = &record{keys: entityKeys, src: entityFields{&det.Entities[i]}}
+		}
+		d.entities = types.NewRefValList(types.DefaultTypeAdapter, ents)
 	}
 	d.det = det
-	d.detected = types.NewRefValMap(types.DefaultTypeAdapter, vals)
-	d.entities = types.NewRefValList(types.DefaultTypeAdapter, ents)
+	d.rec = record{keys: d.keys, src: d.vals}
+	d.detected = &d.rec
 }
 
 // newDetector returns the detector of a query, or nil when the query needs
