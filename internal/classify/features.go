@@ -2,6 +2,7 @@ package classify
 
 import (
 	"math"
+	mathbits "math/bits"
 	"slices"
 
 	"github.com/contextrouter/contextrouter/internal/tokenize"
@@ -58,6 +59,7 @@ type extractor struct {
 	pad    []byte
 	known  []int32  // one group's distinct known features
 	counts []uint16 // their term counts by compact index, zero between groups
+	seen   []uint64 // bitmap of the known features, zero between groups
 	// stemMemo maps words to their stems (at most maxStemMemo).
 	stemMemo map[string]string
 }
@@ -192,26 +194,32 @@ func (e *extractor) appendGroup(dst []feat, ids []uint32, index *vocabulary, idf
 	// the distinct known features are then put in order.
 	if len(e.counts) != len(idf) {
 		e.counts = make([]uint16, len(idf)) // a text of MaxTextBytes has fewer than 2^16 ids
+		e.seen = make([]uint64, (len(idf)+63)/64)
 	}
 	e.known = e.known[:0]
 	for _, id := range ids {
 		if f, ok := index.lookup(id); ok {
 			if e.counts[f] == 0 {
 				e.known = append(e.known, f)
+				e.seen[f>>6] |= 1 << (f & 63)
 			}
 			e.counts[f]++
 		}
 	}
-	if len(e.known)*16 >= len(e.counts) {
-		// Dense enough: a scan of the counts is cheaper than a sort.
+	if len(e.known)*8 >= len(e.seen) {
+		// Dense enough: reading the bitmap in order beats a sort.
 		e.known = e.known[:0]
-		for f, n := range e.counts {
-			if n > 0 {
-				e.known = append(e.known, int32(f))
+		for w, bits := range e.seen {
+			for bits != 0 {
+				e.known = append(e.known, int32(w<<6+mathbits.TrailingZeros64(bits)))
+				bits &= bits - 1
 			}
 		}
 	} else {
 		slices.Sort(e.known)
+	}
+	for _, f := range e.known {
+		e.seen[f>>6] = 0
 	}
 	start := len(dst)
 	var norm float64
