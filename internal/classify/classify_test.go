@@ -449,3 +449,34 @@ func TestSingleLabel(t *testing.T) {
 		t.Errorf("one label: %+v, want greet with confidence 1 and no alternatives", r)
 	}
 }
+
+// TestWordMemoBounds: an extractor remembers at most maxMemo words of at
+// most maxMemoWord bytes, and remembered or not, a text gets the vector a
+// fresh extractor gives it.
+func TestWordMemoBounds(t *testing.T) {
+	m, err := Train(synthetic(5, 10, 3), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e extractor
+	long := strings.Repeat("w", maxMemoWord+1)
+	texts := []string{"w0x1 w2y3 and " + long, long + " w0x1"}
+	for i := range maxMemo + 100 {
+		texts = append(texts, fmt.Sprintf("w%dx%d again w0x1", i, i%7))
+	}
+	texts = append(texts, "w0x1 w2y3 and "+long)
+	var x []feat
+	for _, text := range texts {
+		x = e.vectorize(x, text, m.index, m.idf)
+		var fresh extractor
+		if want := fresh.vectorize(nil, text, m.index, m.idf); !slices.Equal(x, want) {
+			t.Fatalf("%q: memoised vector %v, fresh %v", text, x, want)
+		}
+	}
+	if len(e.memos) != maxMemo {
+		t.Errorf("%d words remembered, want the bound %d", len(e.memos), maxMemo)
+	}
+	if _, ok := e.memos[long]; ok {
+		t.Errorf("a word of %d bytes was remembered", len(long))
+	}
+}

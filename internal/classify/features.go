@@ -60,29 +60,47 @@ type extractor struct {
 	known  []int32  // one group's distinct known features
 	counts []uint16 // their term counts by compact index, zero between groups
 	seen   []uint64 // bitmap of the known features, zero between groups
-	// stemMemo maps words to their stems (at most maxStemMemo).
-	stemMemo map[string]string
+	// memos remembers words (at most maxMemo), their char features under
+	// memoIndex; wordMemos are the memos of the words of the text.
+	memos     map[string]*wordMemo
+	memoIndex *vocabulary
+	wordMemos []*wordMemo
 }
 
-// maxStemMemo bounds an extractor's memo of stems.
-const maxStemMemo = 4096
+// maxMemo and maxMemoWord bound an extractor's memo of words: at most
+// 2048 words of at most 32 bytes (about 1 MB with their char features;
+// questions use far fewer). Longer words are not remembered.
+const (
+	maxMemo     = 2048
+	maxMemoWord = 32
+)
 
-// stem is tokenize.Stem with a memo local to the extractor: a lookup by
-// the word's bytes allocates nothing and takes no shared lock, and a pooled
-// extractor sees the same words again and again.
-func (e *extractor) stem(w []byte) string {
-	if s, ok := e.stemMemo[string(w)]; ok {
-		return s
+// wordMemo is what an extractor remembers of a word: its stem and, under
+// the extractor's memoIndex, its known char n-gram features (one per
+// occurrence). Both depend on the word (and the vocabulary) alone, and a
+// pooled extractor sees the same words again and again: a hit costs one
+// map look-up by the word's bytes, with no allocation and no shared lock.
+type wordMemo struct {
+	stem    string
+	chars   []int32
+	charsOK bool
+}
+
+// memo returns the memo of word w, made on first sight (and kept while the
+// memo holds fewer than maxMemo words).
+func (e *extractor) memo(w []byte) *wordMemo {
+	if m, ok := e.memos[string(w)]; ok {
+		return m
 	}
 	word := string(w)
-	s := tokenize.Stem(word)
-	if e.stemMemo == nil {
-		e.stemMemo = map[string]string{}
+	m := &wordMemo{stem: tokenize.Stem(word)}
+	if e.memos == nil {
+		e.memos = map[string]*wordMemo{}
 	}
-	if len(e.stemMemo) < maxStemMemo {
-		e.stemMemo[word] = s
+	if len(e.memos) < maxMemo && len(word) <= maxMemoWord {
+		e.memos[word] = m
 	}
-	return s
+	return m
 }
 
 func (e *extractor) wordAt(i int) []byte {
@@ -116,14 +134,31 @@ func fnvFull[T string | []byte](kind byte, parts ...T) uint32 {
 // bounded by the caller), unsorted, duplicates kept: each id is one
 // occurrence.
 func (e *extractor) hash(text string) {
+	e.hashWords(text)
+	e.char = e.char[:0]
+	if features.cross {
+		e.crossGrams()
+		return
+	}
+	for i := range e.ends {
+		e.wordGrams(e.wordAt(i))
+	}
+}
+
+// hashWords splits text into e.buf and e.ends, stems the words and fills
+// e.word with the word-level ids.
+func (e *extractor) hashWords(text string) {
 	e.buf, e.ends, e.stems = e.buf[:0], e.ends[:0], e.stems[:0]
-	e.word, e.char = e.word[:0], e.char[:0]
+	e.word = e.word[:0]
 	tokenize.EachWord(text, func(w []byte) {
 		e.buf = append(e.buf, w...)
 		e.ends = append(e.ends, len(e.buf))
 	})
+	e.wordMemos = e.wordMemos[:0]
 	for i := range e.ends {
-		e.stems = append(e.stems, e.stem(e.wordAt(i)))
+		m := e.memo(e.wordAt(i))
+		e.wordMemos = append(e.wordMemos, m)
+		e.stems = append(e.stems, m.stem)
 	}
 	prev := "^" // sentence start and end are bigram partners too
 	for _, s := range e.stems {
@@ -138,22 +173,43 @@ func (e *extractor) hash(text string) {
 	if len(e.stems) > 0 {
 		e.word = append(e.word, fnv(kindBigram, prev, "$"))
 	}
-	if features.cross {
-		e.pad = append(e.pad[:0], '<')
-		for i := range e.ends {
-			if i > 0 {
-				e.pad = append(e.pad, ' ')
-			}
-			e.pad = append(e.pad, e.wordAt(i)...)
+}
+
+// crossGrams appends to e.char the char n-gram ids of all words joined.
+func (e *extractor) crossGrams() {
+	e.pad = append(e.pad[:0], '<')
+	for i := range e.ends {
+		if i > 0 {
+			e.pad = append(e.pad, ' ')
 		}
-		e.pad = append(e.pad, '>')
-		e.grams()
-	} else {
-		for i := range e.ends {
-			e.pad = append(append(append(e.pad[:0], '<'), e.wordAt(i)...), '>')
-			e.grams()
+		e.pad = append(e.pad, e.wordAt(i)...)
+	}
+	e.pad = append(e.pad, '>')
+	e.grams()
+}
+
+// wordGrams appends to e.char the char n-gram ids of "<w>".
+func (e *extractor) wordGrams(w []byte) {
+	e.pad = append(append(append(e.pad[:0], '<'), w...), '>')
+	e.grams()
+}
+
+// charFeatures returns the known char n-gram features of word w (memo m),
+// one per occurrence, computed once per word under e.memoIndex.
+func (e *extractor) charFeatures(m *wordMemo, w []byte, index *vocabulary) []int32 {
+	if m.charsOK {
+		return m.chars
+	}
+	e.char = e.char[:0]
+	e.wordGrams(w)
+	m.chars = m.chars[:0]
+	for _, id := range e.char {
+		if f, ok := index.lookup(id); ok {
+			m.chars = append(m.chars, f)
 		}
 	}
+	m.charsOK = true
+	return m.chars
 }
 
 // grams appends the ids of e.pad's char n-grams, fnv(kindChar, gram):
@@ -177,35 +233,63 @@ func (e *extractor) grams() {
 // model's compact features (unknown ids dropped): sublinear tf 1+ln(tf),
 // times idf, each group L2-normalised and weighted. dst is reused.
 func (e *extractor) vectorize(dst []feat, text string, index *vocabulary, idf []float32) []feat {
-	e.hash(text)
-	dst = dst[:0]
-	dst = e.appendGroup(dst, e.word, index, idf, float32(math.Sqrt(features.groupWeight)))
-	dst = e.appendGroup(dst, e.char, index, idf, float32(math.Sqrt(1-features.groupWeight)))
-	return dst
-}
-
-// appendGroup appends the known features of ids, one per distinct id, in
-// ascending compact index: the vocabulary numbers features in ascending id
-// order, so the sums over them (norm, scores) add in the same order as
-// over the sorted ids.
-func (e *extractor) appendGroup(dst []feat, ids []uint32, index *vocabulary, idf []float32, scale float32) []feat {
-	// Term counts by compact index, unknown ids dropped first: most of a
-	// question's char n-grams are not in a small model's vocabulary. Only
-	// the distinct known features are then put in order.
-	if len(e.counts) != len(idf) {
-		e.counts = make([]uint16, len(idf)) // a text of MaxTextBytes has fewer than 2^16 ids
-		e.seen = make([]uint64, (len(idf)+63)/64)
+	if e.memoIndex != index {
+		e.memoIndex, e.memos = index, nil // char features are the vocabulary's
 	}
-	e.known = e.known[:0]
-	for _, id := range ids {
+	e.hashWords(text)
+	dst = dst[:0]
+	e.startGroup(len(idf))
+	for _, id := range e.word {
 		if f, ok := index.lookup(id); ok {
-			if e.counts[f] == 0 {
-				e.known = append(e.known, f)
-				e.seen[f>>6] |= 1 << (f & 63)
-			}
-			e.counts[f]++
+			e.count(f)
 		}
 	}
+	dst = e.endGroup(dst, idf, float32(math.Sqrt(features.groupWeight)))
+	e.startGroup(len(idf))
+	if features.cross {
+		e.char = e.char[:0]
+		e.crossGrams()
+		for _, id := range e.char {
+			if f, ok := index.lookup(id); ok {
+				e.count(f)
+			}
+		}
+	} else {
+		for i := range e.ends {
+			for _, f := range e.charFeatures(e.wordMemos[i], e.wordAt(i), index) {
+				e.count(f)
+			}
+		}
+	}
+	return e.endGroup(dst, idf, float32(math.Sqrt(1-features.groupWeight)))
+}
+
+// startGroup readies the term counts of a feature group. Unknown ids are
+// dropped before counting (most of a question's char n-grams are not in a
+// small model's vocabulary); only the distinct known features are then put
+// in order.
+func (e *extractor) startGroup(nFeat int) {
+	if len(e.counts) != nFeat {
+		e.counts = make([]uint16, nFeat) // a text of MaxTextBytes has fewer than 2^16 ids
+		e.seen = make([]uint64, (nFeat+63)/64)
+	}
+	e.known = e.known[:0]
+}
+
+// count adds one occurrence of known feature f.
+func (e *extractor) count(f int32) {
+	if e.counts[f] == 0 {
+		e.known = append(e.known, f)
+		e.seen[f>>6] |= 1 << (f & 63)
+	}
+	e.counts[f]++
+}
+
+// endGroup appends the counted features, one per distinct feature, in
+// ascending compact index: the vocabulary numbers features in ascending id
+// order, so the sums over them (norm, scores) add in the same order as
+// over the sorted ids. It leaves the counts zero.
+func (e *extractor) endGroup(dst []feat, idf []float32, scale float32) []feat {
 	if len(e.known)*8 >= len(e.seen) {
 		// Dense enough: reading the bitmap in order beats a sort.
 		e.known = e.known[:0]
