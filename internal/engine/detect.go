@@ -387,7 +387,6 @@ func extractEntities(text string, xs []extractor) []Entity {
 		}
 		if ws == nil {
 			ws = wordScratchPool.Get().(*wordScratch)
-			defer wordScratchPool.Put(ws)
 			ws.words, ws.buf = appendQuestionWords(ws.words[:0], ws.buf[:0], text)
 			words, buf = ws.words, ws.buf
 		}
@@ -403,6 +402,9 @@ func extractEntities(text string, xs []extractor) []Entity {
 				break
 			}
 		}
+	}
+	if ws != nil {
+		wordScratchPool.Put(ws)
 	}
 	slices.SortFunc(out, func(a, b Entity) int {
 		switch {
