@@ -84,6 +84,8 @@ FUZZ_TARGETS := \
 	./internal/sources:FuzzSplitDocument \
 	./internal/sources:FuzzHTTPAPIResponse \
 	./internal/sources:FuzzParseCatalog \
+	./internal/session:FuzzSessionFile \
+	./internal/session:FuzzJSONSummary \
 	./internal/server/fuzz:FuzzQuery
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 3000 inputs) each; longer: make fuzz FUZZTIME=1000000x.

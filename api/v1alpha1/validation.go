@@ -80,6 +80,19 @@ var (
 	gitSchemes = []string{"http", "https", "ssh", "file"}
 )
 
+// ValidateSensitivity returns "" for one of the four levels, else the
+// message the schema gives, for inputs outside manifests (session items).
+func ValidateSensitivity(s Sensitivity) string {
+	if slices.Contains(sensitivities, s) {
+		return ""
+	}
+	q := make([]string, len(sensitivities))
+	for i, v := range sensitivities {
+		q[i] = strconv.Quote(string(v))
+	}
+	return fmt.Sprintf("unsupported value %q: supported values: %s", s, strings.Join(q, ", "))
+}
+
 // Validate reports every invalid field of a defaulted ContextRouter.
 func (r *ContextRouter) Validate() field.ErrorList {
 	allErrs := validateObjectMeta(&r.ObjectMeta, field.NewPath("metadata"))

@@ -97,7 +97,7 @@ type Model struct {
 	opts        Options
 	labels      []string
 	counts      map[string]int
-	index       map[uint32]int32
+	index       *vocabulary
 	idf         []float32
 	lin         *linear
 	temperature float64
@@ -410,11 +410,10 @@ func (m *Model) buildVocabulary(examples []Example, minDF, maxParams int) {
 		ids = ids[:limit]
 	}
 	slices.Sort(ids)
-	m.index = make(map[uint32]int32, len(ids))
+	m.index = newVocabulary(ids)
 	m.idf = make([]float32, len(ids))
 	n := float64(len(examples))
 	for i, id := range ids {
-		m.index[id] = int32(i)
 		m.idf[i] = float32(math.Log((1+n)/(1+float64(df[id]))) + 1)
 	}
 }
@@ -513,7 +512,8 @@ func (m *Model) Classify(text string) Result {
 	p := m.probabilities(s, text)
 	// Top MaxAlternatives+1 labels by probability, ties by label order.
 	n := min(m.opts.MaxAlternatives+1, len(p))
-	top := make([]int, 0, n+1)
+	var topBuf [8]int // on the stack for the usual few alternatives
+	top := topBuf[:0]
 	for c := range p {
 		i := len(top)
 		for i > 0 && p[top[i-1]] < p[c] {
@@ -526,7 +526,7 @@ func (m *Model) Classify(text string) Result {
 			}
 		}
 	}
-	r := Result{Label: m.labels[top[0]], Confidence: p[top[0]]}
+	r := Result{Label: m.labels[top[0]], Confidence: p[top[0]], Alternatives: make([]Alternative, 0, len(top)-1)}
 	for _, c := range top[1:] {
 		r.Alternatives = append(r.Alternatives, Alternative{Label: m.labels[c], Confidence: p[c]})
 	}

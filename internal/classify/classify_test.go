@@ -378,7 +378,7 @@ func trainBenchModel(b *testing.B) (*Model, error) {
 func TestVocabularyBounds(t *testing.T) {
 	ex := []Example{{"alpha beta", "a"}, {"alpha gamma", "b"}, {"alpha beta delta", "a"}}
 	df := func(m *Model, word string) int {
-		_, ok := m.index[fnv(kindWord, tokenize.Stem(word))]
+		_, ok := m.index.lookup(fnv(kindWord, tokenize.Stem(word)))
 		if ok {
 			return 1
 		}
@@ -395,11 +395,11 @@ func TestVocabularyBounds(t *testing.T) {
 	// texts), not "delta" (in 1).
 	var e extractor
 	e.hash("alpha")
-	for id := range capped.index {
+	capped.index.each(func(id uint32) {
 		if !slices.Contains(e.word, id) && !slices.Contains(e.char, id) {
 			t.Errorf("capped vocabulary kept %d, not a feature of alpha", id)
 		}
-	}
+	})
 	if df(capped, "delta") != 0 || df(all, "delta") != 1 {
 		t.Errorf("delta: capped %d, uncapped %d", df(capped, "delta"), df(all, "delta"))
 	}
@@ -447,5 +447,36 @@ func TestSingleLabel(t *testing.T) {
 	}
 	if r := m.Classify("anything at all"); r.Label != "greet" || r.Confidence != 1 || r.Alternatives != nil {
 		t.Errorf("one label: %+v, want greet with confidence 1 and no alternatives", r)
+	}
+}
+
+// TestWordMemoBounds: an extractor remembers at most maxMemo words of at
+// most maxMemoWord bytes, and remembered or not, a text gets the vector a
+// fresh extractor gives it.
+func TestWordMemoBounds(t *testing.T) {
+	m, err := Train(synthetic(5, 10, 3), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e extractor
+	long := strings.Repeat("w", maxMemoWord+1)
+	texts := []string{"w0x1 w2y3 and " + long, long + " w0x1"}
+	for i := range maxMemo + 100 {
+		texts = append(texts, fmt.Sprintf("w%dx%d again w0x1", i, i%7))
+	}
+	texts = append(texts, "w0x1 w2y3 and "+long)
+	var x []feat
+	for _, text := range texts {
+		x = e.vectorize(x, text, m.index, m.idf)
+		var fresh extractor
+		if want := fresh.vectorize(nil, text, m.index, m.idf); !slices.Equal(x, want) {
+			t.Fatalf("%q: memoised vector %v, fresh %v", text, x, want)
+		}
+	}
+	if len(e.memos) != maxMemo {
+		t.Errorf("%d words remembered, want the bound %d", len(e.memos), maxMemo)
+	}
+	if _, ok := e.memos[long]; ok {
+		t.Errorf("a word of %d bytes was remembered", len(long))
 	}
 }

@@ -41,7 +41,7 @@ func NewRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	root.AddCommand(newQueryCommand(), newToolsCommand(), newValidateCommand(), newEvalCommand(), newOperatorCommand(), newProbeCommand())
-	root.AddCommand(newCacheCommand())
+	root.AddCommand(newCacheCommand(), newSessionCommand())
 	root.AddCommand(newServeCommand())
 	root.AddCommand(newConvertCommand())
 	return root

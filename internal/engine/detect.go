@@ -80,8 +80,11 @@ type classifierState struct {
 }
 
 type extractor struct {
-	typ  string
-	re   *regexp.Regexp
+	typ string
+	re  *regexp.Regexp
+	// lit is in every match of re (requiredLiteral): without it in the
+	// text, re cannot match and is not run.
+	lit  string
 	dict *dictionary
 }
 
@@ -226,7 +229,7 @@ func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.Source
 				add(fmt.Sprintf("spec.entities[%d].pattern", i), err.Error())
 				continue
 			}
-			e.re = re
+			e.re, e.lit = re, requiredLiteral(x.Pattern)
 		}
 		xs = append(xs, e)
 	}
@@ -313,8 +316,11 @@ type span struct {
 // questionWords splits s into maximal runs of letters, digits and marks,
 // folded to lower case into one buffer: no allocation per word.
 func questionWords(s string) ([]span, []byte) {
-	var out []span
-	buf := make([]byte, 0, len(s))
+	return appendQuestionWords(nil, make([]byte, 0, len(s)), s)
+}
+
+// appendQuestionWords is questionWords appending to out and buf.
+func appendQuestionWords(out []span, buf []byte, s string) ([]span, []byte) {
 	start := -1
 	lo := 0
 	for i, r := range s {
@@ -366,8 +372,12 @@ func extractEntities(text string, xs []extractor) []Entity {
 	out := []Entity{}
 	var words []span
 	var buf []byte
+	var ws *wordScratch
 	for _, x := range xs {
 		if x.re != nil {
+			if !strings.Contains(text, x.lit) {
+				continue
+			}
 			for _, m := range x.re.FindAllStringIndex(text, MaxEntities+1) {
 				if m[1]-m[0] <= MaxEntityValueBytes {
 					out = append(out, Entity{Type: x.typ, Value: text[m[0]:m[1]], Start: m[0], End: m[1]})
@@ -375,8 +385,10 @@ func extractEntities(text string, xs []extractor) []Entity {
 			}
 			continue
 		}
-		if words == nil {
-			words, buf = questionWords(text)
+		if ws == nil {
+			ws = wordScratchPool.Get().(*wordScratch)
+			ws.words, ws.buf = appendQuestionWords(ws.words[:0], ws.buf[:0], text)
+			words, buf = ws.words, ws.buf
 		}
 		for i := 0; i < len(words); i++ {
 			for _, seq := range x.dict.first[string(buf[words[i].lo:words[i].hi])] {
@@ -390,6 +402,9 @@ func extractEntities(text string, xs []extractor) []Entity {
 				break
 			}
 		}
+	}
+	if ws != nil {
+		wordScratchPool.Put(ws)
 	}
 	slices.SortFunc(out, func(a, b Entity) int {
 		switch {
@@ -408,6 +423,16 @@ func extractEntities(text string, xs []extractor) []Entity {
 	}
 	return out
 }
+
+// wordScratch holds a query's words for the dictionaries: entity values
+// are slices of the text, never of these buffers, so they go back to the
+// pool after extraction.
+type wordScratch struct {
+	words []span
+	buf   []byte
+}
+
+var wordScratchPool = sync.Pool{New: func() any { return new(wordScratch) }}
 
 func matchSeq(buf []byte, words []span, seq []string) bool {
 	for i, w := range seq {
@@ -429,39 +454,70 @@ type detector struct {
 	det  *Detection
 	// detected and entities are the CEL values.
 	detected, entities ref.Val
+	// detection, detected's record and its keys and values live in the
+	// detector: a query with a classifier or two allocates none of them.
+	detection Detection
+	rec       record
+	keys      []types.String
+	vals      detectedFields
+	keysBuf   [2]types.String
+	valsBuf   [2]ref.Val
 }
+
+// classifierValue is a classifier's result as a CEL value: the record and
+// its fields in one allocation.
+type classifierValue struct {
+	rec record
+	f   resultFields
+}
+
+// detectedFields are the values of the detected record, by key.
+type detectedFields []ref.Val
+
+func (f detectedFields) field(i int) ref.Val { return f[i] }
+
+// noEntities is the entities value of a query without entities.
+var noEntities = types.NewRefValList(types.DefaultTypeAdapter, []ref.Val{})
 
 func (d *detector) run() {
 	if d.done {
 		return
 	}
 	d.done = true
-	det := &Detection{Classifiers: map[string]ClassifierResult{}, Entities: []Entity{}}
-	// CEL values box a field only when a condition reads it (detect_values.go).
-	vals := make(map[ref.Val]ref.Val, len(d.want))
+	d.detection = Detection{Classifiers: map[string]ClassifierResult{}, Entities: []Entity{}}
+	det := &d.detection
+	// CEL values box a field only when a condition reads it
+	// (detect_values.go); detected is a record keyed by classifier name.
+	d.keys, d.vals = d.keysBuf[:0], d.valsBuf[:0]
 	for i, c := range d.s.classifiers {
 		if !d.want[i] || c.model == nil {
 			continue
 		}
-		f := &resultFields{r: c.model.Classify(d.text)}
-		r := &f.r
+		v := &classifierValue{f: resultFields{r: c.model.Classify(d.text)}}
+		v.rec = record{keys: resultKeys, src: &v.f}
+		r := &v.f.r
 		cr := ClassifierResult{Label: r.Label, Confidence: round4(r.Confidence), Alternatives: make([]classify.Alternative, len(r.Alternatives))}
 		for j, a := range r.Alternatives {
 			cr.Alternatives[j] = classify.Alternative{Label: a.Label, Confidence: round4(a.Confidence)}
 		}
 		det.Classifiers[c.name] = cr
-		vals[types.String(c.name)] = &record{keys: resultKeys, src: f}
+		d.keys = append(d.keys, types.String(c.name))
+		d.vals = append(d.vals, &v.rec)
 	}
 	if d.ents {
 		det.Entities = extractEntities(d.text, d.s.extractors)
 	}
-	ents := make([]ref.Val, len(det.Entities))
-	for i := range det.Entities {
-		ents[i] = &record{keys: entityKeys, src: entityFields{&det.Entities[i]}}
+	d.entities = noEntities
+	if len(det.Entities) > 0 {
+		ents := make([]ref.Val, len(det.Entities))
+		for i := range det.Entities {
+			ents[i] = &record{keys: entityKeys, src: entityFields{&det.Entities[i]}}
+		}
+		d.entities = types.NewRefValList(types.DefaultTypeAdapter, ents)
 	}
 	d.det = det
-	d.detected = types.NewRefValMap(types.DefaultTypeAdapter, vals)
-	d.entities = types.NewRefValList(types.DefaultTypeAdapter, ents)
+	d.rec = record{keys: d.keys, src: d.vals}
+	d.detected = &d.rec
 }
 
 // newDetector returns the detector of a query, or nil when the query needs

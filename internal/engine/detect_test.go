@@ -378,6 +378,11 @@ func TestDetectionValuesInCEL(t *testing.T) {
 		{`entities[0] == {"type": "ticket", "value": "OPS-7", "start": 14, "end": 19}`, true, ""},
 		{`detected.intent.nope == "x"`, false, "no such key: nope"},
 		{`"refund" in detected.intent.alternatives.map(a, a.label) || detected.intent.label == "refund"`, true, ""},
+		// detected itself is a record keyed by classifier name.
+		{`size(detected) == 1 && "intent" in detected && !("nope" in detected) && detected.all(k, k == "intent")`, true, ""},
+		{`detected == {"intent": detected.intent} && detected != {}`, true, ""},
+		{`detected["no" + "pe"].label == "x"`, false, "no such key: nope"},
+		{`size(entities) == 1 && entities != []`, true, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.when, func(t *testing.T) {

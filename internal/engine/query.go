@@ -590,6 +590,10 @@ func lowerBound(hits []index.Hit, d uint32) int {
 
 const maxCachedAgents = 4096
 
+// AccessFor is what agent may read under this snapshot's router (§3 of
+// api.md): session packs apply its sensitivity floor to session items.
+func (s *Snapshot) AccessFor(agent string) Access { return *s.accessFor(agent) }
+
 func (s *Snapshot) accessFor(agent string) *Access {
 	if a, ok := s.access.Load(agent); ok {
 		return a.(*Access)
@@ -628,7 +632,7 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 	}
 	var included []*candidate
 	extra := map[string]uint32{}
-	dedup := dedupSet{t: s.dedup}
+	dedup := index.NewNearDuplicates(s.dedup)
 	full := false
 	for h.Len() > 0 {
 		// Stop when nothing more can go in: the budget is full, no candidate fits
@@ -653,7 +657,7 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 					c.terms = s.ix.TermIDs(c.chunk.Title+"\n"+c.chunk.Content, extra)
 				}
 			}
-			if dedup.duplicate(c.terms) {
+			if dedup.Duplicate(c.terms) {
 				resp.Stats.Dropped.Duplicate++
 				continue
 			}
@@ -693,60 +697,10 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 		}
 		cc := c
 		if s.dedup > 0 && !c.redacted {
-			dedup.add(c.terms)
+			dedup.Add(c.terms)
 		}
 		included = append(included, &cc)
 		resp.Chunks = append(resp.Chunks, toChunk(&cc))
-	}
-}
-
-// dedupSet holds the term sets of included chunks. Few sets are compared
-// pairwise (JaccardAtLeast rejects most pairs in a few steps); past
-// pairwiseLimit an inverted map of prefix terms (see index.PrefixLen) picks
-// the only sets worth verifying.
-type dedupSet struct {
-	t        float64
-	sets     [][]uint32
-	prefixes map[uint32][]int32
-}
-
-const pairwiseLimit = 32
-
-func (d *dedupSet) duplicate(terms []uint32) bool {
-	if d.prefixes == nil {
-		for _, o := range d.sets {
-			if index.JaccardAtLeast(terms, o, d.t) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, r := range terms[:index.PrefixLen(len(terms), d.t)] {
-		for _, pos := range d.prefixes[r] {
-			if index.JaccardAtLeast(terms, d.sets[pos], d.t) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (d *dedupSet) add(terms []uint32) {
-	d.sets = append(d.sets, terms)
-	switch {
-	case len(d.sets) == pairwiseLimit:
-		d.prefixes = make(map[uint32][]int32, pairwiseLimit*16)
-		for i, set := range d.sets {
-			d.index(set, i)
-		}
-	case len(d.sets) > pairwiseLimit:
-		d.index(terms, len(d.sets)-1)
-	}
-}
-
-func (d *dedupSet) index(terms []uint32, pos int) {
-	for _, r := range terms[:index.PrefixLen(len(terms), d.t)] {
-		d.prefixes[r] = append(d.prefixes[r], int32(pos))
 	}
 }
 

@@ -171,6 +171,9 @@ func (s *Snapshot) Hash() string { return s.hash }
 // Router is the name of the compiled router.
 func (s *Snapshot) Router() string { return s.routerName }
 
+// Estimator is the router's token estimator (spec.budget).
+func (s *Snapshot) Estimator() budget.Estimator { return s.est }
+
 // BuiltAt is when the snapshot was compiled.
 func (s *Snapshot) BuiltAt() time.Time { return s.built }
 

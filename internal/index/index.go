@@ -468,6 +468,12 @@ func Jaccard(a, b []uint32) float64 {
 	if len(a) == 0 || len(b) == 0 {
 		return 0
 	}
+	inter := Intersection(a, b)
+	return float64(inter) / float64(len(a)+len(b)-inter)
+}
+
+// Intersection is |a ∩ b| of two sorted id sets.
+func Intersection(a, b []uint32) int {
 	i, j, inter := 0, 0, 0
 	for i < len(a) && j < len(b) {
 		switch {
@@ -481,7 +487,7 @@ func Jaccard(a, b []uint32) float64 {
 			j++
 		}
 	}
-	return float64(inter) / float64(len(a)+len(b)-inter)
+	return inter
 }
 
 // JaccardAtLeast reports whether Jaccard(a, b) >= t without computing it in

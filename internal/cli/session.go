@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/server"
+	"github.com/contextrouter/contextrouter/internal/session"
+)
+
+func newSessionCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Build context packs from an agent's session",
+	}
+	cmd.AddCommand(newSessionBuildCommand())
+	return cmd
+}
+
+func newSessionBuildCommand() *cobra.Command {
+	var (
+		sf        sourceFlags
+		itemsFile string
+		phase     string
+		query     string
+		agent     string
+		tags      []string
+		maxTokens int
+		output    string
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "build -f PATH... --items FILE.jsonl --phase route|call|interpret|answer [--query TEXT] [-a AGENT] [--max-tokens N] [-o text|json]",
+		Short: "Print the context pack of a session for one phase",
+		Long: `Build the context pack of a session (api.md §11): the items of a JSONL file,
+cut to the phase budget, with oversized tool results replaced by summaries.
+With --query, the router's query pipeline adds knowledge chunks (and tool cards
+in the route phase).`,
+		Example: `  contextrouter session build -f examples/quickstart --items session.jsonl --phase answer
+  contextrouter session build -f examples/quickstart --items session.jsonl --phase route --query "roll back the deploy" -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("--query-timeout: %s must be positive", timeout)
+			}
+			ph, err := session.ParsePhase(phase)
+			if err != nil {
+				return fmt.Errorf("--phase: %w", err)
+			}
+			if maxTokens < 0 || maxTokens > session.MaxBudget {
+				return fmt.Errorf("--max-tokens: %d must be between 0 and %d", maxTokens, session.MaxBudget)
+			}
+			sess, err := readSession(itemsFile)
+			if err != nil {
+				return err
+			}
+			snap, err := sf.compile(cmd.Context())
+			if err != nil {
+				return err
+			}
+			access := snap.AccessFor(agent)
+			opts := session.Options{Phase: ph, Query: query, Tags: tags, MaxTokens: maxTokens,
+				Access: &access, Estimator: snap.Estimator()}
+			var resp *engine.Response
+			if query != "" {
+				req := engine.Request{Text: query, Agent: agent, Tags: tags, MaxTokens: session.DefaultBudget(ph)}
+				if maxTokens > 0 {
+					req.MaxTokens = min(req.MaxTokens, maxTokens)
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+				defer cancel()
+				if resp, err = snap.Query(ctx, req); err != nil {
+					return timeoutError(err, timeout)
+				}
+				printWarnings(cmd.ErrOrStderr(), snap, &req, resp)
+				opts.Knowledge = resp.Chunks
+			}
+			pack, err := session.Build(sess, opts)
+			if err != nil {
+				return fmt.Errorf("%s: %w", itemsFile, err)
+			}
+			if resp != nil {
+				pack.Chunks = resp.Chunks
+				if ph == session.PhaseRoute {
+					pack.Tools = resp.Tools
+				}
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), pack)
+			}
+			printPack(cmd.OutOrStdout(), pack, resp)
+			return nil
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().StringVar(&itemsFile, "items", "", "session file: JSON Lines of items, facts and episodes (api.md §11.6)")
+	cmd.Flags().StringVar(&phase, "phase", "", "phase of the call: route, call, interpret or answer")
+	cmd.Flags().StringVar(&query, "query", "", "what the call is about: ranks items and adds the query pipeline's chunks (and tool cards in the route phase)")
+	cmd.Flags().StringVarP(&agent, "agent", "a", "", "agent identity: its permissions set the sensitivity floor")
+	cmd.Flags().StringArrayVarP(&tags, "tag", "t", nil, "tag of the request (repeatable); items carrying it rank higher")
+	cmd.Flags().IntVar(&maxTokens, "max-tokens", 0, "lower the phase budget")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the --query may take once the manifests are loaded")
+	_ = cmd.MarkFlagRequired("items")
+	_ = cmd.MarkFlagRequired("phase")
+	return cmd
+}
+
+func readSession(name string) (*session.Session, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("--items: %w", err)
+	}
+	defer f.Close()
+	return session.ReadJSONL(name, f)
+}
+
+// printPack renders a pack for people: a summary of what went in and what
+// was left out, then the text the model would see.
+func printPack(w io.Writer, p *session.Pack, resp *engine.Response) {
+	st := p.Stats
+	fmt.Fprintf(w, "phase:           %s (budget %d tokens, memory cap %d)\n", p.Phase, p.Budget, st.MemoryCap)
+	fmt.Fprintf(w, "pack:            %d of %d candidates, %d tokens", st.Included, st.Candidates, p.TotalTokens)
+	var drops []string
+	for _, x := range []struct {
+		n    int
+		what string
+	}{{st.Dropped.Budget, "budget"}, {st.Dropped.Duplicate, "duplicate"}, {st.Dropped.MemoryCap, "memory cap"}, {st.Dropped.Sensitivity, "sensitivity"}} {
+		if x.n > 0 {
+			drops = append(drops, fmt.Sprintf("%d %s", x.n, x.what))
+		}
+	}
+	if len(drops) > 0 {
+		fmt.Fprintf(w, "; dropped: %s", strings.Join(drops, ", "))
+	}
+	for _, x := range []struct {
+		n    int
+		what string
+	}{{st.Closures, "brought by closure"}, {st.Firewalled, "firewalled"}, {st.Redacted, "redacted"}} {
+		if x.n > 0 {
+			fmt.Fprintf(w, "; %d %s", x.n, x.what)
+		}
+	}
+	fmt.Fprintln(w)
+	secs := make([]string, len(p.Sections))
+	for i, s := range p.Sections {
+		secs[i] = fmt.Sprintf("%s %d", s.Name, s.Tokens)
+	}
+	fmt.Fprintf(w, "sections:        %s\n", strings.Join(secs, ", "))
+	for _, a := range p.Artifacts {
+		fmt.Fprintf(w, "artifact:        %s (%s, %d bytes, %s)\n", a.Ref, a.ItemID, a.Bytes, a.MediaType)
+	}
+	if resp != nil {
+		fmt.Fprintf(w, "query:           %d chunks from routes %s\n", len(resp.Chunks), strings.Join(resp.MatchedRoutes, ", "))
+		if p.Phase == session.PhaseRoute && (resp.Stats.Tools.Candidates > 0 || len(p.Tools) > 0) {
+			printTools(w, p.Tools, resp.Stats.Tools)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprint(w, p.Text)
+}

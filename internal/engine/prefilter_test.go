@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRequiredLiteral(t *testing.T) {
+	cases := []struct {
+		pattern, want string
+	}{
+		{`\b[A-Z][A-Z0-9]+-[0-9]+\b`, "-"},
+		{`INC[0-9]{4,}`, "INC"},
+		{`(?:ticket|issue) #[0-9]+`, " #"},
+		{`(ab)+c`, "ab"},
+		{`x{2,3}yz`, "xx"},        // the longest of the two required parts
+		{`[0-9]+(\.[0-9]+)?`, ""}, // the dot is optional
+		{`a?b*`, ""},
+		{`(?i)ops-[0-9]+`, ""}, // case-folded: not one spelling
+		{`foo|bar`, ""},
+		{`[a-z]+@[a-z]+\.com`, ".com"},
+		{`ü-[0-9]`, "ü-"},
+		{`\x{FFFD}xy\x{FFFD}z`, "xy"}, // U+FFFD also matches an invalid byte
+		{`[\x{FFFD}]`, ""},
+		{`(`, ""}, // invalid: no prefilter
+	}
+	for _, tc := range cases {
+		t.Run(tc.pattern, func(t *testing.T) {
+			if got := requiredLiteral(tc.pattern); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPatternPrefilter: on generated texts, extraction with the prefilter
+// finds exactly what the plain regular expressions find, and texts without
+// the literal are the ones it skips.
+func TestPatternPrefilter(t *testing.T) {
+	patterns := []string{
+		`\b[A-Z][A-Z0-9]+-[0-9]+\b`, `INC[0-9]{2,}`, `(?:ticket|issue) #[0-9]+`, `[a-z]+@[a-z]+\.com`,
+		`ü-[0-9]`, `\x{FFFD}x`, `(ab)+c`, `[0-9]+(\.[0-9]+)?`,
+	}
+	alphabet := []string{"A", "B", "Z", "I", "N", "C", "a", "b", "c", "x", "z", "0", "7", "9", "-", "-", " ", " ", ".", "@",
+		"#", "ticket", "issue", "INC", ".com", "ü", "\xff", "\uFFFD", "OPS-12", "ab", " #", "ticket #", "ü-", "\uFFFDx", "\xffx"}
+	rng := rand.New(rand.NewPCG(9, 9))
+	texts := []string{"", "OPS-12", "How many vacation days do I get?", "\xffx", "mail bob@acme.com", "INC00 and INC1"}
+	for range 3000 {
+		var b strings.Builder
+		for range rng.IntN(12) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		texts = append(texts, b.String())
+	}
+	for _, p := range patterns {
+		t.Run(p, func(t *testing.T) {
+			plain := extractor{typ: "x", re: mustPattern(t, p)}
+			filtered := plain
+			filtered.lit = requiredLiteral(p)
+			if filtered.lit == "" && p != `[0-9]+(\.[0-9]+)?` {
+				t.Fatalf("no literal for %s", p)
+			}
+			matched, skipped := 0, 0
+			for _, text := range texts {
+				want := extractEntities(text, []extractor{plain})
+				got := extractEntities(text, []extractor{filtered})
+				if !slices.Equal(got, want) {
+					t.Fatalf("%q: prefiltered %+v, plain %+v", text, got, want)
+				}
+				if len(want) > 0 {
+					matched++
+				}
+				if !strings.Contains(text, filtered.lit) {
+					skipped++
+					if len(want) > 0 {
+						t.Fatalf("%q matches but lacks %q", text, filtered.lit)
+					}
+				}
+			}
+			// The generated set exercises both sides.
+			if matched == 0 || (filtered.lit != "" && skipped == 0) {
+				t.Errorf("%d texts matched, %d skipped", matched, skipped)
+			}
+		})
+	}
+}

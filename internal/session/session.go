@@ -1,0 +1,275 @@
+// Package session builds context packs from an agent's session: the items it
+// accumulated (turns, tool calls and results, facts, plans), cut to the budget
+// of one LLM call phase (docs/api.md §11). It is pure computation: storage and
+// transport live elsewhere.
+package session
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+)
+
+// Kind is the kind of a session item.
+type Kind string
+
+const (
+	KindUserTurn     Kind = "user_turn"
+	KindAgentMessage Kind = "agent_message"
+	KindToolCall     Kind = "tool_call"
+	KindToolResult   Kind = "tool_result"
+	KindDocSnippet   Kind = "doc_snippet"
+	KindMemoryFact   Kind = "memory_fact"
+	KindPlanState    Kind = "plan_state"
+	KindPolicy       Kind = "policy"
+)
+
+// Kinds lists every kind, in the order of the documentation.
+var Kinds = []Kind{KindUserTurn, KindAgentMessage, KindToolCall, KindToolResult, KindDocSnippet, KindMemoryFact, KindPlanState, KindPolicy}
+
+// Item is one entry of a session, in the order it happened.
+type Item struct {
+	ID   string `json:"id"`
+	Kind Kind   `json:"kind"`
+	Text string `json:"text"`
+	// ParentID names an earlier item this one needs to be understood (a
+	// tool_result its tool_call): a pack that includes the item includes the
+	// whole parent chain.
+	ParentID    string               `json:"parent_id,omitempty"`
+	Sensitivity v1alpha1.Sensitivity `json:"sensitivity,omitempty"`
+	Tags        []string             `json:"tags,omitempty"`
+	Metadata    map[string]string    `json:"metadata,omitempty"`
+	// TokenEstimate is the caller's count; a pack counts the item at least
+	// at the router's own estimate, so a low value never overfills it.
+	TokenEstimate int `json:"token_estimate,omitempty"`
+}
+
+// Fact is one remembered key → value.
+type Fact struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Episode is a short summary of a past interaction.
+type Episode struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// Session is what a pack is built from.
+type Session struct {
+	Items    []Item
+	Facts    []Fact
+	Episodes []Episode
+}
+
+// Limits (api.md §11.7). They are checked by Validate, where input enters.
+const (
+	MaxItems         = 10_000
+	MaxItemBytes     = 256 << 10
+	MaxSessionBytes  = 16 << 20
+	MaxIDBytes       = 128
+	MaxTags          = 32
+	MaxTagBytes      = 256
+	MaxMetadata      = 32
+	MaxMetadataKey   = 256
+	MaxMetadataValue = 1024
+	MaxFacts         = 1_000
+	MaxFactKeyBytes  = 256
+	MaxFactBytes     = 4 << 10
+	MaxEpisodes      = 1_000
+	MaxEpisodeBytes  = 16 << 10
+	MaxTokenEstimate = 1 << 24
+)
+
+// Error is an input error of one entry of a session. Entry is "items",
+// "facts" or "episodes" and Index its position there, so a reader can map it
+// back to a file line.
+type Error struct {
+	Entry string
+	Index int
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s[%d].%s: %s", e.Entry, e.Index, e.Field, e.Msg) }
+
+func knownKind(k Kind) bool {
+	for _, x := range Kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidateItem checks one item on its own (not its parent, see Validate).
+// i is its index, for the error.
+func ValidateItem(i int, it *Item) *Error {
+	bad := func(field, format string, args ...any) *Error {
+		return &Error{Entry: "items", Index: i, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case it.ID == "":
+		return bad("id", "required")
+	case len(it.ID) > MaxIDBytes:
+		return bad("id", "%d bytes; ids are limited to %d bytes", len(it.ID), MaxIDBytes)
+	case !utf8.ValidString(it.ID) || strings.ContainsAny(it.ID, "\n\r\t"):
+		return bad("id", "must be valid UTF-8 without tabs or line breaks")
+	case it.Kind == "":
+		return bad("kind", "required: one of %s", kindList())
+	case !knownKind(it.Kind):
+		return bad("kind", "unknown kind %q: want one of %s", it.Kind, kindList())
+	case len(it.Text) > MaxItemBytes:
+		return bad("text", "%d bytes; an item's text is limited to %d bytes", len(it.Text), MaxItemBytes)
+	case it.ParentID == it.ID:
+		return bad("parent_id", "an item cannot be its own parent")
+	case it.TokenEstimate < 0 || it.TokenEstimate > MaxTokenEstimate:
+		return bad("token_estimate", "%d: must be between 0 and %d", it.TokenEstimate, MaxTokenEstimate)
+	case len(it.Tags) > MaxTags:
+		return bad("tags", "%d tags; at most %d", len(it.Tags), MaxTags)
+	case len(it.Metadata) > MaxMetadata:
+		return bad("metadata", "%d pairs; at most %d", len(it.Metadata), MaxMetadata)
+	}
+	if it.Sensitivity != "" {
+		if err := v1alpha1.ValidateSensitivity(it.Sensitivity); err != "" {
+			return bad("sensitivity", "%s", err)
+		}
+	}
+	for j, t := range it.Tags {
+		if t == "" || len(t) > MaxTagBytes {
+			return bad(fmt.Sprintf("tags[%d]", j), "%d bytes; tags are 1 to %d bytes", len(t), MaxTagBytes)
+		}
+	}
+	for k, v := range it.Metadata {
+		if k == "" || len(k) > MaxMetadataKey {
+			return bad("metadata", "key of %d bytes; keys are 1 to %d bytes", len(k), MaxMetadataKey)
+		}
+		if len(v) > MaxMetadataValue {
+			return bad(fmt.Sprintf("metadata[%q]", k), "%d bytes; values are limited to %d bytes", len(v), MaxMetadataValue)
+		}
+	}
+	return nil
+}
+
+func kindList() string {
+	s := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Validate checks a whole session: every entry, unique ids, the limits,
+// and parents: a parent_id must name another item, and parent chains must
+// not loop.
+func Validate(s *Session) error {
+	if len(s.Items) > MaxItems {
+		return &Error{Entry: "items", Index: MaxItems, Field: "id", Msg: fmt.Sprintf("a session holds at most %d items", MaxItems)}
+	}
+	if len(s.Facts) > MaxFacts {
+		return &Error{Entry: "facts", Index: MaxFacts, Field: "key", Msg: fmt.Sprintf("a session holds at most %d facts", MaxFacts)}
+	}
+	if len(s.Episodes) > MaxEpisodes {
+		return &Error{Entry: "episodes", Index: MaxEpisodes, Field: "id", Msg: fmt.Sprintf("a session holds at most %d episodes", MaxEpisodes)}
+	}
+	total := 0
+	pos := make(map[string]int, len(s.Items))
+	for i := range s.Items {
+		it := &s.Items[i]
+		if err := ValidateItem(i, it); err != nil {
+			return err
+		}
+		if j, dup := pos[it.ID]; dup {
+			return &Error{Entry: "items", Index: i, Field: "id", Msg: fmt.Sprintf("%q is also the id of items[%d]", it.ID, j)}
+		}
+		pos[it.ID] = i
+		total += len(it.Text)
+		if total > MaxSessionBytes {
+			return &Error{Entry: "items", Index: i, Field: "text", Msg: fmt.Sprintf("the session's texts pass %d bytes", MaxSessionBytes)}
+		}
+	}
+	for i := range s.Items {
+		it := &s.Items[i]
+		if it.ParentID == "" {
+			continue
+		}
+		if _, ok := pos[it.ParentID]; !ok {
+			return &Error{Entry: "items", Index: i, Field: "parent_id", Msg: fmt.Sprintf("no item has id %q", it.ParentID)}
+		}
+	}
+	if err := checkCycles(s.Items, pos); err != nil {
+		return err
+	}
+	// Facts and episodes: a key (or id) within bounds and unique, a text within bounds.
+	type keyed struct{ key, text string }
+	check := func(entry, keyField, textField, what string, n, maxKey, maxText int, at func(int) keyed) error {
+		seen := make(map[string]int, n)
+		for i := range n {
+			e := at(i)
+			bad := func(field, format string, args ...any) error {
+				return &Error{Entry: entry, Index: i, Field: field, Msg: fmt.Sprintf(format, args...)}
+			}
+			switch {
+			case e.key == "" || len(e.key) > maxKey:
+				return bad(keyField, "%d bytes; %ss are 1 to %d bytes", len(e.key), keyField, maxKey)
+			case len(e.text) > maxText:
+				return bad(textField, "%d bytes; %s is limited to %d bytes", len(e.text), what, maxText)
+			}
+			if j, dup := seen[e.key]; dup {
+				return bad(keyField, "%q is also the %s of %s[%d]", e.key, keyField, entry, j)
+			}
+			seen[e.key] = i
+		}
+		return nil
+	}
+	if err := check("facts", "key", "value", "a fact's value", len(s.Facts), MaxFactKeyBytes, MaxFactBytes,
+		func(i int) keyed { return keyed{s.Facts[i].Key, s.Facts[i].Value} }); err != nil {
+		return err
+	}
+	return check("episodes", "id", "text", "an episode's text", len(s.Episodes), MaxIDBytes, MaxEpisodeBytes,
+		func(i int) keyed { return keyed{s.Episodes[i].ID, s.Episodes[i].Text} })
+}
+
+// checkCycles walks each parent chain once (colouring visited items), so a
+// loop is found in linear time; the error names the loop.
+func checkCycles(items []Item, pos map[string]int) error {
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := make([]uint8, len(items))
+	var path []int
+	for start := range items {
+		path = path[:0]
+		i := start
+		for state[i] == unseen {
+			state[i] = onPath
+			path = append(path, i)
+			p := items[i].ParentID
+			if p == "" {
+				break
+			}
+			i = pos[p]
+			if state[i] == onPath {
+				var ids []string
+				k := 0
+				for path[k] != i {
+					k++
+				}
+				for _, j := range path[k:] {
+					ids = append(ids, items[j].ID)
+				}
+				ids = append(ids, items[i].ID)
+				return &Error{Entry: "items", Index: i, Field: "parent_id", Msg: "parent chain loops: " + strings.Join(ids, " → ")}
+			}
+		}
+		for _, j := range path {
+			state[j] = done
+		}
+	}
+	return nil
+}

@@ -1,0 +1,568 @@
+package session
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/budget"
+	"github.com/contextrouter/contextrouter/internal/engine"
+)
+
+func items(its ...Item) *Session { return &Session{Items: its} }
+
+func TestValidate(t *testing.T) {
+	long := strings.Repeat("x", MaxItemBytes+1)
+	many := make([]Item, MaxItems+1)
+	for i := range many {
+		many[i] = Item{ID: fmt.Sprint("i", i), Kind: KindUserTurn}
+	}
+	tags := make([]string, MaxTags+1)
+	for i := range tags {
+		tags[i] = "t"
+	}
+	cases := []struct {
+		name string
+		s    *Session
+		want string // "" = valid
+	}{
+		{"valid chain", items(Item{ID: "c", Kind: KindToolCall}, Item{ID: "r", Kind: KindToolResult, ParentID: "c"}), ""},
+		{"parent after child", items(Item{ID: "r", Kind: KindToolResult, ParentID: "c"}, Item{ID: "c", Kind: KindToolCall}), ""},
+		{"unknown kind", items(Item{ID: "a", Kind: "tool"}), `items[0].kind: unknown kind "tool"`},
+		{"missing kind", items(Item{ID: "a"}), "items[0].kind: required"},
+		{"missing id", items(Item{Kind: KindUserTurn}), "items[0].id: required"},
+		{"duplicate id", items(Item{ID: "a", Kind: KindUserTurn}, Item{ID: "a", Kind: KindUserTurn}), `items[1].id: "a" is also the id of items[0]`},
+		{"unknown parent", items(Item{ID: "r", Kind: KindToolResult, ParentID: "nope"}), `items[0].parent_id: no item has id "nope"`},
+		{"self parent", items(Item{ID: "a", Kind: KindUserTurn, ParentID: "a"}), "items[0].parent_id: an item cannot be its own parent"},
+		{"cycle", items(Item{ID: "a", Kind: KindUserTurn, ParentID: "c"}, Item{ID: "b", Kind: KindUserTurn, ParentID: "a"}, Item{ID: "c", Kind: KindUserTurn, ParentID: "b"}),
+			"parent_id: parent chain loops: a → c → b → a"},
+		{"text past the limit", items(Item{ID: "a", Kind: KindUserTurn, Text: long}), fmt.Sprintf("items[0].text: %d bytes; an item's text is limited to %d bytes", MaxItemBytes+1, MaxItemBytes)},
+		{"text at the limit", items(Item{ID: "a", Kind: KindUserTurn, Text: long[1:]}), ""},
+		{"too many items", &Session{Items: many}, fmt.Sprintf("a session holds at most %d items", MaxItems)},
+		{"too many tags", items(Item{ID: "a", Kind: KindUserTurn, Tags: tags}), "items[0].tags: 33 tags; at most 32"},
+		{"id past the limit", items(Item{ID: strings.Repeat("i", MaxIDBytes+1), Kind: KindUserTurn}), "items[0].id: 129 bytes"},
+		{"bad sensitivity", items(Item{ID: "a", Kind: KindUserTurn, Sensitivity: "secret"}), `items[0].sensitivity: unsupported value "secret"`},
+		{"negative token estimate", items(Item{ID: "a", Kind: KindUserTurn, TokenEstimate: -1}), "items[0].token_estimate: -1"},
+		{"fact value past the limit", &Session{Facts: []Fact{{Key: "k", Value: strings.Repeat("v", MaxFactBytes+1)}}}, "facts[0].value: 4097 bytes"},
+		{"duplicate fact", &Session{Facts: []Fact{{Key: "k"}, {Key: "k"}}}, `facts[1].key: "k" is also the key of facts[0]`},
+		{"episode without id", &Session{Episodes: []Episode{{Text: "x"}}}, "episodes[0].id: 0 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Validate(c.s)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case c.want != "" && err == nil:
+				t.Fatalf("accepted; want an error with %q", c.want)
+			case c.want != "" && !strings.Contains(err.Error(), c.want):
+				t.Fatalf("error %q; want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// filler is a session of n turns of distinct text.
+func filler(n int) []Item {
+	var out []Item
+	for i := range n {
+		out = append(out, Item{ID: fmt.Sprintf("f%03d", i), Kind: KindUserTurn,
+			Text: fmt.Sprintf("turn %d talks about topic%d and subject%d with detail%d", i, i, i*7, i*13)})
+	}
+	return out
+}
+
+func build(t *testing.T, s *Session, o Options) *Pack {
+	t.Helper()
+	p, err := Build(s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, p, o)
+	return p
+}
+
+// checkInvariants holds for every pack: the stats account for every
+// candidate, the text fits the budget, every included item's parent is
+// included.
+func checkInvariants(t *testing.T, p *Pack, o Options) {
+	t.Helper()
+	st := p.Stats
+	if st.Included+st.Dropped.Total() != st.Candidates {
+		t.Errorf("included %d + dropped %d != candidates %d", st.Included, st.Dropped.Total(), st.Candidates)
+	}
+	if len(p.Items) != st.Included {
+		t.Errorf("%d items listed, %d included", len(p.Items), st.Included)
+	}
+	est := o.Estimator
+	if est == nil {
+		est, _ = budget.New("")
+	}
+	if n := est.Count(p.Text); n > p.Budget || p.TotalTokens > p.Budget {
+		t.Errorf("text is %d tokens (total_tokens %d); budget %d", n, p.TotalTokens, p.Budget)
+	}
+	sum := 0
+	for _, s := range p.Sections {
+		sum += s.Tokens
+	}
+	if sum != p.TotalTokens {
+		t.Errorf("sections sum to %d tokens, total_tokens %d", sum, p.TotalTokens)
+	}
+	if st.MemoryCap > 0 && st.SectionTokens[SectionEpisodes] > st.MemoryCap+16 {
+		t.Errorf("episodes take %d tokens, memory cap %d", st.SectionTokens[SectionEpisodes], st.MemoryCap)
+	}
+}
+
+func ids(p *Pack) map[string]PackItem {
+	m := map[string]PackItem{}
+	for _, it := range p.Items {
+		m[it.ID] = it
+	}
+	return m
+}
+
+func TestClosure(t *testing.T) {
+	s := items(append(filler(20),
+		Item{ID: "call", Kind: KindToolCall, Text: "weather.get(city=Lisbon)"},
+		Item{ID: "result", Kind: KindToolResult, ParentID: "call", Text: "sunny, 24 degrees"},
+		Item{ID: "followup", Kind: KindAgentMessage, ParentID: "result", Text: "It is sunny in Lisbon."})...)
+	t.Run("a tool_result brings its tool_call", func(t *testing.T) {
+		p := build(t, s, Options{Phase: PhaseInterpret, Query: "sunny degrees"})
+		got := ids(p)
+		if _, ok := got["result"]; !ok {
+			t.Fatal("result not included")
+		}
+		c, ok := got["call"]
+		if !ok || !c.Closure || c.Section != SectionToolResults {
+			t.Fatalf("call = %+v, %v; want it brought by closure into tool_results", c, ok)
+		}
+		if p.Stats.Closures < 1 {
+			t.Fatalf("closures = %d", p.Stats.Closures)
+		}
+		if strings.Index(p.Text, "tool call call:") > strings.Index(p.Text, "tool result result:") {
+			t.Fatal("the call is rendered after its result")
+		}
+	})
+	// At every budget, an included item has its whole parent chain.
+	for _, limit := range []int{10, 20, 30, 40, 60, 80, 120, 200, 400} {
+		t.Run(fmt.Sprint("budget ", limit), func(t *testing.T) {
+			for _, ph := range Phases {
+				p := build(t, s, Options{Phase: ph, MaxTokens: limit, Query: "sunny"})
+				got := ids(p)
+				parents := map[string]string{"result": "call", "followup": "result"}
+				for child, parent := range parents {
+					if _, ok := got[child]; ok {
+						if _, ok := got[parent]; !ok {
+							t.Errorf("%s: %s included without its parent %s", ph, child, parent)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestSensitivityFloor(t *testing.T) {
+	s := items(
+		Item{ID: "u", Kind: KindUserTurn, Text: "what is my salary"},
+		Item{ID: "c", Kind: KindToolCall, Text: "payroll.get(me)", Sensitivity: v1alpha1.SensitivityConfidential},
+		Item{ID: "r", Kind: KindToolResult, ParentID: "c", Text: "salary 91234 EUR"},
+		Item{ID: "pub", Kind: KindAgentMessage, Text: "looking it up", Sensitivity: v1alpha1.SensitivityPublic},
+	)
+	cases := []struct {
+		name     string
+		access   *engine.Access
+		wantIn   []string
+		wantOut  []string
+		dropped  int
+		redacted int
+	}{
+		{"no permission: Internal, Drop", nil, []string{"u", "pub"}, []string{"c", "r"}, 2, 0},
+		{"Confidential clearance", &engine.Access{MaxSensitivity: v1alpha1.SensitivityConfidential, SensitivityAction: v1alpha1.SensitivityActionDrop}, []string{"u", "c", "r", "pub"}, nil, 0, 0},
+		{"Public, Drop", &engine.Access{MaxSensitivity: v1alpha1.SensitivityPublic, SensitivityAction: v1alpha1.SensitivityActionDrop}, []string{"pub"}, []string{"u", "c", "r"}, 3, 0},
+		{"Internal, Redact", &engine.Access{MaxSensitivity: v1alpha1.SensitivityInternal, SensitivityAction: v1alpha1.SensitivityActionRedact}, []string{"u", "c", "r", "pub"}, nil, 0, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := build(t, s, Options{Phase: PhaseAnswer, Access: c.access})
+			got := ids(p)
+			for _, id := range c.wantIn {
+				if _, ok := got[id]; !ok {
+					t.Errorf("%s missing", id)
+				}
+			}
+			for _, id := range c.wantOut {
+				if _, ok := got[id]; ok {
+					t.Errorf("%s included", id)
+				}
+			}
+			if p.Stats.Dropped.Sensitivity != c.dropped || p.Stats.Redacted != c.redacted {
+				t.Errorf("dropped.sensitivity %d, redacted %d; want %d, %d", p.Stats.Dropped.Sensitivity, p.Stats.Redacted, c.dropped, c.redacted)
+			}
+			if c.redacted > 0 {
+				if strings.Contains(p.Text, "payroll.get") || !strings.Contains(p.Text, engine.RedactedContent("session", v1alpha1.SensitivityConfidential)) {
+					t.Errorf("redaction not applied:\n%s", p.Text)
+				}
+			}
+		})
+	}
+}
+
+// Facts, episodes and items without a sensitivity are Internal: an agent
+// cleared only to Public loses them, or sees the Internal placeholder.
+func TestSensitivityFloorMemory(t *testing.T) {
+	s := &Session{
+		Facts:    []Fact{{Key: "home", Value: "Lisbon office"}},
+		Episodes: []Episode{{ID: "e1", Text: "asked about the office move"}},
+		Items:    []Item{{ID: "u", Kind: KindUserTurn, Text: "where do I sit"}, {ID: "p", Kind: KindPolicy, Text: "be kind", Sensitivity: v1alpha1.SensitivityPublic}},
+	}
+	public := func(a v1alpha1.SensitivityAction) *engine.Access {
+		return &engine.Access{MaxSensitivity: v1alpha1.SensitivityPublic, SensitivityAction: a}
+	}
+	t.Run("Drop", func(t *testing.T) {
+		p := build(t, s, Options{Phase: PhaseAnswer, Access: public(v1alpha1.SensitivityActionDrop)})
+		if p.Stats.Dropped.Sensitivity != 3 || p.Stats.Included != 1 || strings.Contains(p.Text, "Lisbon") || strings.Contains(p.Text, "office move") {
+			t.Fatalf("stats %+v\n%s", p.Stats, p.Text)
+		}
+	})
+	t.Run("Redact", func(t *testing.T) {
+		p := build(t, s, Options{Phase: PhaseAnswer, Access: public(v1alpha1.SensitivityActionRedact)})
+		placeholder := engine.RedactedContent("session", v1alpha1.SensitivityInternal)
+		if p.Stats.Redacted != 3 || strings.Count(p.Text, placeholder) != 3 || strings.Contains(p.Text, "Lisbon") || !strings.Contains(p.Text, "be kind") {
+			t.Fatalf("stats %+v\n%s", p.Stats, p.Text)
+		}
+	})
+}
+
+func bigJSON(n int) string {
+	type row struct {
+		ID     int     `json:"id"`
+		Name   string  `json:"name"`
+		Amount float64 `json:"amount"`
+	}
+	rows := make([]row, n)
+	for i := range rows {
+		rows[i] = row{i, fmt.Sprintf("invoice-%04d-deepvalue", i), float64(i) * 10.5}
+	}
+	b, _ := json.Marshal(map[string]any{"status": "ok", "count": n, "invoices": rows, "page": map[string]int{"n": 1, "of": 3}})
+	return string(b)
+}
+
+func TestFirewall(t *testing.T) {
+	j := bigJSON(200)
+	if len(j) < 10_000 {
+		t.Fatalf("fixture is %d bytes; want > 10 kB", len(j))
+	}
+	plain := strings.Repeat("log line with words\n", 200)
+	cases := []struct {
+		name     string
+		text     string
+		maxChars int
+		want     []string // in the summary
+		media    string   // "" = not firewalled
+	}{
+		{"10 kB JSON", j, 0, []string{"JSON object with 4 keys", "invoices (array of 200)", "page (object of 2 keys)", "facts: count = 200; status = ok", "stored as artifact sha256:"}, "application/json"},
+		{"JSON array", "[" + strings.Repeat(`{"a":1,"b":[1,2]},`, 300) + `{"a":2,"b":[]}]`, 0, []string{"JSON array of 301 elements, the first object of 2 keys"}, "application/json"},
+		{"plain text", plain, 0, []string{"4000 bytes, 201 lines", "head:\n  log line with words\n  log line with words"}, "text/plain"},
+		{"broken JSON is text", `{"a": [1, 2` + strings.Repeat(" ", 3000), 0, []string{"head:"}, "text/plain"},
+		{"under the limit", `{"a": 1}`, 0, []string{`{"a": 1}`}, ""},
+		{"lower maxChars", `{"status":"ok","n":12345}`, 10, []string{"facts: status = ok; n = 12345"}, "application/json"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := items(Item{ID: "call", Kind: KindToolCall, Text: "invoices.list()"}, Item{ID: "res", Kind: KindToolResult, ParentID: "call", Text: c.text})
+			p := build(t, s, Options{Phase: PhaseInterpret, FirewallMaxChars: c.maxChars})
+			for _, w := range c.want {
+				if !strings.Contains(p.Text, w) {
+					t.Errorf("text lacks %q:\n%s", w, p.Text)
+				}
+			}
+			if c.media == "" {
+				if len(p.Artifacts) != 0 || p.Stats.Firewalled != 0 {
+					t.Fatalf("firewalled a small result: %+v", p.Artifacts)
+				}
+				return
+			}
+			if len(p.Artifacts) != 1 || p.Stats.Firewalled != 1 {
+				t.Fatalf("artifacts %d, firewalled %d; want 1", len(p.Artifacts), p.Stats.Firewalled)
+			}
+			a := p.Artifacts[0]
+			sum := sha256.Sum256([]byte(c.text))
+			if a.Content != c.text || a.Ref != "sha256:"+hex.EncodeToString(sum[:]) || a.MediaType != c.media || a.ItemID != "res" {
+				t.Errorf("artifact %s %s %s, content %d bytes", a.Ref, a.MediaType, a.ItemID, len(a.Content))
+			}
+			if ids(p)["res"].Artifact != a.Ref {
+				t.Errorf("item does not name its artifact")
+			}
+			if len(c.text) > 3000 && strings.Contains(p.Text, c.text[len(c.text)-200:]) {
+				t.Error("the end of the result is still in the prompt")
+			}
+			if n := len(p.Sections[3].Text); n > 1600 {
+				t.Errorf("tool results section is %d bytes", n)
+			}
+		})
+	}
+}
+
+func TestBudgetAndMemoryCap(t *testing.T) {
+	s := &Session{Items: filler(150)}
+	for i := range 60 {
+		s.Facts = append(s.Facts, Fact{Key: fmt.Sprint("fact", i), Value: strings.Repeat(fmt.Sprint("value", i, " "), 10)})
+		s.Episodes = append(s.Episodes, Episode{ID: fmt.Sprint("e", i), Text: strings.Repeat(fmt.Sprint("episode", i, " "), 12)})
+	}
+	for _, estName := range []v1alpha1.TokenEstimator{v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace} {
+		est, _ := budget.New(estName)
+		for _, ph := range Phases {
+			for _, mt := range []int{0, 37, 400, 1500} {
+				t.Run(fmt.Sprintf("%s/%s/%d", estName, ph, mt), func(t *testing.T) {
+					o := Options{Phase: ph, MaxTokens: mt, Estimator: est}
+					p := build(t, s, o)
+					want := DefaultBudget(ph)
+					if mt > 0 {
+						want = min(want, mt)
+					}
+					if p.Budget != want {
+						t.Fatalf("budget %d, want %d", p.Budget, want)
+					}
+					mem := 0
+					for _, it := range p.Items {
+						if it.Kind == "fact" || it.Kind == "episode" {
+							mem += it.Tokens
+						}
+					}
+					if mem > p.Stats.MemoryCap {
+						t.Errorf("memory takes %d tokens; cap %d", mem, p.Stats.MemoryCap)
+					}
+					if mt == 0 && p.Stats.SectionTokens[SectionHistory] == 0 {
+						t.Error("memory crowded out the conversation")
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestMemoryCapOnly(t *testing.T) {
+	s := &Session{}
+	for i := range 100 {
+		s.Facts = append(s.Facts, Fact{Key: fmt.Sprint("fact", i), Value: fmt.Sprint("remembered value ", i)})
+	}
+	p := build(t, s, Options{Phase: PhaseRoute})
+	if p.Stats.Dropped.MemoryCap == 0 || p.Stats.Included == 0 {
+		t.Fatalf("stats %+v", p.Stats)
+	}
+	if n := p.Stats.SectionTokens[SectionFacts]; n > p.Stats.MemoryCap || n < p.Stats.MemoryCap*3/4 {
+		t.Fatalf("facts take %d tokens; cap %d", n, p.Stats.MemoryCap)
+	}
+}
+
+func TestDedup(t *testing.T) {
+	s := items(
+		Item{ID: "a", Kind: KindUserTurn, Text: "restart the payment service in staging"},
+		Item{ID: "b", Kind: KindUserTurn, Text: "Restart the payment service in staging!"},
+		Item{ID: "c", Kind: KindUserTurn, Text: "and then check the logs"},
+	)
+	p := build(t, s, Options{Phase: PhaseAnswer})
+	got := ids(p)
+	if p.Stats.Dropped.Duplicate != 1 || p.Stats.Dedup.Removed != 1 || len(got) != 2 {
+		t.Fatalf("duplicate %d, items %v", p.Stats.Dropped.Duplicate, got)
+	}
+	if _, ok := got["c"]; !ok {
+		t.Fatal("a distinct turn was dropped")
+	}
+}
+
+func TestScoring(t *testing.T) {
+	s := items(
+		Item{ID: "old", Kind: KindUserTurn, Text: "kubernetes rollback procedure for the billing deploy"},
+		Item{ID: "x1", Kind: KindUserTurn, Text: "lunch menu for friday"},
+		Item{ID: "x2", Kind: KindUserTurn, Text: "weather in lisbon"},
+		Item{ID: "tagged", Kind: KindUserTurn, Text: "team offsite planning", Tags: []string{"offsite"}},
+		Item{ID: "new", Kind: KindUserTurn, Text: "parking garage closes early"},
+	)
+	// Which item scores highest says which signal counts.
+	cases := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"recency", Options{Phase: PhaseAnswer}, "new"},
+		{"query relevance", Options{Phase: PhaseAnswer, Query: "kubernetes rollback of the billing deploy"}, "old"},
+		{"tag match", Options{Phase: PhaseAnswer, Tags: []string{"offsite"}}, "tagged"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := build(t, s, c.o)
+			best := p.Items[0]
+			for _, it := range p.Items {
+				if it.Score > best.Score {
+					best = it
+				}
+			}
+			if best.ID != c.want {
+				t.Fatalf("items %+v; want %s to score highest", p.Items, c.want)
+			}
+		})
+	}
+}
+
+func TestDeterminism(t *testing.T) {
+	s := benchSession()
+	o := Options{Phase: PhaseInterpret, Query: "invoice status", Tags: []string{"billing"}}
+	var first []byte
+	for i := range 5 {
+		p := build(t, s, o)
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = b
+			continue
+		}
+		if string(b) != string(first) {
+			t.Fatalf("build %d differs from the first", i)
+		}
+	}
+	// Equal scores are ordered by id: two identical-weight facts.
+	s2 := &Session{Facts: []Fact{{Key: "b", Value: "x y"}, {Key: "a", Value: "x z"}}}
+	p := build(t, s2, Options{Phase: PhaseAnswer, MaxTokens: 20})
+	if len(p.Items) != 1 || p.Items[0].ID != "fact:a" {
+		t.Fatalf("tie not broken by id: %+v", p.Items)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		s    *Session
+		o    Options
+		want string
+	}{
+		{"unknown phase", items(), Options{Phase: "plan"}, `unknown phase "plan"`},
+		{"max_tokens past the limit", items(), Options{Phase: PhaseAnswer, MaxTokens: MaxBudget + 1}, "max_tokens is 1000001"},
+		{"invalid session", items(Item{ID: "r", Kind: KindToolResult, ParentID: "gone"}), Options{Phase: PhaseAnswer}, `no item has id "gone"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := Build(c.s, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v; want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestReadJSONL(t *testing.T) {
+	good := `{"fact": {"key": "customer", "value": "ACME"}}
+
+{"episode": {"id": "e1", "text": "asked about invoices"}}
+{"id": "c1", "kind": "tool_call", "text": "invoices.list()"}
+{"id": "r1", "kind": "tool_result", "parent_id": "c1", "text": "[]", "tags": ["billing"], "metadata": {"tool": "invoices"}, "token_estimate": 3}
+`
+	s, err := ReadJSONL("s.jsonl", strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Items) != 2 || len(s.Facts) != 1 || len(s.Episodes) != 1 || s.Items[1].ParentID != "c1" || s.Items[1].Metadata["tool"] != "invoices" {
+		t.Fatalf("read %+v", s)
+	}
+	cases := []struct {
+		name, text, want string
+	}{
+		{"unknown parent", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n\n{\"id\":\"b\",\"kind\":\"tool_result\",\"parent_id\":\"x\"}\n", `s.jsonl:3: parent_id: no item has id "x"`},
+		{"cycle", "{\"id\":\"a\",\"kind\":\"user_turn\",\"parent_id\":\"b\"}\n{\"id\":\"b\",\"kind\":\"user_turn\",\"parent_id\":\"a\"}\n", "s.jsonl:1: parent_id: parent chain loops: a → b → a"},
+		{"unknown kind", `{"id":"a","kind":"thought"}`, `s.jsonl:1: kind: unknown kind "thought"`},
+		{"unknown field", `{"id":"a","kind":"user_turn","parent":"b"}`, "s.jsonl:1: parent: unknown field"},
+		{"wrong type", `{"id":"a","kind":"user_turn","tags":"x"}`, "s.jsonl:1: tags: want a list, not a JSON string"},
+		{"not JSON", `{"id":`, "s.jsonl:1: not a JSON object"},
+		{"two values", `{"id":"a","kind":"user_turn"} {}`, "s.jsonl:1: more than one JSON value"},
+		{"fact and item", `{"id":"a","kind":"user_turn","fact":{"key":"k"}}`, "s.jsonl:1: a line holds one item, one fact or one episode"},
+		{"bad fact", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n{\"fact\":{\"value\":\"v\"}}", "s.jsonl:2: fact.key: 0 bytes"},
+		{"line too long", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", MaxLineBytes) + `"}`, fmt.Sprintf("s.jsonl:1: line longer than %d bytes", MaxLineBytes)},
+		{"text past the item limit", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", MaxItemBytes+1) + `"}`, "s.jsonl:1: text: 262145 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ReadJSONL("s.jsonl", strings.NewReader(c.text))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v; want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// benchSession is 200 items: turns, messages, 40 tool call/result pairs of
+// which 10 results are oversized JSON, facts, snippets and a policy.
+func benchSession() *Session {
+	s := &Session{}
+	for i := range 10 {
+		s.Facts = append(s.Facts, Fact{Key: fmt.Sprint("pref", i), Value: fmt.Sprint("value number ", i)})
+		s.Episodes = append(s.Episodes, Episode{ID: fmt.Sprint("ep", i), Text: fmt.Sprintf("on day %d the user asked about invoice batch %d", i, i*3)})
+	}
+	s.Items = append(s.Items, Item{ID: "policy", Kind: KindPolicy, Text: "Never send money without approval."})
+	big := bigJSON(200)
+	for i := 0; len(s.Items) < 200; i++ {
+		switch i % 5 {
+		case 0:
+			s.Items = append(s.Items, Item{ID: fmt.Sprintf("u%03d", i), Kind: KindUserTurn, Text: fmt.Sprintf("please check invoice %d status for customer %d", i, i%7), Tags: []string{"billing"}})
+		case 1:
+			s.Items = append(s.Items, Item{ID: fmt.Sprintf("c%03d", i), Kind: KindToolCall, Text: fmt.Sprintf("invoices.get(id=%d)", i)})
+		case 2:
+			text := fmt.Sprintf(`{"id": %d, "status": "paid", "amount": %d}`, i, i*12)
+			if i%20 == 2 && i < 200 {
+				text = big
+			}
+			s.Items = append(s.Items, Item{ID: fmt.Sprintf("r%03d", i), Kind: KindToolResult, ParentID: fmt.Sprintf("c%03d", i-1), Text: text})
+		case 3:
+			s.Items = append(s.Items, Item{ID: fmt.Sprintf("a%03d", i), Kind: KindAgentMessage, Text: fmt.Sprintf("invoice %d is paid; the amount was %d euros and it settled on day %d", i, i*12, i%30)})
+		default:
+			s.Items = append(s.Items, Item{ID: fmt.Sprintf("d%03d", i), Kind: KindDocSnippet, Text: fmt.Sprintf("Refund policy section %d: refunds over %d euros need a second approver.", i, i*10)})
+		}
+	}
+	return s
+}
+
+func TestBenchSessionShape(t *testing.T) {
+	s := benchSession()
+	n := 0
+	for _, it := range s.Items {
+		if it.Kind == KindToolResult && len(it.Text) > DefaultFirewallMaxChars {
+			n++
+		}
+	}
+	if len(s.Items) != 200 || n != 10 {
+		t.Fatalf("%d items, %d oversized; want 200 and 10", len(s.Items), n)
+	}
+	p := build(t, s, Options{Phase: PhaseAnswer, Query: "invoice status"})
+	if p.Stats.Firewalled == 0 {
+		t.Fatal("no oversized result reached the pack")
+	}
+}
+
+func BenchmarkBuild200(b *testing.B) {
+	s := benchSession()
+	for _, ph := range []Phase{PhaseRoute, PhaseAnswer} {
+		b.Run(string(ph), func(b *testing.B) {
+			o := Options{Phase: ph, Query: "invoice status", Tags: []string{"billing"}}
+			b.ReportAllocs()
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if _, err := Build(s, o); err != nil {
+					b.Fatal(err)
+				}
+				took = append(took, time.Since(start))
+			}
+			// The target is a p50; the mean alone hides the spread.
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
