@@ -402,7 +402,11 @@ type celExpr struct {
 type translator struct {
 	vars  map[string]any // the config's variables
 	words bool
+	notes []string // what translates, but may not behave the same
 }
+
+// defaultAgentNote is said where theaios's name for "no agent" is used.
+const defaultAgentNote = `theaios calls a query without an agent "default"; here its agent is empty: callers must send agent "default" for this to match`
 
 func (tr *translator) translate(n node) (celExpr, error) {
 	switch n := n.(type) {
@@ -551,6 +555,10 @@ func (tr *translator) compare(n *compare) (celExpr, error) {
 	r, err := tr.value(n.r)
 	if err != nil {
 		return celExpr{}, err
+	}
+	if (n.l.kind == "field" && n.l.name == "agent" && n.r.kind == "string" && n.r.str == "default") ||
+		(n.r.kind == "field" && n.r.name == "agent" && n.l.kind == "string" && n.l.str == "default") {
+		tr.notes = append(tr.notes, defaultAgentNote)
 	}
 	negative := n.op == "!=" || n.op == "not in"
 	// null: a presence test for metadata keys; nothing else is ever null.

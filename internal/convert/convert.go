@@ -510,6 +510,9 @@ func (c *conv) condition(n *yamlv3.Node, key, src string) (string, bool) {
 			if cerr := checkCondition(e.s); cerr != nil {
 				err = &untranslatable{"the translation " + e.s + " does not compile: " + cerr.Error()}
 			} else {
+				for _, msg := range uniq(tr.notes) {
+					c.note(n, key, kindRoute, "%s", msg)
+				}
 				return e.s, true
 			}
 		}

@@ -213,3 +213,18 @@ func sameLines(t *testing.T, what string, got, want []string) {
 		t.Errorf("%s:\n%s\nwant:\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// theaios names a query without an agent "default"; where a configuration
+// relies on that, a note says that callers must send it.
+func TestDefaultAgentNoted(t *testing.T) {
+	_, got := notesOf(t, `sources: {s: {type: inline, content: x}}
+routes:
+  - {name: r, when: 'agent == "default" or "default" == agent', sources: [s]}
+permissions:
+  - {agent: default, allow_sources: [s]}
+`)
+	sameLines(t, "notes", got, []string{
+		`f.yaml:3: routes[0].when: ` + defaultAgentNote,
+		`f.yaml:5: permissions[0].agent: ` + defaultAgentNote,
+	})
+}

@@ -526,6 +526,9 @@ func (c *conv) permissions(e entry, res *Result) {
 			c.errorf(it, key+".agent", "required: the agent name, or \"*\" for every agent")
 			continue
 		}
+		if agent == "default" {
+			c.note(f["agent"].val, key+".agent", kindPermission, "%s", defaultAgentNote)
+		}
 		var spec omap
 		spec.set("agents", []string{agent})
 		ref := func(field string) []string {
