@@ -96,9 +96,11 @@ budget:
 		"f.yaml:22: permissions[0].deny_paths[0]: \"a*/b*.md\": in theaios's fnmatch * also matches /, here it does not: this glob may deny fewer paths; check it (or add **/ forms)",
 		"f.yaml:25: budget.reserve_tokens: 100 leaves no budget (theaios then answers with no context); reserveTokens must be less than maxTokens here, so it is left out",
 		"f.yaml:26: budget.ranking: embedding ranking is not supported by this version: Relevance (keyword overlap) is used",
-		"f.yaml:27: budget.estimator: words becomes Words, which counts ⌈words × 4/3⌉ (theaios counts words); Whitespace counts as theaios's words does",
 	}
 	sameLines(t, "notes", got, want)
+	if est := res.Router.body.get("spec.budget.estimator"); est != "Whitespace" {
+		t.Errorf("estimator words became %v, want Whitespace (both count white-space-separated fields)", est)
+	}
 	if len(res.Routes) != 0 || len(res.Sources) != 1 || res.Sources[0].Name != "docs" {
 		t.Errorf("routes %d, sources %v", len(res.Routes), res.Sources)
 	}

@@ -120,10 +120,9 @@ func (c *conv) router(top map[string]entry) *object {
 	budget.set("truncation", trunc)
 	est := "CharsDiv4"
 	if v, ok := c.enum(b["estimator"], "budget.estimator", "chars_div4", "words", "whitespace"); ok {
-		est = map[string]string{"chars_div4": "CharsDiv4", "words": "Words", "whitespace": "Whitespace"}[v]
-		if v == "words" {
-			c.note(b["estimator"].val, "budget.estimator", "", "words becomes Words, which counts ⌈words × 4/3⌉ (theaios counts words); Whitespace counts as theaios's words does")
-		}
+		// theaios's words and whitespace both count white-space-separated
+		// fields, which is Whitespace here (Words counts ⌈words × 4/3⌉).
+		est = map[string]string{"chars_div4": "CharsDiv4", "words": "Whitespace", "whitespace": "Whitespace"}[v]
 	}
 	budget.set("estimator", est)
 	strategy := "Relevance"
