@@ -198,6 +198,9 @@ func (pl placement) locate(path, msg string) problem.Location {
 
 func (c *checker) addAll(o object, errs field.ErrorList, reason func(path string) v1alpha1.ConditionReason) {
 	for _, e := range errs {
+		if c.set.unexpanded[o.kind+"/"+o.name+"/"+e.Field] {
+			continue // reported once, as the unset variable
+		}
 		c.add(o, e.Field, problem.OneLine(e.ErrorBody()), problem.Error, reason(e.Field))
 	}
 }

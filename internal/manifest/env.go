@@ -66,6 +66,10 @@ func (s *Set) expandEnv(lookup LookupEnv) problem.List {
 		for _, f := range envFields(&src.Spec) {
 			out, unset := ExpandEnv(*f.value, lookup)
 			if len(unset) > 0 {
+				if s.unexpanded == nil {
+					s.unexpanded = map[string]bool{}
+				}
+				s.unexpanded[v1alpha1.KindContextSource+"/"+src.Name+"/"+f.field] = true
 				problems = append(problems, problem.Problem{
 					Kind: v1alpha1.KindContextSource, Name: src.Name, Field: f.field,
 					Message: fmt.Sprintf("environment variable %s is not set (write $${%s} for a literal ${%s})", strings.Join(unset, ", "), unset[0], unset[0]),

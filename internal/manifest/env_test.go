@@ -104,9 +104,16 @@ spec:
 	delete(env, "CR_TEST_HOST")
 	env["CR_TEST_COMPANY"] = "secret-value"
 	delete(env, "CR_TEST_DOCS")
-	_, err = LoadEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, file)
+	unset, err := LoadEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, file)
 	if err == nil {
 		t.Fatal("an unset variable loaded")
+	}
+	// The field is reported once, as the unset variable: the check of the
+	// objects (validate) does not add "must start with http://" for ${...}.
+	for _, p := range unset.Check() {
+		if p.Name == "kb" && p.Field == "spec.httpAPI.url" || p.Name == "docs" && p.Field == "spec.directory.path" {
+			t.Errorf("unexpanded field reported again by Check: %s", p.Message)
+		}
 	}
 	msg := err.Error()
 	for _, w := range []string{

@@ -43,6 +43,9 @@ type Set struct {
 	filled map[string]bool
 	// trained holds the classifiers Validate compiled, by name (first router's).
 	trained []engine.ClassifierStatus
+	// unexpanded holds "Kind/name/field" of the fields whose ${NAME} could not
+	// be expanded: that problem is theirs, not the value's validation.
+	unexpanded map[string]bool
 }
 
 // TrainedClassifiers describes the classifiers Validate compiled, sorted by
