@@ -79,9 +79,11 @@ func FuzzCondition(f *testing.F) {
 			}
 			return
 		}
-		for _, n := range c.detect.names {
-			if n != "intent" {
-				return // a condition naming a classifier the router lacks is refused (TestValidateClassifiers)
+		if c != nil { // nil: no condition
+			for _, n := range c.detect.names {
+				if n != "intent" {
+					return // a condition naming a classifier the router lacks is refused (TestValidateClassifiers)
+				}
 			}
 		}
 		req := fuzzRequest(text, agent, tagText, mdText, grow, maxTokens)
