@@ -86,6 +86,8 @@ FUZZ_TARGETS := \
 	./internal/sources:FuzzParseCatalog \
 	./internal/session:FuzzSessionFile \
 	./internal/session:FuzzJSONSummary \
+	./internal/convert:FuzzTheaios \
+	./internal/convert:FuzzCondition \
 	./internal/server/fuzz:FuzzQuery
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 3000 inputs) each; longer: make fuzz FUZZTIME=1000000x.
