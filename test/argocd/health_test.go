@@ -35,7 +35,7 @@ const root = "../../config/argocd"
 const group = "contextrouter.dev"
 
 // kinds must each have a health check.
-var kinds = []string{v1alpha1.KindAgentPermission, v1alpha1.KindContextRoute, v1alpha1.KindContextRouter, v1alpha1.KindContextSource}
+var kinds = []string{v1alpha1.KindAgentPermission, v1alpha1.KindContextClassifier, v1alpha1.KindContextRoute, v1alpha1.KindContextRouter, v1alpha1.KindContextSource}
 
 // healthStatus is what a health.lua returns (Argo CD's health.HealthStatus).
 type healthStatus struct {
