@@ -119,9 +119,6 @@ func (p *parser) parseJSONStream(name string, data []byte) {
 	}
 }
 
-// lines is the number of lines of the document's text.
-func (d *document) lines() int { return located.Lines(d.text) }
-
 // yamlProblems turns a go-yaml error into problems at absolute lines.
 func (d *document) yamlProblems(err error, kind, name string) []Problem {
 	var out []Problem
