@@ -508,7 +508,7 @@ func (c *conv) condition(n *yamlv3.Node, key, src string) (string, bool) {
 		var e celExpr
 		if e, err = tr.translate(tree); err == nil {
 			if cerr := checkCondition(e.s); cerr != nil {
-				err = &untranslatable{"the translation " + e.s + " does not compile: " + cerr.Error()}
+				err = &untranslatable{"the translation " + e.s + " does not compile: " + problem.OneLine(cerr.Error())}
 			} else {
 				for _, msg := range uniq(tr.notes) {
 					c.note(n, key, kindRoute, "%s", msg)

@@ -208,6 +208,7 @@ func (c *conv) sources(e entry, res *Result) {
 	for _, ks := range sourceKeys {
 		all = append(all, ks...)
 	}
+	known := uniq(all)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		key := "sources." + k.Value
@@ -216,7 +217,7 @@ func (c *conv) sources(e entry, res *Result) {
 			continue
 		}
 		c.srcMap[k.Value] = ""
-		f := c.fields(v, key, uniq(all)...)
+		f := c.fields(v, key, known...)
 		if f == nil {
 			continue
 		}

@@ -221,12 +221,11 @@ func unquote(s string) string {
 // top-level object; first/firstN describe the first element of a
 // top-level array.
 type scan struct {
-	s            string
-	i            int
-	members      int
-	first        byte
-	firstN       int
-	inTopMembers bool
+	s       string
+	i       int
+	members int
+	first   byte
+	firstN  int
 }
 
 func (p *scan) peek() byte {

@@ -288,11 +288,22 @@ func Build(s *Session, opts Options) (*Pack, error) {
 		nodes = append(nodes, n)
 	}
 	// An item whose parent chain lost an item to the floor cannot be shown
-	// without it. Parents may come after children, so follow each chain.
+	// without it. Parents may come after children, so follow each chain, once:
+	// a settled item's verdict holds for every child that reaches it.
+	settled := make([]bool, len(nodes))
+	var chain []int32
 	for i := first; i < len(nodes); i++ {
-		for p := nodes[i].parent; p >= 0 && nodes[i].outcome == pending; p = nodes[p].parent {
-			if nodes[p].outcome == dropSensitivity {
-				nodes[i].outcome = dropSensitivity
+		chain = chain[:0]
+		p := int32(i)
+		for p >= 0 && !settled[p] && nodes[p].outcome == pending {
+			chain = append(chain, p)
+			p = nodes[p].parent
+		}
+		lost := p >= 0 && nodes[p].outcome == dropSensitivity
+		for _, j := range chain {
+			settled[j] = true
+			if lost {
+				nodes[j].outcome = dropSensitivity
 			}
 		}
 	}
