@@ -1,7 +1,11 @@
 package server
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 )
@@ -39,5 +43,44 @@ func TestDetectionOverHTTP(t *testing.T) {
 				t.Errorf("classifier_confidence observations = %v, %v; want %v", v, ok, tc.observed)
 			}
 		})
+	}
+}
+
+// TestClassifierSeriesFollowReloads: a classifier that a reload removes (here
+// renamed) leaves no contextrouter_classifier_confidence series behind.
+func TestClassifierSeriesFollowReloads(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(quickstart)); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Options{Paths: []string{dir}, PollInterval: -1})
+	ts.waitReady()
+	ts.query(engine.Request{Text: "The site is unreachable", Agent: "eng-assistant", Detect: []string{"intent"}})
+	if _, ok := ts.metric("contextrouter_classifier_confidence", "classifier", "intent"); !ok {
+		t.Fatal("no series for the classifier intent")
+	}
+
+	rename := func(file string, pairs ...string) {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAtomic(t, filepath.Join(dir, file), strings.NewReplacer(pairs...).Replace(string(data)))
+	}
+	rename("routes.yaml", "detected.intent.", "detected.triage.")
+	rename("classifiers.yaml", "name: intent\n", "name: triage\n")
+	eventually(t, 10*time.Second, "the renamed classifier", func() bool {
+		r := ts.query(engine.Request{Text: "The site is unreachable", Agent: "eng-assistant", Detect: []string{"*"}})
+		if r.Detection == nil {
+			return false
+		}
+		_, ok := r.Detection.Classifiers["triage"]
+		return ok
+	})
+	if _, ok := ts.metric("contextrouter_classifier_confidence", "classifier", "intent"); ok {
+		t.Error("the series of the removed classifier intent is still exported")
+	}
+	if _, ok := ts.metric("contextrouter_classifier_confidence", "classifier", "triage"); !ok {
+		t.Error("no series for the classifier triage")
 	}
 }

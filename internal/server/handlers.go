@@ -217,7 +217,9 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 	}
 	if d := resp.Detection; d != nil {
 		for name, c := range d.Classifiers {
-			s.metrics.classifierConfidence.WithLabelValues(name).Observe(c.Confidence)
+			if o := st.counters.classifierConfidence[name]; o != nil {
+				o.Observe(c.Confidence)
+			}
 		}
 	}
 	return resp, nil

@@ -49,6 +49,8 @@ type stateCounters struct {
 	routeFallbacks map[string]prometheus.Counter
 	// routeAlternates are by route; the alternate is the one the snapshot configures.
 	routeAlternates map[string]prometheus.Counter
+	// classifierConfidence is by classifier name.
+	classifierConfidence map[string]prometheus.Observer
 }
 
 func newMetrics(s *Server) *metrics {
@@ -164,7 +166,10 @@ func (m *metrics) forSnapshot(snap *engine.Snapshot) *stateCounters {
 		routeErrors:    map[string]prometheus.Counter{},
 		sourceFailures: map[string]prometheus.Counter{},
 		routeDuration:  map[string]prometheus.Observer{}, routeFallbacks: map[string]prometheus.Counter{},
-		routeAlternates: map[string]prometheus.Counter{},
+		routeAlternates: map[string]prometheus.Counter{}, classifierConfidence: map[string]prometheus.Observer{},
+	}
+	for _, cl := range snap.Classifiers() {
+		c.classifierConfidence[cl.Name] = m.classifierConfidence.WithLabelValues(cl.Name)
 	}
 	for _, r := range snap.Routes() {
 		c.routeMatches[r] = m.routeMatches.WithLabelValues(r)
@@ -219,7 +224,7 @@ func (c *stateCounters) observeRoutes(matches []engine.RouteMatch, evalTime time
 	}
 }
 
-// retire drops the series of routes and sources the new snapshot no longer
+// retire drops the series of routes, classifiers and sources the new snapshot no longer
 // has, so that removed objects do not linger in every scrape.
 func (m *metrics) retire(old, cur *state) {
 	if old == nil {
@@ -238,6 +243,11 @@ func (m *metrics) retire(old, cur *state) {
 	for r, alt := range old.snap.Alternates() {
 		if curAlternates[r] != alt {
 			m.routeAlternates.DeleteLabelValues(r, alt)
+		}
+	}
+	for name := range old.counters.classifierConfidence {
+		if cur.counters.classifierConfidence[name] == nil {
+			m.classifierConfidence.DeleteLabelValues(name)
 		}
 	}
 	for name := range old.counters.sourceFailures {
