@@ -260,7 +260,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.det.detected, true
 	case "entities":
 		if a.det == nil {
-			return emptyEntities, true
+			return noEntities, true
 		}
 		a.det.run()
 		return a.det.entities, true

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	celast "github.com/google/cel-go/common/ast"
-	"github.com/google/cel-go/common/types"
 )
 
 // UnguardedMetadataKeys returns, sorted, the metadata keys a condition reads
@@ -36,13 +35,6 @@ func (m *metadataReads) visit(e celast.Expr) {
 	isMetadata := func(e celast.Expr) bool {
 		return e.Kind() == celast.IdentKind && e.AsIdent() == "metadata"
 	}
-	constString := func(e celast.Expr) (string, bool) {
-		if e.Kind() != celast.LiteralKind {
-			return "", false
-		}
-		s, ok := e.AsLiteral().(types.String)
-		return string(s), ok
-	}
 	guard := func(k string) {
 		if m.guarded == nil {
 			m.guarded = map[string]bool{}
@@ -68,11 +60,11 @@ func (m *metadataReads) visit(e celast.Expr) {
 		}
 		switch call.FunctionName() {
 		case "_[_]":
-			if k, ok := constString(args[1]); ok && isMetadata(args[0]) {
+			if k, ok := stringLit(args[1]); ok && isMetadata(args[0]) {
 				m.read = append(m.read, k)
 			}
 		case "@in":
-			if k, ok := constString(args[0]); ok && isMetadata(args[1]) {
+			if k, ok := stringLit(args[0]); ok && isMetadata(args[1]) {
 				guard(k)
 			}
 		}

@@ -451,7 +451,6 @@ type detector struct {
 	want []bool
 	ents bool
 	done bool
-	det  *Detection
 	// detected and entities are the CEL values.
 	detected, entities ref.Val
 	// detection, detected's record and its keys and values live in the
@@ -515,7 +514,6 @@ func (d *detector) run() {
 		}
 		d.entities = types.NewRefValList(types.DefaultTypeAdapter, ents)
 	}
-	d.det = det
 	d.rec = record{keys: d.keys, src: d.vals}
 	d.detected = &d.rec
 }
@@ -614,10 +612,7 @@ func readExamples(ctx context.Context, known map[string]*v1alpha1.ContextSource,
 	}
 }
 
-var (
-	emptyDetected = types.DefaultTypeAdapter.NativeToValue(map[string]any{})
-	emptyEntities = types.DefaultTypeAdapter.NativeToValue([]any{})
-)
+var emptyDetected = types.DefaultTypeAdapter.NativeToValue(map[string]any{})
 
 // detectRefs is what a condition reads of detection.
 type detectRefs struct {
@@ -647,11 +642,7 @@ func classifierKey(e celast.Expr) (string, bool) {
 		call := e.AsCall()
 		if (call.FunctionName() == "_[_]" || call.FunctionName() == "_[?_]") && len(call.Args()) == 2 {
 			if op := call.Args()[0]; op.Kind() == celast.IdentKind && op.AsIdent() == "detected" {
-				if lit := call.Args()[1]; lit.Kind() == celast.LiteralKind {
-					if s, ok := lit.AsLiteral().(types.String); ok {
-						return string(s), true
-					}
-				}
+				return stringLit(call.Args()[1])
 			}
 		}
 	}

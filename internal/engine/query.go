@@ -194,7 +194,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 	if det != nil && (det.done || len(req.Detect) > 0) {
 		det.run()
-		resp.Detection = det.det
+		resp.Detection = &det.detection
 	}
 
 	// 2-3. Permissions, then fetch per-query sources concurrently, while the
