@@ -24,6 +24,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/classify"
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
 // Bounds of detection results. The cost check sizes every string, list and
@@ -324,7 +325,7 @@ func appendQuestionWords(out []span, buf []byte, s string) ([]span, []byte) {
 	start := -1
 	lo := 0
 	for i, r := range s {
-		if isWordRune(r) {
+		if tokenize.IsWordRune(r) {
 			if start < 0 {
 				start, lo = i, len(buf)
 			}
@@ -347,14 +348,6 @@ func appendQuestionWords(out []span, buf []byte, s string) ([]span, []byte) {
 		out = append(out, span{lo, len(buf), start, len(s)})
 	}
 	return out, buf
-}
-
-// isWordRune: a letter, digit or combining mark, with an ASCII fast path.
-func isWordRune(r rune) bool {
-	if r < utf8.RuneSelf {
-		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
-	}
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
 }
 
 func foldedWords(s string) []string {

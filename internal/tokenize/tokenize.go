@@ -14,6 +14,15 @@ import (
 	"github.com/kljensen/snowball/english"
 )
 
+// IsWordRune reports whether r belongs to a word: a letter, a digit or a
+// combining mark. EachWord's ASCII fast path agrees with it.
+func IsWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+}
+
 // EachWord calls fn with every lower-cased letter/digit run of s, in order. The
 // slice passed to fn is reused: fn must copy it to keep it.
 func EachWord(s string, fn func(word []byte)) {
@@ -34,7 +43,7 @@ func EachWord(s string, fn func(word []byte)) {
 		} else {
 			r, size := utf8.DecodeRuneInString(s[i:])
 			i += size
-			if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) {
+			if IsWordRune(r) {
 				w = utf8.AppendRune(w, unicode.ToLower(r))
 				continue
 			}
