@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,29 +72,22 @@ in the route phase).`,
 			access := snap.AccessFor(agent)
 			opts := session.Options{Phase: ph, Query: query, Tags: tags, MaxTokens: maxTokens,
 				Access: &access, Estimator: snap.Estimator()}
-			var resp *engine.Response
-			if query != "" {
-				req := engine.Request{Text: query, Agent: agent, Tags: tags, MaxTokens: session.DefaultBudget(ph)}
-				if maxTokens > 0 {
-					req.MaxTokens = min(req.MaxTokens, maxTokens)
-				}
+			pack, resp, err := session.Assemble(sess, opts, agent, func(req engine.Request) (*engine.Response, error) {
 				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 				defer cancel()
-				if resp, err = snap.Query(ctx, req); err != nil {
-					return timeoutError(err, timeout)
+				resp, err := snap.Query(ctx, req)
+				if err != nil {
+					return nil, timeoutError(err, timeout)
 				}
 				printWarnings(cmd.ErrOrStderr(), snap, &req, resp)
-				opts.Knowledge = resp.Chunks
-			}
-			pack, err := session.Build(sess, opts)
-			if err != nil {
+				return resp, nil
+			})
+			var se *session.Error
+			if errors.As(err, &se) {
 				return fmt.Errorf("%s: %w", itemsFile, err)
 			}
-			if resp != nil {
-				pack.Chunks = resp.Chunks
-				if ph == session.PhaseRoute {
-					pack.Tools = resp.Tools
-				}
+			if err != nil {
+				return err
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), pack)
