@@ -52,6 +52,7 @@ func (s *Server) newMCPHandler() http.Handler {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
 	}, s.mcpHandler(mcpToolGetContext, s.getContext))
 	s.addMCPToolTools(srv)
+	s.addMCPDrilldown(srv)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,

@@ -31,6 +31,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
 // Defaults of Options.
@@ -100,6 +101,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is the server's version in the MCP handshake ("" = "dev").
 	Version string
+	// Sessions bounds the embedded session store (api.md §11.8) and sets
+	// the firewall threshold of packs.
+	Sessions session.StoreConfig
+	// SessionStore, when set, replaces the embedded store; its owner closes it.
+	SessionStore session.Store
 }
 
 // state is one serving configuration: queries load it once and use it to the end.
@@ -132,6 +138,9 @@ type Server struct {
 	plainMetrics http.Handler
 	// mcp is the /mcp endpoint.
 	mcp http.Handler
+	// sessions is the session store; ownStore when the server opened it.
+	sessions session.Store
+	ownStore bool
 
 	// firstGuard is the guard of the last configuration read while none
 	// serves yet, so that a token-mode router's status and metrics are not
@@ -197,6 +206,9 @@ func New(opts Options) (*Server, error) {
 		pool:  newSourcePool(),
 		wake:  make(chan struct{}, 1),
 		loops: map[any]*syncLoop{},
+	}
+	if err := s.openSessionStore(); err != nil {
+		return nil, err
 	}
 	s.metrics = newMetrics(s)
 	s.auth = newTokenAuth(s.metrics)
@@ -498,6 +510,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	stopBG()
 	s.bgWG.Wait()
 	s.stopLoops()
+	s.closeSessionStore()
 	return err
 }
 
