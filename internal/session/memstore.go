@@ -473,7 +473,12 @@ func (m *MemStore) replay(name string) error {
 	}
 	lines := bytes.Split(b, []byte("\n"))
 	// The last piece follows the last line break: empty, or a write the
-	// process did not finish.
+	// process did not finish, which goes so the next write starts a line.
+	if cut := lines[len(lines)-1]; len(cut) > 0 {
+		if err := os.Truncate(name, int64(len(b)-len(cut))); err != nil {
+			return fmt.Errorf("session file: %w", err)
+		}
+	}
 	lines = lines[:len(lines)-1]
 	var ms *memSession
 	for n, line := range lines {
