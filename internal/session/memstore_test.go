@@ -90,7 +90,10 @@ func TestMemStoreWrites(t *testing.T) {
 		t.Fatalf("pack artifacts: %+v %v", p.Artifacts, err)
 	}
 	for name, call := range map[string]func() error{
-		"append": func() error { _, err := m.Append(ctx, "s1", "intruder", delta(Item{ID: "x", Kind: KindUserTurn})); return err },
+		"append": func() error {
+			_, err := m.Append(ctx, "s1", "intruder", delta(Item{ID: "x", Kind: KindUserTurn}))
+			return err
+		},
 		"load":   func() error { _, err := m.Load(ctx, "s1", "intruder"); return err },
 		"delete": func() error { return m.Delete(ctx, "s1", "intruder") },
 	} {
