@@ -22,7 +22,7 @@ import (
 const (
 	DefaultTTL         = time.Hour
 	DefaultMaxSessions = 10_000
-	DefaultMaxBytes    = 256 << 20
+	DefaultMaxBytes    = 64 << 20
 	// MaxSessionIDBytes bounds a session id; see ValidateSessionID.
 	MaxSessionIDBytes = 128
 )
