@@ -42,11 +42,8 @@ type Artifact struct {
 // facts, then the first lines. The summary is cut to about half of maxChars
 // at a line boundary.
 func firewall(id, text string, maxChars int) (string, Artifact) {
-	// Hash the string's bytes in place: a copy of every oversized result
-	// was a quarter of a pack's allocations. Sum256 only reads them.
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
 	lines := strings.Count(text, "\n") + 1
-	a := Artifact{Ref: "sha256:" + hex.EncodeToString(sum[:]), ItemID: id, MediaType: "text/plain",
+	a := Artifact{Ref: ArtifactRef(text), ItemID: id, MediaType: "text/plain",
 		Bytes: len(text), Lines: lines, Content: text}
 	out := []string{fmt.Sprintf("[%d bytes, %d lines; stored as artifact %s]", a.Bytes, lines, a.Ref)}
 	if shape, facts, ok := jsonSummary(text); ok {
@@ -78,6 +75,14 @@ func firewall(id, text string, maxChars int) (string, Artifact) {
 		used += n
 	}
 	return b.String(), a
+}
+
+// ArtifactRef is the ref of a tool result's text, as the firewall names it.
+func ArtifactRef(text string) string {
+	// Hash the string's bytes in place: a copy of every oversized result
+	// was a quarter of a pack's allocations. Sum256 only reads them.
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // cutRunes keeps the first n characters of s, marking a cut with "…"; it

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"container/list"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // Defaults of StoreConfig (api.md §11.8): the one place they are defined.
@@ -112,12 +109,6 @@ func itemBytes(it *Item) int64 {
 		n += len(k) + len(v)
 	}
 	return int64(n)
-}
-
-// ArtifactRef is the ref of a tool result's text, as the firewall names it.
-func ArtifactRef(text string) string {
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // MemStore is the embedded store: sessions in the process's memory,
