@@ -509,13 +509,9 @@ func (s *Server) addMCPDrilldown(srv *mcp.Server) {
 // mcpDrill is drilldown: GET /v1/artifacts/{ref} over MCP, with the same
 // identity rules and answers.
 func (s *Server) mcpDrill(ctx context.Context, call *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, string) {
-	st := s.state.Load()
-	if st == nil {
-		return toolError(s.notReadyMessage()), "failure"
-	}
-	established, herr := s.mcpIdentity(call, st)
-	if herr != nil {
-		return toolError(herr.msg), "refused"
+	_, established, refusal, result := s.mcpCaller(call)
+	if refusal != nil {
+		return refusal, result
 	}
 	var args drilldownArgs
 	if herr := decodeStrict(bytes.NewReader(call.Params.Arguments), s.opts.MaxBodyBytes, &args, `{"ref": "sha256:..."}`); herr != nil {
@@ -532,9 +528,5 @@ func (s *Server) mcpDrill(ctx context.Context, call *mcp.CallToolRequest, _ time
 	if herr != nil {
 		return toolError(herr.msg), resultOf(herr)
 	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return toolError("internal error: encoding the answer"), "failure"
-	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, "success"
+	return jsonResult(d)
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,28 +309,12 @@ func TestSessionPinnedAgent(t *testing.T) {
 	}
 }
 
-// stepClock is a clock tests move.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestSessionStoreBounds(t *testing.T) {
-	c := &stepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	// The store's clock, moved by the test instead of sleeping.
+	var elapsed atomic.Int64
+	now := func() time.Time { return time.Unix(1e9, elapsed.Load()) }
 	ts := startServer(t, Options{Paths: []string{"../../examples/quickstart"},
-		Sessions: session.StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 300, Now: c.now}})
+		Sessions: session.StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 300, Now: now}})
 	ts.waitReady()
 	write := func(id, text string) (int, string) {
 		return ts.sessionCall("POST", "/v1/sessions/"+id+"/items", sessionItems{Items: []session.Item{{ID: fmt.Sprint(len(text)), Kind: session.KindUserTurn, Text: text}}}, nil)
@@ -346,9 +331,9 @@ func TestSessionStoreBounds(t *testing.T) {
 		t.Fatalf("past maxBytes: %d %s", code, out)
 	}
 	// A pack keeps a session alive; the idle one expires.
-	c.add(40 * time.Second)
+	elapsed.Add(int64(40 * time.Second))
 	ts.mustCall(200, "POST", "/v1/sessions/a/context", `{"phase": "answer"}`, nil)
-	c.add(40 * time.Second)
+	elapsed.Add(int64(40 * time.Second))
 	ts.mustCall(404, "POST", "/v1/sessions/b/context", `{"phase": "answer"}`, nil)
 	ts.mustCall(200, "POST", "/v1/sessions/a/context", `{"phase": "answer"}`, nil)
 	if n, _ := ts.metric("contextrouter_sessions"); n != 1 {

@@ -1,65 +1,21 @@
 package server
 
 import (
-	"context"
+	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-
 	"github.com/contextrouter/contextrouter/internal/session"
-	"github.com/contextrouter/contextrouter/internal/testenv"
 )
 
 // Sessions in auth.mode ServiceAccountToken against a real API server: the
 // token's ServiceAccount owns the sessions it creates; another agent's token
 // gets 403 on them and finds none of their artifacts.
 func TestSessionsTokenMode(t *testing.T) {
-	env := testenv.Start(t)
-	ctx := context.Background()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const ns = "agents"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	token := func(sa string, audiences ...string) string {
-		t.Helper()
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](600)},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	// The router's own token is for the API server's audience.
-	hr, intruder, routerToken := token("hr-assistant", Audience), token("intruder", Audience), token("router")
-	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "router-auth-delegator"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "router", Namespace: ns}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	writeAtomic(t, filepath.Join(dir, "router.yaml"), strings.Replace(tokenRouter, "metadata: {name: secure}", "metadata: {name: secure, namespace: agents}", 1)+"---\n"+inlineManifests("v1", "notes"))
-	kube := func() (*rest.Config, error) {
-		return &rest.Config{Host: env.Config.Host, BearerToken: routerToken, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}, nil
-	}
+	c := newTokenCluster(t)
+	hr, intruder := c.token(agentsNamespace, "hr-assistant", Audience), c.token(agentsNamespace, "intruder", Audience)
+	dir, kube := c.routerDir(), c.kube(nil)
 	ts := startServer(t, Options{Paths: []string{dir}, Kube: kube})
 	ts.waitReady()
 	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
@@ -94,9 +50,6 @@ func TestSessionsTokenMode(t *testing.T) {
 }
 
 func jsonString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s))
-	b.WriteByte('"')
-	return b.String()
+	b, _ := json.Marshal(s)
+	return string(b)
 }

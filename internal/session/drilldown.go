@@ -122,11 +122,7 @@ func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
 		if !isJSON {
 			return nil, drillErrorf("view=json: the artifact is not JSON (%s)", d.MediaType)
 		}
-		steps, err := ParsePath(req.Path)
-		if err != nil {
-			return nil, err
-		}
-		v, err := selectPath(json.RawMessage(content), steps)
+		steps, v, err := selectString(content, req.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -149,11 +145,7 @@ func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
 		return d, nil
 	case ViewColumns:
 		if isJSON {
-			steps, err := ParsePath(req.Path)
-			if err != nil {
-				return nil, err
-			}
-			v, err := selectPath(json.RawMessage(content), steps)
+			steps, v, err := selectString(content, req.Path)
 			if err != nil {
 				return nil, err
 			}
@@ -433,6 +425,16 @@ func FormatPath(steps []PathStep) string {
 		}
 	}
 	return b.String()
+}
+
+// selectString parses path and selects it in the JSON document content.
+func selectString(content, path string) ([]PathStep, json.RawMessage, error) {
+	steps, err := ParsePath(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := selectPath(json.RawMessage(content), steps)
+	return steps, v, err
 }
 
 // selectPath follows steps into v, decoding one level at a time so the
