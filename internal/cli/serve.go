@@ -150,7 +150,7 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 	}
 	storeSize, err := resource.ParseQuantity(f.sessionStore)
 	if err != nil || storeSize.Value() <= 0 {
-		return server.Options{}, fmt.Errorf("--session-store-size: %q is not a positive size such as 256Mi", f.sessionStore)
+		return server.Options{}, fmt.Errorf("--session-store-size: %q is not a positive size such as 64Mi", f.sessionStore)
 	}
 	if f.maxSessions <= 0 {
 		return server.Options{}, fmt.Errorf("--max-sessions: %d must be positive", f.maxSessions)
