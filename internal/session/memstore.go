@@ -308,7 +308,7 @@ func merge(cur *Session, d Delta) (Session, error) {
 	}
 	next := Session{Items: cur.Items, Facts: cur.Facts, Episodes: cur.Episodes}
 	base := len(cur.Items)
-	next.Items = append(next.Items[:base:base], d.Items...)
+	next.Items = append(next.Items, d.Items...)
 	if len(d.Facts) > 0 {
 		next.Facts = append([]Fact(nil), cur.Facts...)
 		for _, f := range d.Facts {
@@ -325,7 +325,7 @@ func merge(cur *Session, d Delta) (Session, error) {
 		}
 	}
 	ebase := len(cur.Episodes)
-	next.Episodes = append(next.Episodes[:ebase:ebase], d.Episodes...)
+	next.Episodes = append(next.Episodes, d.Episodes...)
 	if err := Validate(&next); err != nil {
 		var e *Error
 		if errors.As(err, &e) {

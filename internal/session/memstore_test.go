@@ -360,8 +360,12 @@ func BenchmarkIdleSessions(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		m, _ := NewMemStore(StoreConfig{MaxBytes: 1 << 30})
 		for n := range 10_000 {
-			if _, err := m.Append(ctx, fmt.Sprintf("s%05d", n), "agent", idleSession(n)); err != nil {
-				b.Fatal(err)
+			// Written as an agent writes: 10 writes of 5 items.
+			d := idleSession(n)
+			for w := 0; w < len(d.Items); w += 5 {
+				if _, err := m.Append(ctx, fmt.Sprintf("s%05d", n), "agent", Delta{Items: d.Items[w : w+5]}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
 		runtime.GC()
