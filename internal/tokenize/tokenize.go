@@ -157,15 +157,43 @@ func WordStems(s string) []string {
 	return out
 }
 
-// Keywords implements the reference projects' keyword extraction: whitespace
-// tokens, lower-cased, surrounding punctuation trimmed, without stopwords and
-// one-character tokens. Distinct, in first-seen order.
+// keywordStopwords is the reference project's (theaios-context-router)
+// stopword list for its keyword score, word for word: imported
+// configurations must rank as they did there. It differs from stopwords
+// (which keeps "not" and was tuned for BM25) on purpose.
+var keywordStopwords = func() map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, w := range strings.Fields(`a an the and or but in on at to for of with by from is it that this
+		was are be have has had do does did will would could should may might can not no so if then
+		than too very just about up out all its my your our their we they he she i me him her us them
+		what which who when where how as into through during before after above below between each
+		every both few more most other some such only own same also any been being here there`) {
+		m[w] = struct{}{}
+	}
+	return m
+}()
+
+// keywordTrim is the punctuation the reference strips from both ends of a
+// keyword; anything else (#, @, $, …) stays part of it.
+const keywordTrim = ".,;:!?\"'()[]{}/-"
+
+// isKeywordSpace is the reference's separator: Python's str.split(), which
+// is Unicode White_Space plus the ASCII separators U+001C–U+001F.
+func isKeywordSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
+
+// Keywords implements the reference project's keyword extraction exactly:
+// the text lower-cased, split on whitespace, each token trimmed of
+// keywordTrim at both ends, minus its stopwords and one-character tokens.
+// Distinct, in first-seen order.
 func Keywords(s string) []string {
 	var out []string
 	seen := map[string]struct{}{}
-	for _, f := range strings.Fields(s) {
-		k := strings.ToLower(strings.TrimFunc(f, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSymbol(r) }))
-		if utf8.RuneCountInString(k) <= 1 || IsStopword(k) {
+	for _, f := range strings.FieldsFunc(strings.ToLower(s), isKeywordSpace) {
+		k := strings.Trim(f, keywordTrim)
+		if utf8.RuneCountInString(k) <= 1 {
+			continue
+		}
+		if _, stop := keywordStopwords[k]; stop {
 			continue
 		}
 		if _, dup := seen[k]; !dup {
