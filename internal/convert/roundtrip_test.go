@@ -190,22 +190,7 @@ routes:
   - {name: second, sources: [b, a, c]}
 budget: {ranking: manual}
 `
-	res, err := Theaios("f.yaml", []byte(in), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := manifest.Parse("out.yaml", res.Stream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := set.Config("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := engine.Compile(context.Background(), cfg, engine.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := compileTheaios(t, in)
 	resp, err := snap.Query(context.Background(), engine.Request{Text: "text"})
 	if err != nil {
 		t.Fatal(err)
@@ -238,22 +223,7 @@ func TestKeywordRankingMatchesReference(t *testing.T) {
 		"routes:\n" +
 		"  - {name: all, sources: [a-ops, b-hash-ops, a-not, b-vacation, a-c, b-cpp, a-glued, b-schedule]}\n" +
 		"budget: {ranking: relevance}\n"
-	res, err := Theaios("f.yaml", []byte(in), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := manifest.Parse("out.yaml", res.Stream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := set.Config("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := engine.Compile(context.Background(), cfg, engine.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := compileTheaios(t, in)
 	// Reference scores (|question keywords in the chunk| / |question keywords|), worked by hand.
 	tests := []struct {
 		question, top string
@@ -280,4 +250,26 @@ func TestKeywordRankingMatchesReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compileTheaios converts a theaios file and compiles the result.
+func compileTheaios(t *testing.T, in string) *engine.Snapshot {
+	t.Helper()
+	res, err := Theaios("f.yaml", []byte(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := manifest.Parse("out.yaml", res.Stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := set.Config("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := engine.Compile(context.Background(), cfg, engine.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
 }
