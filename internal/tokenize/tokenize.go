@@ -181,6 +181,68 @@ const keywordTrim = ".,;:!?\"'()[]{}/-"
 // is Unicode White_Space plus the ASCII separators U+001C–U+001F.
 func isKeywordSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
 
+// pythonLower is Python's str.lower(), which the reference applies: Go's
+// strings.ToLower except for the two special casings of Unicode's
+// SpecialCasing.txt that are not language-specific: İ (U+0130) becomes
+// "i̇" (i and a combining dot), and Σ at the end of a word becomes final ς.
+func pythonLower(s string) string {
+	if !strings.ContainsAny(s, "\u0130\u03a3") {
+		return strings.ToLower(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	for i, r := range s {
+		switch r {
+		case '\u0130':
+			b.WriteString("i\u0307")
+		case '\u03a3':
+			if finalSigma(s, i) {
+				b.WriteRune('ς')
+			} else {
+				b.WriteRune('σ')
+			}
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// finalSigma is Unicode's Final_Sigma condition for the Σ at byte i: a cased
+// letter before it and none after it, skipping case-ignorable characters.
+func finalSigma(s string, i int) bool {
+	before := false
+	for j := i; j > 0; {
+		r, n := utf8.DecodeLastRuneInString(s[:j])
+		j -= n
+		if !caseIgnorable(r) {
+			before = cased(r)
+			break
+		}
+	}
+	if !before {
+		return false
+	}
+	for _, r := range s[i+len("Σ"):] {
+		if !caseIgnorable(r) {
+			return !cased(r)
+		}
+	}
+	return true
+}
+
+func cased(r rune) bool { return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) }
+
+// caseIgnorable approximates Unicode's Case_Ignorable: marks, format
+// characters, modifiers, and the apostrophes and dots inside words.
+func caseIgnorable(r rune) bool {
+	switch r {
+	case '\'', '.', ':', '^', '`', '\u00b7', '\u2018', '\u2019', '\u2024', '\u2027', '\u0387', '\u05f4', '\ufe13', '\ufe52', '\ufe55', '\uff07', '\uff0e', '\uff1a':
+		return true
+	}
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
+}
+
 // Keywords implements the reference project's keyword extraction exactly:
 // the text lower-cased, split on whitespace, each token trimmed of
 // keywordTrim at both ends, minus its stopwords and one-character tokens.
@@ -188,7 +250,7 @@ func isKeywordSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r 
 func Keywords(s string) []string {
 	var out []string
 	seen := map[string]struct{}{}
-	for _, f := range strings.FieldsFunc(strings.ToLower(s), isKeywordSpace) {
+	for _, f := range strings.FieldsFunc(pythonLower(s), isKeywordSpace) {
 		k := strings.Trim(f, keywordTrim)
 		if utf8.RuneCountInString(k) <= 1 {
 			continue

@@ -77,6 +77,9 @@ func TestKeywords(t *testing.T) {
 		// Python's str.split also splits on U+001C–U+001F.
 		{"rota\u001cschedule\u001fdays", []string{"rota", "schedule", "days"}},
 		{"ÉTÉ Ünïcode", []string{"été", "ünïcode"}},
+		// Python's lower(): a final capital sigma becomes ς, İ becomes i and a combining dot.
+		{"ΟΔΟΣ ΣΑΣ. Σα ΑΣ'Β", []string{"οδος", "σας", "σα", "ασ'β"}},
+		{"İstanbul", []string{"i\u0307stanbul"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
