@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -69,25 +68,19 @@ in the route phase).`,
 			if err != nil {
 				return err
 			}
-			access := snap.AccessFor(agent)
-			opts := session.Options{Phase: ph, Query: query, Tags: tags, MaxTokens: maxTokens,
-				Access: &access, Estimator: snap.Estimator()}
-			pack, resp, err := session.Assemble(sess, opts, agent, func(req engine.Request) (*engine.Response, error) {
-				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-				defer cancel()
-				resp, err := snap.Query(ctx, req)
-				if err != nil {
-					return nil, timeoutError(err, timeout)
-				}
-				printWarnings(cmd.ErrOrStderr(), snap, &req, resp)
-				return resp, nil
-			})
-			var se *session.Error
-			if errors.As(err, &se) {
+			req := session.Request{Phase: ph, Query: query, Agent: agent, Tags: tags, MaxTokens: maxTokens}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			pack, resp, err := session.BuildFor(ctx, snap, sess, req)
+			switch {
+			case session.IsQueryError(err):
+				return timeoutError(err, timeout)
+			case err != nil:
 				return fmt.Errorf("%s: %w", itemsFile, err)
 			}
-			if err != nil {
-				return err
+			if resp != nil {
+				qr := req.QueryRequest()
+				printWarnings(cmd.ErrOrStderr(), snap, &qr, resp)
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), pack)

@@ -212,6 +212,13 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 	if err != nil {
 		return nil, s.queryError(err, start)
 	}
+	s.observeResponse(st, resp)
+	return resp, nil
+}
+
+// observeResponse counts what a query's response reports: routes, sources,
+// tools and classifiers.
+func (s *Server) observeResponse(st *state, resp *engine.Response) {
 	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
 	st.counters.observeRoutes(resp.RouteMatches, time.Duration(resp.EvaluationTimeMS*float64(time.Millisecond)))
 	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
@@ -224,7 +231,6 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 			}
 		}
 	}
-	return resp, nil
 }
 
 // runFindTools shortlists the tools of a request whose agent is settled

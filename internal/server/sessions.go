@@ -306,28 +306,21 @@ type contextRequest struct {
 	Tags      []string `json:"tags"`
 }
 
-// packOptions is the one place the server turns a context request into
-// pack options: the router's phase settings plug in here.
-func (s *Server) packOptions(st *state, agent string, req *contextRequest) (session.Options, *httpError) {
+// packRequest is the one place the server turns a context request into a
+// pack request; the router's own settings apply in session.BuildFor.
+func packRequest(agent string, req *contextRequest) (session.Request, *httpError) {
 	ph, err := session.ParsePhase(req.Phase)
 	if err != nil {
-		return session.Options{}, errorf(http.StatusBadRequest, "phase: %v", err)
+		return session.Request{}, errorf(http.StatusBadRequest, "phase: %v", err)
 	}
 	if req.MaxTokens < 0 || req.MaxTokens > session.MaxBudget {
-		return session.Options{}, errorf(http.StatusBadRequest, "max_tokens: %d must be between 0 and %d", req.MaxTokens, session.MaxBudget)
+		return session.Request{}, errorf(http.StatusBadRequest, "max_tokens: %d must be between 0 and %d", req.MaxTokens, session.MaxBudget)
 	}
 	if n := len(req.Tags); n > engine.MaxTags {
-		return session.Options{}, errorf(http.StatusBadRequest, "tags: %d tags; at most %d are allowed", n, engine.MaxTags)
+		return session.Request{}, errorf(http.StatusBadRequest, "tags: %d tags; at most %d are allowed", n, engine.MaxTags)
 	}
-	access := st.snap.AccessFor(agent)
-	return session.Options{Phase: ph, Query: req.Query, Tags: req.Tags, MaxTokens: req.MaxTokens,
-		Access: &access, Estimator: st.snap.Estimator(), FirewallMaxChars: s.opts.Sessions.FirewallMaxChars}, nil
+	return session.Request{Phase: ph, Query: req.Query, Agent: agent, Tags: req.Tags, MaxTokens: req.MaxTokens}, nil
 }
-
-// queryFailure carries a refused or failed query through session.Assemble.
-type queryFailure struct{ *httpError }
-
-func (q queryFailure) Error() string { return q.msg }
 
 // POST /v1/sessions/{id}/context: the pack (api.md §11.5).
 func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id string, _ []string) {
@@ -345,10 +338,11 @@ func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id strin
 	writeJSON(w, http.StatusOK, pack, false)
 }
 
-// buildPack loads the session and builds its pack, with the query
-// pipeline's chunks and tools when the request has a query.
+// buildPack loads the session and builds its pack as `session build`
+// does, with the query pipeline under the query timeout when the request
+// has a query.
 func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req *contextRequest, start time.Time) (*session.Pack, *httpError) {
-	opts, herr := s.packOptions(st, agent, req)
+	preq, herr := packRequest(agent, req)
 	if herr != nil {
 		return nil, herr
 	}
@@ -356,21 +350,19 @@ func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req
 	if err != nil {
 		return nil, s.sessionError(id, err)
 	}
-	pack, _, err := session.Assemble(sess, opts, agent, func(q engine.Request) (*engine.Response, error) {
-		resp, herr := s.runQuery(ctx, st, q, start)
-		if herr != nil {
-			return nil, queryFailure{herr}
-		}
-		return resp, nil
-	})
-	var qf queryFailure
+	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
+	defer cancel()
+	pack, resp, err := session.BuildFor(ctx, st.snap, sess, preq)
 	switch {
-	case errors.As(err, &qf):
-		return nil, qf.httpError
+	case session.IsQueryError(err):
+		return nil, s.queryError(err, start)
 	case err != nil:
 		return nil, s.sessionError(id, err)
 	}
-	s.metrics.sessionPacks.WithLabelValues(string(opts.Phase)).Inc()
+	if resp != nil {
+		s.observeResponse(st, resp)
+	}
+	s.metrics.sessionPacks.WithLabelValues(string(preq.Phase)).Inc()
 	s.metrics.packDuration.Observe(time.Since(start).Seconds())
 	return pack, nil
 }

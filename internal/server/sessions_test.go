@@ -15,7 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/session"
 )
 
@@ -220,7 +219,7 @@ func TestSessionAPI(t *testing.T) {
 }
 
 // cliPack builds the pack of TestSessionAPI's session as `session build`
-// does, through the same session.Assemble.
+// does, through the same session.BuildFor.
 func cliPack(t *testing.T, agent, phase, query string) session.Pack {
 	t.Helper()
 	snap := compileFiles(t, "../../examples/quickstart")
@@ -236,9 +235,7 @@ func cliPack(t *testing.T, agent, phase, query string) session.Pack {
 		Facts:    []session.Fact{{Key: "employee/country", Value: "Portugal"}},
 		Episodes: []session.Episode{{ID: "e1", Text: "The user asked about sick days."}},
 	}
-	access := snap.AccessFor(agent)
-	p, _, err := session.Assemble(s, session.Options{Phase: session.Phase(phase), Query: query, Access: &access, Estimator: snap.Estimator()}, agent,
-		func(req engine.Request) (*engine.Response, error) { return snap.Query(context.Background(), req) })
+	p, _, err := session.BuildFor(context.Background(), snap, s, session.Request{Phase: session.Phase(phase), Query: query, Agent: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
