@@ -42,9 +42,6 @@ type serveFlags struct {
 	allowEmpty      bool
 	expandEnv       bool
 	sessionDir      string
-	sessionTTL      time.Duration
-	maxSessions     int
-	sessionStore    string
 	cache           *routerCache
 	// Process-wide memory settings, applied by RunE.
 	memLimit        memlimit.Limit
@@ -116,9 +113,6 @@ heap between collections, which saves CPU when the live heap is small.`,
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.BoolVar(&f.expandEnv, "expand-env", true, "replace ${NAME} in the manifest fields that take it from the environment (api.md §1.0); router pods set it to false")
 	fl.StringVar(&f.sessionDir, "session-dir", "", "keep the sessions of the embedded session store in files in this directory, so a restart loses none (api.md §11.8); default: memory only")
-	fl.DurationVar(&f.sessionTTL, "session-ttl", session.DefaultTTL, "remove a session idle (no write, no pack) for this long")
-	fl.IntVar(&f.maxSessions, "max-sessions", session.DefaultMaxSessions, "most live sessions; a write that would create one more gets 507")
-	fl.StringVar(&f.sessionStore, "session-store-size", resource.NewQuantity(session.DefaultMaxBytes, resource.BinarySI).String(), "most bytes (texts, ids, tags, metadata) of all sessions together; a write past it gets 507")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "serve a configuration that no ContextRoute attaches to (it answers every query with no context); without it such a configuration is refused like an invalid one")
 	return cmd
 }
@@ -148,19 +142,11 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 	if f.memLimit, err = memlimit.Resolve(memFlag, os.Getenv, os.DirFS("/")); err != nil {
 		return server.Options{}, err
 	}
-	storeSize, err := resource.ParseQuantity(f.sessionStore)
-	if err != nil || storeSize.Value() <= 0 {
-		return server.Options{}, fmt.Errorf("--session-store-size: %q is not a positive size such as 64Mi", f.sessionStore)
-	}
-	if f.maxSessions <= 0 {
-		return server.Options{}, fmt.Errorf("--max-sessions: %d must be positive", f.maxSessions)
-	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 		zero bool
 	}{
-		{"--session-ttl", f.sessionTTL, false},
 		{"--query-timeout", f.queryTimeout, false},
 		{"--shutdown-timeout", f.shutdownTimeout, false},
 		{"--shutdown-delay", f.shutdownDelay, true},
@@ -201,8 +187,7 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		Configure:        f.cache.configure,
 		Cache:            f.cache,
 		Kube:             func() (*rest.Config, error) { return restConfig(kubeconfig) },
-		Sessions: session.StoreConfig{TTL: f.sessionTTL, MaxSessions: f.maxSessions, MaxBytes: storeSize.Value(),
-			Dir: f.sessionDir},
+		Sessions:         session.StoreConfig{Dir: f.sessionDir},
 	}, nil
 }
 

@@ -157,7 +157,7 @@ func TestSessionAPI(t *testing.T) {
 		{"unknown kind", "POST", base + "/items", sessionItems{Agent: hr, Items: []session.Item{{ID: "x", Kind: "thought"}}}, 400, `items[0].kind: unknown kind \"thought\"`},
 		{"unknown parent", "POST", base + "/items", sessionItems{Agent: hr, Items: []session.Item{{ID: "x", Kind: session.KindUserTurn}, {ID: "y", Kind: session.KindToolResult, ParentID: "nope"}}}, 400, `items[1].parent_id: no item has id \"nope\"`},
 		{"cycle", "POST", base + "/items", sessionItems{Agent: hr, Items: []session.Item{{ID: "x", Kind: session.KindUserTurn, ParentID: "y"}, {ID: "y", Kind: session.KindUserTurn, ParentID: "x"}}}, 400, "parent chain loops: x → y → x"},
-		{"id of an earlier write", "POST", base + "/items", sessionItems{Agent: hr, Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn}}}, 400, `items[0].id: \"u1\" is also the id`},
+		{"id of an earlier write", "POST", base + "/items", sessionItems{Agent: hr, Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn}}}, 400, `items[0].id: \"u1\" is already in the session`},
 		{"oversized item", "POST", base + "/items", sessionItems{Agent: hr, Items: []session.Item{{ID: "x", Kind: session.KindToolResult, Text: big}}}, 413, "items[0].text: 262145 bytes; an item's text is limited to 262144 bytes"},
 		{"oversized body", "POST", base + "/items", `{"items": [{"id": "x", "kind": "user_turn", "text": "` + strings.Repeat("y", MaxSessionWriteBytes) + `"}]}`, 413, "request body is larger than 4194304 bytes"},
 		{"oversized fact", "PUT", base + "/facts/k", map[string]string{"agent": hr, "value": strings.Repeat("v", session.MaxFactBytes+1)}, 413, "facts[0].value: 4097 bytes"},

@@ -36,6 +36,15 @@ type Artifact struct {
 	Content   string `json:"content"`
 }
 
+// ArtifactRef names the artifact of a tool result's text: "sha256:" and
+// the hex SHA-256 of the text. Stores index tool results by it.
+func ArtifactRef(text string) string {
+	// Hash the string's bytes in place: a copy of every oversized result
+	// was a quarter of a pack's allocations. Sum256 only reads them.
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // firewall stores an oversized tool result as an artifact and returns the
 // summary that stands in for it: a header with the artifact ref and size,
 // for JSON the shape (top-level keys and kinds, array lengths) and scalar
@@ -75,14 +84,6 @@ func firewall(id, text string, maxChars int) (string, Artifact) {
 		used += n
 	}
 	return b.String(), a
-}
-
-// ArtifactRef is the ref of a tool result's text, as the firewall names it.
-func ArtifactRef(text string) string {
-	// Hash the string's bytes in place: a copy of every oversized result
-	// was a quarter of a pack's allocations. Sum256 only reads them.
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // cutRunes keeps the first n characters of s, marking a cut with "…"; it

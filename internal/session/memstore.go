@@ -4,22 +4,28 @@ import (
 	"bytes"
 	"container/list"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
-// Defaults of StoreConfig (api.md §11.8): the one place they are defined.
+// Defaults of StoreConfig (api.md §11.8): the one place they are defined
+// in Go; spec.sessions's schema defaults are the same values.
 const (
-	DefaultTTL         = time.Hour
+	DefaultTTL         = 24 * time.Hour
 	DefaultMaxSessions = 10_000
-	DefaultMaxBytes    = 64 << 20
+	DefaultMaxBytes    = 256 << 20
 	// MaxSessionIDBytes bounds a session id; see ValidateSessionID.
 	MaxSessionIDBytes = 128
 )
@@ -34,10 +40,6 @@ type StoreConfig struct {
 	// MaxBytes bounds the bytes of all sessions together, as Bytes counts
 	// them (0: DefaultMaxBytes).
 	MaxBytes int64
-	// FirewallMaxChars is the firewall threshold of the packs built from
-	// the store (0: DefaultFirewallMaxChars): the tool results over it are
-	// the artifacts Artifact finds.
-	FirewallMaxChars int
 	// Dir, when set, keeps every session in a file there (embedded store):
 	// a store opened on the same directory has them back.
 	Dir string
@@ -55,9 +57,6 @@ func (c StoreConfig) WithDefaults() StoreConfig {
 	}
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxBytes
-	}
-	if c.FirewallMaxChars <= 0 {
-		c.FirewallMaxChars = DefaultFirewallMaxChars
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -138,9 +137,10 @@ type memSession struct {
 	id, owner string
 	s         Session
 	bytes     int64
-	// refs maps the ref of each oversized tool result to its item, computed
-	// when it is written so that Artifact neither hashes nor copies.
-	refs map[string]int32
+	// refs maps the SHA-256 of each tool result to its item, computed when
+	// it is written so that Artifact neither hashes nor copies; the digest
+	// is the key, not the 71-byte ref, to keep idle sessions small.
+	refs map[[sha256.Size]byte]int32
 	used time.Time
 	elem *list.Element
 }
@@ -245,7 +245,7 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 	case err != nil:
 		return nil, err
 	}
-	next, err := merge(&ms.s, d)
+	next, err := Merge(&ms.s, d)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 	}
-	m.commit(ms, next, grow)
+	m.commit(ms, *next, grow)
 	ids := make([]string, len(d.Items))
 	for i := range d.Items {
 		ids[i] = d.Items[i].ID
@@ -271,14 +271,15 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 func (m *MemStore) commit(ms *memSession, next Session, grow int64) {
 	for i := len(ms.s.Items); i < len(next.Items); i++ {
 		it := &next.Items[i]
-		if it.Kind == KindToolResult && longerThan(it.Text, m.cfg.FirewallMaxChars) {
-			if ms.refs == nil {
-				ms.refs = map[string]int32{}
-			}
-			ref := ArtifactRef(it.Text)
-			if _, dup := ms.refs[ref]; !dup {
-				ms.refs[ref] = int32(i)
-			}
+		if it.Kind != KindToolResult {
+			continue
+		}
+		if ms.refs == nil {
+			ms.refs = map[[sha256.Size]byte]int32{}
+		}
+		sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(it.Text), len(it.Text)))
+		if _, dup := ms.refs[sum]; !dup {
+			ms.refs[sum] = int32(i)
 		}
 	}
 	ms.s = next
@@ -297,54 +298,8 @@ func (m *MemStore) commit(ms *memSession, next Session, grow int64) {
 	m.touch(ms)
 }
 
-// merge returns the session cur would be after d, checked whole; errors
-// name the entry by its position in d. cur is not changed: items and
-// episodes are appended past the lengths a reader of cur sees (a Load's
-// copy keeps reading its own), facts are copied when they change.
-func merge(cur *Session, d Delta) (Session, error) {
-	// Entries on their own first, so that errors name d's positions.
-	if err := Validate(&Session{Facts: d.Facts, Episodes: d.Episodes}); err != nil {
-		return Session{}, err
-	}
-	next := Session{Items: cur.Items, Facts: cur.Facts, Episodes: cur.Episodes}
-	base := len(cur.Items)
-	next.Items = append(next.Items, d.Items...)
-	if len(d.Facts) > 0 {
-		next.Facts = append([]Fact(nil), cur.Facts...)
-		for _, f := range d.Facts {
-			replaced := false
-			for i := range next.Facts {
-				if next.Facts[i].Key == f.Key {
-					next.Facts[i].Value, replaced = f.Value, true
-					break
-				}
-			}
-			if !replaced {
-				next.Facts = append(next.Facts, f)
-			}
-		}
-	}
-	ebase := len(cur.Episodes)
-	next.Episodes = append(next.Episodes, d.Episodes...)
-	if err := Validate(&next); err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			c := *e
-			switch {
-			case c.Entry == "items" && c.Index >= base && c.Index < len(next.Items):
-				c.Index -= base
-			case c.Entry == "episodes" && c.Index >= ebase && c.Index < len(next.Episodes):
-				c.Index -= ebase
-			}
-			return Session{}, &c
-		}
-		return Session{}, err
-	}
-	return next, nil
-}
-
-// Load implements Store. The session returned shares its texts with the
-// store and is never changed by later writes.
+// Load implements Store. The session returned is the caller's: its
+// slices and maps are copies (texts, immutable, are shared).
 func (m *MemStore) Load(_ context.Context, id, agent string) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -353,10 +308,13 @@ func (m *MemStore) Load(_ context.Context, id, agent string) (*Session, error) {
 		return nil, err
 	}
 	m.touch(ms)
-	s := ms.s
-	s.Items = s.Items[:len(s.Items):len(s.Items)]
-	s.Episodes = s.Episodes[:len(s.Episodes):len(s.Episodes)]
-	return &s, nil
+	s := &Session{Items: slices.Clone(ms.s.Items), Facts: slices.Clone(ms.s.Facts), Episodes: slices.Clone(ms.s.Episodes)}
+	for i := range s.Items {
+		it := &s.Items[i]
+		it.Tags = slices.Clone(it.Tags)
+		it.Metadata = maps.Clone(it.Metadata)
+	}
+	return s, nil
 }
 
 // Delete implements Store.
@@ -380,16 +338,22 @@ func (m *MemStore) Artifact(_ context.Context, agent, ref string) (string, error
 		return "", fmt.Errorf("%w: the store is closed", ErrUnavailable)
 	}
 	m.sweep()
+	var sum [sha256.Size]byte
+	if h, ok := strings.CutPrefix(ref, "sha256:"); !ok || len(h) != hex.EncodedLen(len(sum)) {
+		return "", ErrNotFound
+	} else if _, err := hex.Decode(sum[:], []byte(h)); err != nil {
+		return "", ErrNotFound
+	}
 	var found *memSession
 	for id, ms := range m.byAgent[agent] {
-		if _, ok := ms.refs[ref]; ok && (found == nil || id < found.id) {
+		if _, ok := ms.refs[sum]; ok && (found == nil || id < found.id) {
 			found = ms
 		}
 	}
 	if found == nil {
 		return "", ErrNotFound
 	}
-	return found.s.Items[found.refs[ref]].Text, nil
+	return found.s.Items[found.refs[sum]].Text, nil
 }
 
 // Close implements Store. Every write is in its file already, so there is
@@ -485,11 +449,11 @@ func (m *MemStore) replay(name string) error {
 		if err := json.Unmarshal(line, &d); err != nil {
 			return fmt.Errorf("session file %s:%d: %v", name, n+1, err)
 		}
-		next, err := merge(&ms.s, Delta(d))
+		next, err := Merge(&ms.s, Delta(d))
 		if err != nil {
 			return fmt.Errorf("session file %s:%d: %v", name, n+1, err)
 		}
-		m.commit(ms, next, next.Bytes()-ms.bytes)
+		m.commit(ms, *next, next.Bytes()-ms.bytes)
 	}
 	return nil
 }

@@ -133,7 +133,7 @@ func TestMemStoreBadWrites(t *testing.T) {
 		{"unknown kind", "s", delta(Item{ID: "x", Kind: "thought"}), `items[0].kind: unknown kind "thought"`, false},
 		{"missing parent", "s", delta(Item{ID: "ok", Kind: KindUserTurn}, Item{ID: "r", Kind: KindToolResult, ParentID: "nope"}), `items[1].parent_id: no item has id "nope"`, false},
 		{"cycle", "s", delta(Item{ID: "a", Kind: KindUserTurn, ParentID: "b"}, Item{ID: "b", Kind: KindUserTurn, ParentID: "a"}), "parent chain loops: a → b → a", false},
-		{"id of an earlier write", "s", delta(Item{ID: "u1", Kind: KindUserTurn}), `items[0].id: "u1" is also the id of items[0]`, false},
+		{"id of an earlier write", "s", delta(Item{ID: "u1", Kind: KindUserTurn}), `items[0].id: "u1" is already in the session`, false},
 		{"oversized text", "s", delta(Item{ID: "big", Kind: KindToolResult, Text: strings.Repeat("x", MaxItemBytes+1)}), "items[0].text: 262145 bytes; an item's text is limited to 262144 bytes", true},
 		{"oversized fact", "s", Delta{Facts: []Fact{{Key: "k", Value: strings.Repeat("x", MaxFactBytes+1)}}}, "facts[0].value: 4097 bytes", true},
 		{"duplicate episode in one write", "s", Delta{Episodes: []Episode{{ID: "e", Text: "1"}, {ID: "e", Text: "2"}}}, `episodes[1].id: "e" is also the id of episodes[0]`, false},
