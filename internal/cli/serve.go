@@ -112,7 +112,7 @@ heap between collections, which saves CPU when the live heap is small.`,
 	fl.DurationVar(&f.pollInterval, "poll-interval", server.DefaultPollInterval, "how often the manifest files are checked for changes the file watcher missed (0 disables)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.BoolVar(&f.expandEnv, "expand-env", true, "replace ${NAME} in the manifest fields that take it from the environment (api.md §1.0); router pods set it to false")
-	fl.StringVar(&f.sessionDir, "session-dir", "", "keep the sessions of the embedded session store in files in this directory, so a restart loses none (api.md §11.8); default: memory only")
+	fl.StringVar(&f.sessionDir, "session-dir", "", "keep the sessions of the embedded session store in files in this directory, so a restart loses none (api.md §11.9); default: memory only")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "serve a configuration that no ContextRoute attaches to (it answers every query with no context); without it such a configuration is refused like an invalid one")
 	return cmd
 }

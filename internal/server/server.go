@@ -101,7 +101,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is the server's version in the MCP handshake ("" = "dev").
 	Version string
-	// Sessions bounds the embedded session store (api.md §11.8) and sets
+	// Sessions bounds the embedded session store (api.md §11.9) and sets
 	// the firewall threshold of packs.
 	Sessions session.StoreConfig
 	// SessionStore, when set, replaces the embedded store; its owner closes it.

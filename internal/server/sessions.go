@@ -19,7 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The session API (api.md §11.8): writes to an agent's session, context
+// The session API (api.md §11.9): writes to an agent's session, context
 // packs built from it, and drill-down into the artifacts of its tool
 // results. The caller's identity is settled as for a query (identify): the
 // pinned agent, the token's ServiceAccount, or with auth.mode None the
@@ -487,7 +487,7 @@ var drilldownSchema = objectSchema("ref",
 	`"lines": {"type": "integer", "minimum": 0, "maximum": 200, "description": "Lines of head, rows of csv (default 20)."}`,
 	argAgent)
 
-// addMCPDrilldown registers drilldown (api.md §11.8).
+// addMCPDrilldown registers drilldown (api.md §11.9).
 func (s *Server) addMCPDrilldown(srv *mcp.Server) {
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpToolDrilldown,

@@ -20,7 +20,7 @@ import (
 	"unsafe"
 )
 
-// Defaults of StoreConfig (api.md §11.8): the one place they are defined
+// Defaults of StoreConfig (api.md §11.9): the one place they are defined
 // in Go; spec.sessions's schema defaults are the same values.
 const (
 	DefaultTTL         = 24 * time.Hour
