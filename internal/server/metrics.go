@@ -144,12 +144,7 @@ func newMetrics(s *Server) *metrics {
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 	})
 	m.reg.MustRegister(m.sessionPacks, m.packDuration)
-	if l, ok := s.sessions.(interface{ Len() int }); ok {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Name: "sessions",
-			Help: "Live sessions of the embedded session store (idle ones past the TTL are swept first).",
-		}, func() float64 { return float64(l.Len()) }))
-	}
+	m.reg.MustRegister(sessionsCollector{s})
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}

@@ -13,10 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/session"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The session API (api.md §11.9): writes to an agent's session, context
@@ -60,6 +61,10 @@ func (s *Server) openSessionStore() error {
 	s.sessions, s.ownStore = m, true
 	return nil
 }
+
+// sessionStore is the store requests use: every request asks here, so a
+// store that changes with the configuration is picked up per request.
+func (s *Server) sessionStore() session.Store { return s.sessions }
 
 // closeSessionStore closes the store the server opened.
 func (s *Server) closeSessionStore() {
@@ -204,7 +209,7 @@ type appended struct {
 
 // write appends d to a session and answers the write.
 func (s *Server) write(w http.ResponseWriter, r *http.Request, id, agent string, d session.Delta, ans appended) {
-	ids, err := s.sessions.Append(r.Context(), id, agent, d)
+	ids, err := s.sessionStore().Append(r.Context(), id, agent, d)
 	if err != nil {
 		herr := s.sessionError(id, err)
 		writeError(w, herr.code, herr.msg)
@@ -269,7 +274,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, id string
 	if herr == nil {
 		var agent string
 		if agent, herr = settleAgent(established, q.Get("agent")); herr == nil {
-			if err := s.sessions.Delete(r.Context(), id, agent); err != nil {
+			if err := s.sessionStore().Delete(r.Context(), id, agent); err != nil {
 				herr = s.sessionError(id, err)
 			}
 		}
@@ -346,7 +351,7 @@ func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req
 	if herr != nil {
 		return nil, herr
 	}
-	sess, err := s.sessions.Load(ctx, id, agent)
+	sess, err := s.sessionStore().Load(ctx, id, agent)
 	if err != nil {
 		return nil, s.sessionError(id, err)
 	}
@@ -382,7 +387,7 @@ func (s *Server) drill(ctx context.Context, agent, ref string, req session.Drill
 	if herr := artifactRef(ref); herr != nil {
 		return nil, herr
 	}
-	content, err := s.sessions.Artifact(ctx, agent, ref)
+	content, err := s.sessionStore().Artifact(ctx, agent, ref)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return nil, errorf(http.StatusNotFound, "artifact %s not found in this agent's sessions", ref)
@@ -521,4 +526,19 @@ func (s *Server) mcpDrill(ctx context.Context, call *mcp.CallToolRequest, _ time
 		return toolError(herr.msg), resultOf(herr)
 	}
 	return jsonResult(d)
+}
+
+// sessionsCollector reports the live sessions of a store that counts them
+// (the embedded one), read at scrape time.
+type sessionsCollector struct{ s *Server }
+
+var sessionsDesc = prometheus.NewDesc(metricsNamespace+"_sessions",
+	"Live sessions of the embedded session store (idle ones past the TTL are swept first).", nil, nil)
+
+func (c sessionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sessionsDesc }
+
+func (c sessionsCollector) Collect(ch chan<- prometheus.Metric) {
+	if l, ok := c.s.sessionStore().(interface{ Len() int }); ok {
+		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(l.Len()))
+	}
 }
