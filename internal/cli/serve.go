@@ -60,6 +60,10 @@ a new commit; a configuration that fails to load leaves the previous one serving
 does one that no ContextRoute attaches to (an emptied file), unless the router sets
 spec.allowEmpty or --allow-empty is given.
 
+It also keeps agents' sessions and builds their context packs (/v1/sessions/{id}/...,
+GET /v1/artifacts/{ref}; api.md §11.9) in memory, or with --session-dir in files
+that a restart reads back.
+
 --agent pins the agent identity, as the injected sidecar does: requests without an
 agent are answered as that agent and requests naming another get 403. Otherwise a
 router with auth.mode ServiceAccountToken verifies each caller's bearer token with

@@ -42,7 +42,7 @@ func (s *Server) newMCPHandler() http.Handler {
 		version = "dev"
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "contextrouter", Version: version}, &mcp.ServerOptions{
-		Instructions: "Call get_context with the user's question to get the documents this agent may read that fit it; find_tools to shortlist the tools that fit it, and describe_tool for the input schema of the one to call.",
+		Instructions: "Call get_context with the user's question to get the documents this agent may read that fit it; find_tools to shortlist the tools that fit it, and describe_tool for the input schema of the one to call; drilldown reads the parts of a tool result that a context pack stored as an artifact.",
 	})
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpToolGetContext,
