@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/contextrouter/contextrouter/internal/session"
 )
@@ -43,6 +46,25 @@ func TestSessionsTokenMode(t *testing.T) {
 			code, out := ts.sessionCall(tc.method, tc.path, tc.body, tc.header)
 			if code != tc.code || !strings.Contains(out, tc.want) {
 				t.Fatalf("%d %s\nwant %d with %s", code, out, tc.code, tc.want)
+			}
+		})
+	}
+	// drilldown over MCP: the token's agent, the same answers.
+	for _, tc := range []struct {
+		name, token, want string
+		isError           bool
+	}{
+		{"owner", hr, `"value":"e-1042"`, false},
+		{"another agent", intruder, "not found in this agent's sessions", true},
+	} {
+		t.Run("mcp "+tc.name, func(t *testing.T) {
+			cs, err := ts.mcpConnect(bearer(tc.token))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "drilldown", Arguments: map[string]any{"ref": ref, "view": "json", "path": ".employee"}})
+			if err != nil || res.IsError != tc.isError || !strings.Contains(resultText(res), tc.want) {
+				t.Fatalf("%v %v %s, want %s", err, res.IsError, resultText(res), tc.want)
 			}
 		})
 	}
