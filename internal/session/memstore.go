@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -256,7 +257,12 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 	}
 	if m.cfg.Dir != "" {
 		if err := m.writeLog(ms, d); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			// The answer names the cause, not the server's paths.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("%w: writing the session's file: %v", ErrUnavailable, err)
 		}
 	}
 	m.commit(ms, *next, grow)
