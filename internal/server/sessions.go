@@ -58,6 +58,9 @@ func (s *Server) openSessionStore() error {
 	if err != nil {
 		return err
 	}
+	for _, err := range m.Skipped() {
+		s.log.Error("session file not read; its session is left out", "error", err.Error())
+	}
 	s.sessions, s.ownStore = m, true
 	return nil
 }

@@ -132,6 +132,7 @@ type MemStore struct {
 	byAgent map[string]map[string]*memSession
 	bytes   int64
 	closed  bool
+	skipped []error
 }
 
 type memSession struct {
@@ -149,8 +150,8 @@ type memSession struct {
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore opens an embedded store. With cfg.Dir it reads the sessions
-// kept there (their idle time starts anew); a file that cannot be read is
-// an error naming it.
+// kept there (their idle time starts anew); a directory it cannot use is
+// an error, a file it cannot read is set aside and listed by Skipped.
 func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 	m := &MemStore{cfg: cfg.WithDefaults(), sessions: map[string]*memSession{}, idle: list.New(),
 		byAgent: map[string]map[string]*memSession{}}
@@ -166,11 +167,15 @@ func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 	}
 	for _, name := range names {
 		if err := m.replay(name); err != nil {
-			return nil, err
+			m.skipped = append(m.skipped, err)
 		}
 	}
 	return m, nil
 }
+
+// Skipped are the session files NewMemStore could not read, set aside as
+// .bad files; the caller logs them.
+func (m *MemStore) Skipped() []error { return m.skipped }
 
 // Len is the number of live sessions (expired ones are swept first).
 func (m *MemStore) Len() int {
@@ -422,42 +427,51 @@ func (m *MemStore) writeLog(ms *memSession, d Delta) error {
 	return werr
 }
 
-// replay reads one session file back.
+// replay reads one session file back. A file it cannot read whole is set
+// aside as <name>.bad and its session left out: one bad file must not keep
+// the router from starting or cost the other sessions.
 func (m *MemStore) replay(name string) error {
 	id := strings.TrimSuffix(filepath.Base(name), logSuffix)
 	if ValidateSessionID(id) != nil {
 		return nil // not a session file of ours
 	}
+	var ms *memSession
+	fail := func(err error) error {
+		_ = os.Rename(name, name+".bad")
+		if ms != nil && ms.elem != nil {
+			m.remove(ms)
+		}
+		return fmt.Errorf("%v; set aside as %s.bad", err, filepath.Base(name))
+	}
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return fmt.Errorf("session file: %w", err)
+		return fail(fmt.Errorf("session file: %w", err))
 	}
 	lines := bytes.Split(b, []byte("\n"))
 	// The last piece follows the last line break: empty, or a write the
 	// process did not finish, which goes so the next write starts a line.
 	if cut := lines[len(lines)-1]; len(cut) > 0 {
 		if err := os.Truncate(name, int64(len(b)-len(cut))); err != nil {
-			return fmt.Errorf("session file: %w", err)
+			return fail(fmt.Errorf("session file: %w", err))
 		}
 	}
 	lines = lines[:len(lines)-1]
-	var ms *memSession
 	for n, line := range lines {
 		if ms == nil {
 			var h logHeader
 			if err := json.Unmarshal(line, &h); err != nil {
-				return fmt.Errorf("session file %s:%d: %v", name, n+1, err)
+				return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
 			}
 			ms = &memSession{id: id, owner: h.Owner}
 			continue
 		}
 		var d logDelta
 		if err := json.Unmarshal(line, &d); err != nil {
-			return fmt.Errorf("session file %s:%d: %v", name, n+1, err)
+			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
 		}
 		next, err := Merge(&ms.s, Delta(d))
 		if err != nil {
-			return fmt.Errorf("session file %s:%d: %v", name, n+1, err)
+			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
 		}
 		m.commit(ms, *next, next.Bytes()-ms.bytes)
 	}

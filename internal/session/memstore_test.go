@@ -283,12 +283,44 @@ func TestMemStorePersistence(t *testing.T) {
 	if m2.bytes != wantBytes {
 		t.Fatalf("bytes %d after reopen, want %d", m2.bytes, wantBytes)
 	}
+	if len(m2.Skipped()) != 0 {
+		t.Fatalf("skipped: %v", m2.Skipped())
+	}
 	// The next write goes after the cut line, which a third open still skips.
 	must(m2.Append(ctx, "s1", "hr", delta(Item{ID: "u9", Kind: KindUserTurn})))
+	// A file broken in its middle (or naming a parent it lacks) is set
+	// aside whole; the other sessions load.
+	for name, content := range map[string]string{
+		"bad.jsonl":    `{"owner":"hr"}` + "\n" + `{"items":[{"id":"a","kind":"user_turn"}]}` + "\n" + `{"items":[{"id":` + "\n" + `{"items":[{"id":"b","kind":"user_turn"}]}` + "\n",
+		"orphan.jsonl": `{"owner":"hr"}` + "\n" + `{"items":[{"id":"r","kind":"tool_result","parent_id":"gone"}]}` + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	m3 := openStore(t, StoreConfig{Dir: dir})
 	if s, err := m3.Load(ctx, "s1", "hr"); err != nil || len(s.Items) != 3 {
 		t.Fatalf("third open: %v %+v", err, s)
 	}
+	skipped := fmt.Sprint(m3.Skipped())
+	for _, want := range []string{"bad.jsonl:3: unexpected end of JSON input; set aside as bad.jsonl.bad", `orphan.jsonl:2: items[0].parent_id: no item has id "gone"; set aside as orphan.jsonl.bad`} {
+		if !strings.Contains(skipped, want) {
+			t.Errorf("skipped %s\nwant %s", skipped, want)
+		}
+	}
+	for _, id := range []string{"bad", "orphan"} {
+		if _, err := m3.Load(ctx, id, "hr"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", id, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, id+".jsonl.bad")); err != nil {
+			t.Errorf("%s not set aside: %v", id, err)
+		}
+	}
+	if m3.Len() != 1 || m3.bytes != wantBytes+int64(len("u9")) {
+		t.Errorf("%d sessions, %d bytes", m3.Len(), m3.bytes)
+	}
+	// The id of a set-aside session can start anew.
+	must(m3.Append(ctx, "bad", "hr", delta(Item{ID: "x", Kind: KindUserTurn})))
 }
 
 func TestMemStoreConcurrentAppends(t *testing.T) {
