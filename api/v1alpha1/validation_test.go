@@ -112,9 +112,13 @@ func TestContextRouterValidate(t *testing.T) {
 			r.Spec.Ranking.Embedding = &e
 		}, "spec.ranking.embedding.timeout", "between 1ms and 5m"},
 		{"hybrid denseWeight", func(r *ContextRouter) { r.Spec.Ranking.Hybrid = &HybridSpec{DenseWeight: "1.5"} }, "spec.ranking.hybrid.denseWeight", "from 0 to 1"},
-		{"rerank endpoint", func(r *ContextRouter) { r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "ftp://rr", Format: RerankCohere} }, "spec.ranking.rerank.endpoint", "http://"},
+		{"rerank endpoint", func(r *ContextRouter) {
+			r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "ftp://rr", Format: RerankCohere}
+		}, "spec.ranking.rerank.endpoint", "http://"},
 		{"rerank format", func(r *ContextRouter) { r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "http://rr", Format: "Jina"} }, "spec.ranking.rerank.format", `"TEI"`},
-		{"rerank topN bound", func(r *ContextRouter) { r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "http://rr", Format: RerankTEI, TopN: MaxRerankTopN + 1} }, "spec.ranking.rerank.topN", "from 1 to 200"},
+		{"rerank topN bound", func(r *ContextRouter) {
+			r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "http://rr", Format: RerankTEI, TopN: MaxRerankTopN + 1}
+		}, "spec.ranking.rerank.topN", "from 1 to 200"},
 		{"rerank under Manual", func(r *ContextRouter) {
 			r.Spec.Ranking.Strategy = RankingManual
 			r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "http://rr", Format: RerankCohere}
