@@ -31,9 +31,10 @@ const (
 	defaultToolsTopK       int32 = 5
 	defaultEmbedBatchSize  int32 = 64
 	defaultEmbedTimeout          = 30 * time.Second
-	defaultDenseWeight           = "0.5"
-	defaultRerankTopN      int32 = 20
-	defaultRerankTimeout         = 10 * time.Second
+	// DefaultDenseWeight applies also when spec.ranking.hybrid is absent.
+	DefaultDenseWeight         = "0.5"
+	defaultRerankTopN    int32 = 20
+	defaultRerankTimeout       = 10 * time.Second
 )
 
 // defaultInclude returns a fresh slice so that defaulted objects never share
@@ -93,7 +94,7 @@ func (r *ContextRouter) Default() {
 		defaultDuration(&e.Timeout, defaultEmbedTimeout)
 	}
 	if h := s.Ranking.Hybrid; h != nil {
-		setDefault(&h.DenseWeight, defaultDenseWeight)
+		setDefault(&h.DenseWeight, DefaultDenseWeight)
 	}
 	if rr := s.Ranking.Rerank; rr != nil {
 		setDefault(&rr.Format, RerankCohere)
