@@ -97,7 +97,8 @@ func (s *Snapshot) setDense(rs *v1alpha1.RankingSpec, add func(field, msg string
 	if rs.Embedding == nil && rs.Rerank == nil {
 		return
 	}
-	if e := rs.Embedding; e != nil {
+	// Only these strategies use vectors: another never calls the endpoint.
+	if e := rs.Embedding; e != nil && (s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid) {
 		d.embedder = &embed.Embedder{Endpoint: endpoint(e.Endpoint, e.Model, e.Timeout), BatchSize: int(e.BatchSize)}
 		if e.Dimensions != nil {
 			d.embedder.Dimensions = int(*e.Dimensions)

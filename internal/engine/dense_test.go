@@ -270,3 +270,15 @@ func TestDenseVectorsAreCached(t *testing.T) {
 		t.Errorf("SkipLoad: err %v, %d requests", err, srv.Requests())
 	}
 }
+
+// An embedding block under a strategy that does not use vectors costs nothing.
+func TestEmbeddingIgnoredByRelevance(t *testing.T) {
+	srv := denseServer(t)
+	dir := t.TempDir()
+	writeDocs(t, dir, carDocs)
+	s := compileDenseCfg(t, denseConfig(t, srv, dir, nil), t.TempDir())
+	resp := query(t, s, Request{Text: "car"})
+	if srv.Requests() != 0 || s.Embedding() != nil || len(resp.Warnings) != 0 {
+		t.Errorf("%d requests, Embedding() %+v, warnings %q; want none", srv.Requests(), s.Embedding(), resp.Warnings)
+	}
+}
