@@ -451,7 +451,7 @@ func TestUpdateAndDelete(t *testing.T) {
 func TestWebhookAndValidateAgree(t *testing.T) {
 	docs := []string{
 		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRouter, metadata: {name: acme},
-		  spec: {ranking: {scorer: keyword, strategy: Embedding, embedding: {endpoint: "http://e/v1", model: m}}}}`,
+		  spec: {ranking: {scorer: keyword, strategy: Hybrid, embedding: {endpoint: "http://e/v1", model: m, batchSize: 5000}}}}`,
 		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRoute, metadata: {name: r},
 		  spec: {when: 'text.contains(', sources: [{name: s}, {name: s}]}}`,
 		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextSource, metadata: {name: s},
