@@ -85,3 +85,25 @@ func TestEvalRetrievalDense(t *testing.T) {
 		t.Errorf("failing endpoint: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// validate reports chunk embeddings that failed as a warning at the field,
+// and still exits 0: the router would serve, ranked by BM25.
+func TestValidateReportsEmbeddingFailure(t *testing.T) {
+	srv := embedtest.New(t)
+	srv.Dims = 8
+	dir := writeManifests(t, `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: r}
+spec:
+  defaultAccess: Allow
+  ranking:
+    strategy: Embedding
+    embedding: {endpoint: "`+srv.EmbeddingsURL()+`", model: m, dimensions: 16}
+`+promptAndRoute)
+	out, stderr, code := run(t, "validate", "-f", dir, "--cache-dir", t.TempDir())
+	want := `m.yaml:8: ContextRouter/r: spec.ranking.embedding: chunk embeddings failed, so queries are ranked by BM25 until a reload succeeds: ` +
+		srv.EmbeddingsURL() + `: model "m" returned a vector of 8 dimensions; spec.ranking.embedding.dimensions is 16`
+	if code != 0 || !strings.Contains(out, "warning: ") || !strings.Contains(out, want) || !strings.Contains(out, "valid: ") {
+		t.Errorf("exit %d, stderr %q, output:\n%s\nwant the warning %q", code, stderr, out, want)
+	}
+}
