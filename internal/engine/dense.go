@@ -94,11 +94,16 @@ func (s *Snapshot) setDense(rs *v1alpha1.RankingSpec, add func(field, msg string
 		add("spec.ranking.hybrid.denseWeight", fmt.Sprintf("%q is not a number from 0 to 1", weight))
 	}
 	d.denseWeight = w
+	dense := s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid
+	if dense && rs.Embedding == nil {
+		// Validate refuses it first; a hand-built config fails here rather than at a query.
+		add("spec.ranking.embedding", fmt.Sprintf("required for the %s strategy", s.strategy))
+	}
 	if rs.Embedding == nil && rs.Rerank == nil {
 		return
 	}
 	// Only these strategies use vectors: another never calls the endpoint.
-	if e := rs.Embedding; e != nil && (s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid) {
+	if e := rs.Embedding; e != nil && dense {
 		d.embedder = &embed.Embedder{Endpoint: endpoint(e.Endpoint, e.Model, e.Timeout), BatchSize: int(e.BatchSize)}
 		if e.Dimensions != nil {
 			d.embedder.Dimensions = int(*e.Dimensions)

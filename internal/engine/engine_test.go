@@ -620,6 +620,12 @@ func TestUnsupportedRouterSettings(t *testing.T) {
 	if !errors.As(err, &list) || len(list) != 1 || !strings.Contains(list[0].Error(), `spec.ranking.hybrid.denseWeight: "heavy" is not a number from 0 to 1`) {
 		t.Errorf("Compile error = %v, want only the weight it cannot use", err)
 	}
+	// A hand-built router ranked by embeddings without an endpoint.
+	bare := &Config{Router: router(func(s *v1alpha1.ContextRouterSpec) { s.Ranking.Strategy = v1alpha1.RankingHybrid }), Sources: kb[:1]}
+	if _, err := Compile(context.Background(), bare, Options{}); !errors.As(err, &list) || len(list) != 1 ||
+		!strings.Contains(list[0].Error(), "spec.ranking.embedding: required for the Hybrid strategy") {
+		t.Errorf("Compile error = %v, want the missing embedding", err)
+	}
 	r := cfg.Router.DeepCopy()
 	r.Default() // as every loader does
 	r.Spec.Ranking.Embedding = &v1alpha1.EmbeddingSpec{Endpoint: "http://emb/v1", Model: "m"}
