@@ -82,6 +82,7 @@ func TestEmbedFailures(t *testing.T) {
 			`model "test-model" returned a vector of 64 dimensions; spec.ranking.embedding.dimensions is 32`, 1},
 		{"vectors disagree", func(s *embedtest.Server, e *embed.Embedder) { s.ShortAt = "text number 1 about topic1" }, embed.ReasonDimensions,
 			`model "test-model" returned a vector of 63 dimensions; the other vectors have 64`, 1},
+		{"response past the size limit", func(s *embedtest.Server, e *embed.Embedder) { s.Padding = embed.MaxResponseBytes }, embed.ReasonTooLarge, "response larger than 64 MiB", 1},
 		{"malformed response", func(s *embedtest.Server, e *embed.Embedder) { s.Malformed = true }, embed.ReasonMalformed, "invalid JSON response", 1},
 		{"unreachable", func(s *embedtest.Server, e *embed.Embedder) { s.Close(); e.Attempts = 2 }, embed.ReasonNetwork, "connection refused", 0},
 	}

@@ -41,6 +41,8 @@ type Server struct {
 	ShortAt string
 	// Malformed answers a body that is not the expected JSON.
 	Malformed bool
+	// Padding is written (as spaces) before each embeddings answer.
+	Padding int
 	// EchoAuth puts the request's Authorization header in error bodies, as
 	// a careless server might.
 	EchoAuth bool
@@ -170,6 +172,9 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	s.batches = append(s.batches, len(req.Input))
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if s.Padding > 0 {
+		_, _ = w.Write([]byte(strings.Repeat(" ", s.Padding)))
+	}
 	_ = json.NewEncoder(w).Encode(out)
 }
 
