@@ -112,6 +112,7 @@ func (s *Snapshot) setDense(rs *v1alpha1.RankingSpec, add func(field, msg string
 	}
 	if r := rs.Rerank; r != nil {
 		d.reranker = &embed.Reranker{Endpoint: endpoint(r.Endpoint, r.Model, r.Timeout), Format: string(r.Format)}
+		d.reranker.Attempts = queryAttempts // it is asked at query time only
 		d.rerankTopN = int(r.TopN)
 	}
 	s.dense = d
@@ -209,6 +210,9 @@ func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool,
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s ranking is unavailable (chunk embeddings failed: %v); ranked by BM25", s.strategy, d.err))
 		resp.RankingFailures = append(resp.RankingFailures, RankingFailure{Endpoint: EndpointEmbedding, Reason: ReasonUnavailable})
 		return nil
+	}
+	if d.store.Len() == 0 {
+		return nil // no chunk to compare with: BM25 has all there is
 	}
 	vec, ok := d.queries.Get(embed.Cut(text))
 	if !ok {

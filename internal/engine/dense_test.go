@@ -173,6 +173,10 @@ func TestDenseFallsBackToBM25(t *testing.T) {
 			r.Embedding.Timeout = &metav1.Duration{Duration: 50 * time.Millisecond}
 		}, func(srv *embedtest.Server) { srv.Delay = time.Second },
 			"timeout after 50ms); ranked by BM25", RankingFailure{EndpointEmbedding, embed.ReasonTimeout}},
+		{"rerank endpoint answers 503 (asked once: a query does not wait for retries)", func(r *v1alpha1.RankingSpec) {
+			r.Rerank = &v1alpha1.RerankSpec{Endpoint: "/rerank", Format: v1alpha1.RerankTEI, TopN: 5}
+		}, func(srv *embedtest.Server) { srv.FailAlways = true },
+			"rerank endpoint failed (http://127.0.0.1", RankingFailure{EndpointRerank, embed.ReasonStatus}},
 		{"rerank endpoint down", func(r *v1alpha1.RankingSpec) {
 			r.Rerank = &v1alpha1.RerankSpec{Endpoint: "http://127.0.0.1:1/rerank", Format: v1alpha1.RerankTEI, TopN: 5}
 		}, func(srv *embedtest.Server) {},
@@ -185,11 +189,15 @@ func TestDenseFallsBackToBM25(t *testing.T) {
 			dir := t.TempDir()
 			writeDocs(t, dir, carDocs)
 			cfg := denseConfig(t, srv, dir, tt.mut)
+			if rr := cfg.Router.Spec.Ranking.Rerank; rr != nil && strings.HasPrefix(rr.Endpoint, "/") {
+				rr.Endpoint = srv.URL + rr.Endpoint
+			}
 			s := compileDenseCfg(t, cfg, t.TempDir())
 			if e := s.Embedding(); cfg.Router.Spec.Ranking.Strategy != v1alpha1.RankingRelevance && (e == nil || e.Error != "" || e.Vectors != 3) {
 				t.Fatalf("Embedding() = %+v, want 3 vectors", e)
 			}
 			tt.break_(srv)
+			before := srv.Requests() + srv.Reranks()
 			resp := query(t, s, Request{Text: "car"})
 			if got := paths(resp); !slices.Equal(got, bm25) {
 				t.Errorf("order = %v, want BM25's %v", got, bm25)
@@ -202,6 +210,9 @@ func TestDenseFallsBackToBM25(t *testing.T) {
 			}
 			if strings.Contains(strings.Join(resp.Warnings, " "), denseKey) {
 				t.Errorf("the key leaks: %q", resp.Warnings)
+			}
+			if n := srv.Requests() + srv.Reranks() - before; tt.failure.Reason == embed.ReasonStatus && n != 1 {
+				t.Errorf("the query sent %d requests to the server, want 1 (no retries at query time)", n)
 			}
 		})
 	}
