@@ -174,9 +174,10 @@ func TestDenseFallsBackToBM25(t *testing.T) {
 		}, func(srv *embedtest.Server) { srv.Delay = time.Second },
 			"timeout after 50ms); ranked by BM25", RankingFailure{EndpointEmbedding, embed.ReasonTimeout}},
 		{"rerank endpoint answers 503 (asked once: a query does not wait for retries)", func(r *v1alpha1.RankingSpec) {
-			r.Rerank = &v1alpha1.RerankSpec{Endpoint: "/rerank", Format: v1alpha1.RerankTEI, TopN: 5}
+			r.Rerank = &v1alpha1.RerankSpec{Endpoint: "/rerank", Format: v1alpha1.RerankTEI, TopN: 5,
+				APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "ai", Key: "key"}}
 		}, func(srv *embedtest.Server) { srv.FailAlways = true },
-			"rerank endpoint failed (http://127.0.0.1", RankingFailure{EndpointRerank, embed.ReasonStatus}},
+			"/rerank: HTTP 503 Service Unavailable", RankingFailure{EndpointRerank, embed.ReasonStatus}},
 		{"rerank endpoint down", func(r *v1alpha1.RankingSpec) {
 			r.Rerank = &v1alpha1.RerankSpec{Endpoint: "http://127.0.0.1:1/rerank", Format: v1alpha1.RerankTEI, TopN: 5}
 		}, func(srv *embedtest.Server) {},
