@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextrouter/contextrouter/internal/embed/embedtest"
 	"github.com/contextrouter/contextrouter/internal/engine"
@@ -86,5 +87,19 @@ spec:
 	}
 	if strings.Contains(ts.logs.String(), key) {
 		t.Error("the key leaks into the log")
+	}
+
+	// A reload with an embedding setting past its bound keeps the old configuration.
+	emb.FailAlways = false
+	hash := ts.status().SnapshotHash
+	body, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, manifest, strings.Replace(string(body), "model: test-model", "model: test-model\n      batchSize: 5000", 1))
+	eventually(t, 10*time.Second, "the reload to fail", func() bool { return ts.status().LastReloadError != "" })
+	st = ts.status()
+	if !strings.Contains(st.LastReloadError, "spec.ranking.embedding.batchSize") || st.SnapshotHash != hash || st.Embedding == nil || st.Embedding.Vectors != 2 {
+		t.Errorf("after a bad reload: error %q, hash changed %v, embedding %+v", st.LastReloadError, st.SnapshotHash != hash, st.Embedding)
 	}
 }
