@@ -56,12 +56,20 @@ func refNames(refs []ParentReference) []string {
 }
 
 // SecretNames lists, sorted and once each, the Secrets a router reads for
-// itself: the embedding API key.
+// itself: the embedding and rerank API keys.
 func (r *ContextRouter) SecretNames() []string {
+	var names []string
 	if e := r.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
-		return []string{e.APIKeySecretRef.Name}
+		names = append(names, e.APIKeySecretRef.Name)
 	}
-	return nil
+	if rr := r.Spec.Ranking.Rerank; rr != nil && rr.APIKeySecretRef != nil {
+		names = append(names, rr.APIKeySecretRef.Name)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // SecretNames lists, sorted and once each, the Secrets a source reads:

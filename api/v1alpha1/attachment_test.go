@@ -28,6 +28,12 @@ func TestSecretNames(t *testing.T) {
 		{"router without embedding", (&ContextRouter{}).SecretNames(), nil},
 		{"router embedding key", (&ContextRouter{Spec: ContextRouterSpec{Ranking: RankingSpec{Embedding: &EmbeddingSpec{
 			APIKeySecretRef: &SecretKeySelector{Name: "emb", Key: "k"}}}}}).SecretNames(), []string{"emb"}},
+		{"router embedding and rerank keys", (&ContextRouter{Spec: ContextRouterSpec{Ranking: RankingSpec{
+			Embedding: &EmbeddingSpec{APIKeySecretRef: &SecretKeySelector{Name: "emb", Key: "k"}},
+			Rerank:    &RerankSpec{APIKeySecretRef: &SecretKeySelector{Name: "a-rr", Key: "k"}}}}}).SecretNames(), []string{"a-rr", "emb"}},
+		{"router one secret for both", (&ContextRouter{Spec: ContextRouterSpec{Ranking: RankingSpec{
+			Embedding: &EmbeddingSpec{APIKeySecretRef: &SecretKeySelector{Name: "ai", Key: "k"}},
+			Rerank:    &RerankSpec{APIKeySecretRef: &SecretKeySelector{Name: "ai", Key: "k"}}}}}).SecretNames(), []string{"ai"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

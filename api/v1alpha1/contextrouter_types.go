@@ -155,6 +155,7 @@ type BudgetSpec struct {
 
 // As for BudgetSpec, the rule must pass on the schema default {} of spec.ranking.
 // +kubebuilder:validation:XValidation:rule="!has(self.strategy) || !(self.strategy in ['Embedding', 'Hybrid']) || has(self.embedding)",message="embedding is required for the Embedding and Hybrid strategies"
+// +kubebuilder:validation:XValidation:rule="!has(self.rerank) || !has(self.strategy) || !(self.strategy in ['Recency', 'Manual'])",message="rerank applies to the Relevance, Embedding and Hybrid strategies"
 
 // RankingSpec orders chunks.
 type RankingSpec struct {
@@ -186,11 +187,20 @@ type RankingSpec struct {
 	// Embedding configures an OpenAI-compatible embeddings API.
 	// +optional
 	Embedding *EmbeddingSpec `json:"embedding,omitempty"`
+
+	// Hybrid tunes the fusion of the Hybrid strategy.
+	// +optional
+	Hybrid *HybridSpec `json:"hybrid,omitempty"`
+
+	// Rerank names a reranking API that reorders the best candidates.
+	// +optional
+	Rerank *RerankSpec `json:"rerank,omitempty"`
 }
 
 // EmbeddingSpec names an OpenAI-compatible embeddings endpoint.
 type EmbeddingSpec struct {
-	// Endpoint is the URL of the embeddings API.
+	// Endpoint is the full URL the requests are POSTed to, such as
+	// https://api.openai.com/v1/embeddings.
 	// +required
 	// +kubebuilder:validation:Pattern=`^https?://`
 	Endpoint string `json:"endpoint"`
@@ -201,6 +211,75 @@ type EmbeddingSpec struct {
 	// APIKeySecretRef holds the API key, sent as a bearer token.
 	// +optional
 	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+	// Dimensions is the length every returned vector must have; unset
+	// accepts the model's, as long as all vectors agree.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8192
+	Dimensions *int32 `json:"dimensions,omitempty"`
+	// BatchSize is the number of texts sent in one request.
+	// +optional
+	// +kubebuilder:default=64
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2048
+	BatchSize int32 `json:"batchSize,omitempty"`
+	// Timeout bounds one request, 1ms to 5m.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('5m')",message="timeout must be between 1ms and 5m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// HybridSpec weighs the dense ranking against BM25 in reciprocal rank fusion.
+type HybridSpec struct {
+	// DenseWeight is the share of the dense (embedding) rank in the fused
+	// score, a decimal from 0 to 1; BM25 gets the rest.
+	// +optional
+	// +kubebuilder:default="0.5"
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	DenseWeight string `json:"denseWeight,omitempty"`
+}
+
+// RerankFormat is the wire format of a reranking API.
+// +kubebuilder:validation:Enum=Cohere;TEI
+type RerankFormat string
+
+const (
+	// RerankCohere: {model, query, documents, top_n} answered by
+	// {results: [{index, relevance_score}]} (Cohere, Jina, vLLM, LiteLLM).
+	RerankCohere RerankFormat = "Cohere"
+	// RerankTEI: {query, texts} answered by [{index, score}]
+	// (Hugging Face text-embeddings-inference).
+	RerankTEI RerankFormat = "TEI"
+)
+
+// RerankSpec names a reranking endpoint.
+type RerankSpec struct {
+	// Endpoint is the full URL the requests are POSTed to.
+	// +required
+	// +kubebuilder:validation:Pattern=`^https?://`
+	Endpoint string `json:"endpoint"`
+	// Model is sent as the request's model (Cohere format).
+	// +optional
+	Model string `json:"model,omitempty"`
+	// APIKeySecretRef holds the API key, sent as a bearer token.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+	// Format is the wire format.
+	// +optional
+	// +kubebuilder:default=Cohere
+	Format RerankFormat `json:"format,omitempty"`
+	// TopN is how many of the best candidates are reranked.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=200
+	TopN int32 `json:"topN,omitempty"`
+	// Timeout bounds one request, 1ms to 5m.
+	// +optional
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('5m')",message="timeout must be between 1ms and 5m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // CacheSpec configures the cache of HTTPAPI results (in memory, and on disk

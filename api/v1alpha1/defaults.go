@@ -29,6 +29,12 @@ const (
 	defaultMCPTimeout            = 10 * time.Second
 	defaultMCPMaxTools     int32 = 1000
 	defaultToolsTopK       int32 = 5
+	defaultEmbedBatchSize  int32 = 64
+	defaultEmbedTimeout          = 30 * time.Second
+	// DefaultDenseWeight applies also when spec.ranking.hybrid is absent.
+	DefaultDenseWeight         = "0.5"
+	defaultRerankTopN    int32 = 20
+	defaultRerankTimeout       = 10 * time.Second
 )
 
 // defaultInclude returns a fresh slice so that defaulted objects never share
@@ -83,6 +89,18 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Ranking.Scorer, ScorerBM25)
 	setDefault(&s.Ranking.DedupThreshold, defaultDedupThreshold)
 	setDefault(&s.Ranking.OnNoMatch, NoMatchEmpty)
+	if e := s.Ranking.Embedding; e != nil {
+		setDefault(&e.BatchSize, defaultEmbedBatchSize)
+		defaultDuration(&e.Timeout, defaultEmbedTimeout)
+	}
+	if h := s.Ranking.Hybrid; h != nil {
+		setDefault(&h.DenseWeight, DefaultDenseWeight)
+	}
+	if rr := s.Ranking.Rerank; rr != nil {
+		setDefault(&rr.Format, RerankCohere)
+		setDefault(&rr.TopN, defaultRerankTopN)
+		defaultDuration(&rr.Timeout, defaultRerankTimeout)
+	}
 
 	defaultDuration(&s.Cache.TTL, defaultCacheTTL)
 	defaultInt32Ptr(&s.Cache.MaxEntries, defaultCacheMaxEntries)

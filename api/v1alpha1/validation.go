@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -61,6 +62,7 @@ var (
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
 	scorers            = []Scorer{ScorerBM25, ScorerKeyword}
 	noMatchPolicies    = []NoMatchPolicy{NoMatchEmpty, NoMatchRecent, NoMatchPriority}
+	rerankFormats      = []RerankFormat{RerankCohere, RerankTEI}
 	authModes          = []AuthMode{AuthNone, AuthServiceAccountToken}
 	sourceTypes        = []SourceType{SourceInline, SourceDirectory, SourceGitRepo, SourceHTTPAPI, SourceTools, SourceMCP}
 	sideEffectLevels   = []SideEffects{SideEffectsNone, SideEffectsRead, SideEffectsWrite, SideEffectsDestructive}
@@ -137,9 +139,35 @@ func (r *ContextRouter) Validate() field.ErrorList {
 		if e.APIKeySecretRef != nil {
 			allErrs = append(allErrs, validateSecretKeySelector(ep.Child("apiKeySecretRef"), e.APIKeySecretRef)...)
 		}
+		if d := e.Dimensions; d != nil && (*d < 1 || *d > MaxEmbeddingDimensions) {
+			allErrs = append(allErrs, field.Invalid(ep.Child("dimensions"), *d, fmt.Sprintf("must be from 1 to %d", MaxEmbeddingDimensions)))
+		}
+		// 0 is unset: Default gives it the default.
+		if e.BatchSize < 0 || e.BatchSize > MaxEmbeddingBatchSize {
+			allErrs = append(allErrs, field.Invalid(ep.Child("batchSize"), e.BatchSize, fmt.Sprintf("must be from 1 to %d", MaxEmbeddingBatchSize)))
+		}
+		allErrs = append(allErrs, validateRankingTimeout(ep.Child("timeout"), e.Timeout)...)
 	} else if s.Ranking.Strategy == RankingEmbedding || s.Ranking.Strategy == RankingHybrid {
 		allErrs = append(allErrs, field.Required(rk.Child("embedding"),
 			fmt.Sprintf("required for the %s strategy", s.Ranking.Strategy)))
+	}
+	if h := s.Ranking.Hybrid; h != nil && !validDedupThreshold(h.DenseWeight) {
+		allErrs = append(allErrs, field.Invalid(rk.Child("hybrid", "denseWeight"), h.DenseWeight, `must be a decimal number from 0 to 1, such as "0.5"`))
+	}
+	if rr := s.Ranking.Rerank; rr != nil {
+		rp := rk.Child("rerank")
+		allErrs = append(allErrs, validateHTTPURL(rp.Child("endpoint"), rr.Endpoint, rr.Endpoint)...)
+		if rr.APIKeySecretRef != nil {
+			allErrs = append(allErrs, validateSecretKeySelector(rp.Child("apiKeySecretRef"), rr.APIKeySecretRef)...)
+		}
+		allErrs = append(allErrs, validateEnum(rp.Child("format"), rr.Format, rerankFormats)...)
+		if rr.TopN < 0 || rr.TopN > MaxRerankTopN {
+			allErrs = append(allErrs, field.Invalid(rp.Child("topN"), rr.TopN, fmt.Sprintf("must be from 1 to %d", MaxRerankTopN)))
+		}
+		allErrs = append(allErrs, validateRankingTimeout(rp.Child("timeout"), rr.Timeout)...)
+		if s.Ranking.Strategy == RankingRecency || s.Ranking.Strategy == RankingManual {
+			allErrs = append(allErrs, field.Invalid(rp, s.Ranking.Strategy, "rerank applies to the Relevance, Embedding and Hybrid strategies"))
+		}
 	}
 
 	c := spec.Child("cache")
@@ -452,6 +480,24 @@ func validateHTTPURL(p *field.Path, raw, parsed string) field.ErrorList {
 	}
 	if u.Host == "" {
 		return field.ErrorList{field.Invalid(p, redact.URL(raw), "must name a host")}
+	}
+	return nil
+}
+
+// Bounds of spec.ranking.embedding and spec.ranking.rerank (api.md §1.1).
+const (
+	MaxEmbeddingDimensions = 8192
+	MaxEmbeddingBatchSize  = 2048
+	MaxRerankTopN          = 200
+	MinRankingTimeout      = time.Millisecond
+	MaxRankingTimeout      = 5 * time.Minute
+)
+
+// validateRankingTimeout checks the timeout of an embedding or rerank
+// request; unset takes the default.
+func validateRankingTimeout(p *field.Path, d *metav1.Duration) field.ErrorList {
+	if d != nil && (d.Duration < MinRankingTimeout || d.Duration > MaxRankingTimeout) {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), "timeout must be between 1ms and 5m")}
 	}
 	return nil
 }

@@ -96,6 +96,33 @@ func TestContextRouterValidate(t *testing.T) {
 			e.APIKeySecretRef = &SecretKeySelector{Name: "", Key: "k"}
 			r.Spec.Ranking.Embedding = &e
 		}, "spec.ranking.embedding.apiKeySecretRef.name", "Required value"},
+		{"embedding dimensions bound", func(r *ContextRouter) {
+			e := *embedding
+			e.Dimensions = ptr[int32](MaxEmbeddingDimensions + 1)
+			r.Spec.Ranking.Embedding = &e
+		}, "spec.ranking.embedding.dimensions", "from 1 to 8192"},
+		{"embedding batchSize bound", func(r *ContextRouter) {
+			e := *embedding
+			e.BatchSize = MaxEmbeddingBatchSize + 1
+			r.Spec.Ranking.Embedding = &e
+		}, "spec.ranking.embedding.batchSize", "from 1 to 2048"},
+		{"embedding timeout bound", func(r *ContextRouter) {
+			e := *embedding
+			e.Timeout = dur(6 * time.Minute)
+			r.Spec.Ranking.Embedding = &e
+		}, "spec.ranking.embedding.timeout", "between 1ms and 5m"},
+		{"hybrid denseWeight", func(r *ContextRouter) { r.Spec.Ranking.Hybrid = &HybridSpec{DenseWeight: "1.5"} }, "spec.ranking.hybrid.denseWeight", "from 0 to 1"},
+		{"rerank endpoint", func(r *ContextRouter) {
+			r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "ftp://rr", Format: RerankCohere}
+		}, "spec.ranking.rerank.endpoint", "http://"},
+		{"rerank format", func(r *ContextRouter) { r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "http://rr", Format: "Jina"} }, "spec.ranking.rerank.format", `"TEI"`},
+		{"rerank topN bound", func(r *ContextRouter) {
+			r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "http://rr", Format: RerankTEI, TopN: MaxRerankTopN + 1}
+		}, "spec.ranking.rerank.topN", "from 1 to 200"},
+		{"rerank under Manual", func(r *ContextRouter) {
+			r.Spec.Ranking.Strategy = RankingManual
+			r.Spec.Ranking.Rerank = &RerankSpec{Endpoint: "http://rr", Format: RerankCohere}
+		}, "spec.ranking.rerank", "applies to the Relevance, Embedding and Hybrid"},
 		{"cache ttl positive", func(r *ContextRouter) { r.Spec.Cache.TTL = dur(0) }, "spec.cache.ttl", "must be greater than 0"},
 		{"cache maxEntries minimum", func(r *ContextRouter) { r.Spec.Cache.MaxEntries = ptr[int32](-1) }, "spec.cache.maxEntries", "greater than or equal to 0"},
 		{"cache maxBytes positive", func(r *ContextRouter) { r.Spec.Cache.MaxBytes = qty("0") }, "spec.cache.maxBytes", "must be greater than 0"},

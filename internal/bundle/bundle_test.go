@@ -394,13 +394,13 @@ func TestBuildRefusesInvalidRouterAndPermissions(t *testing.T) {
 			wantSubstr: "spec.budget.reserveTokens",
 		},
 		{
-			name: "router ranking unsupported",
+			name: "router rerank under Manual",
 			in: Input{Router: router("acme", func(r *v1alpha1.ContextRouter) {
-				r.Spec.Ranking.Strategy = v1alpha1.RankingEmbedding
-				r.Spec.Ranking.Embedding = &v1alpha1.EmbeddingSpec{Endpoint: "http://emb:8080/v1/embeddings", Model: "m"}
+				r.Spec.Ranking.Strategy = v1alpha1.RankingManual
+				r.Spec.Ranking.Rerank = &v1alpha1.RerankSpec{Endpoint: "http://rr:8080/rerank", Format: v1alpha1.RerankTEI}
 			})},
 			kind:       v1alpha1.KindContextRouter,
-			wantSubstr: "spec.ranking.strategy",
+			wantSubstr: "spec.ranking.rerank",
 		},
 		{
 			name: "permission glob",

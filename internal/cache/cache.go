@@ -67,18 +67,24 @@ func OptionsFor(spec v1alpha1.CacheSpec, dir string) Options {
 // <user cache dir>/contextrouter, or <tmp>/contextrouter without one.
 // serve and `contextrouter cache` both name the folder this way.
 func Dir(base, namespace, router string) string {
-	if base == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			base = filepath.Join(d, "contextrouter")
-		} else {
-			base = filepath.Join(os.TempDir(), "contextrouter")
-		}
-	}
+	base = Base(base)
 	label := router
 	if namespace != "" {
 		label = namespace + "_" + router
 	}
 	return filepath.Join(base, "http", safeName(label))
+}
+
+// Base is the folder of --cache-dir base: base itself, or for "" the
+// default, <user cache dir>/contextrouter (<tmp>/contextrouter without one).
+func Base(base string) string {
+	if base != "" {
+		return base
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "contextrouter")
+	}
+	return filepath.Join(os.TempDir(), "contextrouter")
 }
 
 // safeName keeps a folder name to portable characters; Kubernetes names

@@ -18,6 +18,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/eval"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/sources"
 	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
@@ -156,6 +157,7 @@ func newEvalRetrievalCommand() *cobra.Command {
 	var (
 		dataset, split, scorer, output string
 		params                         = index.DefaultParams
+		dense                          denseFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "retrieval --dataset DIR [--split test] [--scorer bm25|keyword] -o json",
@@ -177,17 +179,24 @@ asks every query of the split with a budget large enough for the top 100, and pr
 			default:
 				return fmt.Errorf("--scorer: must be bm25 or keyword, not %q", scorer)
 			}
+			ranking, err := dense.spec(sc)
+			if err != nil {
+				return err
+			}
 			ds, err := eval.LoadBEIR(dataset, split)
 			if err != nil {
 				return err
 			}
-			report, err := runRetrieval(cmd, ds, sc, params)
+			report, err := runRetrieval(cmd, ds, ranking, params)
 			if err != nil {
 				return err
 			}
 			report.Dataset = filepath.Base(filepath.Clean(dataset))
 			report.Split = split
 			report.Scorer = strings.ToLower(scorer)
+			if ranking.Strategy != v1alpha1.RankingRelevance {
+				report.Ranking = strings.ToLower(string(ranking.Strategy))
+			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(report)
@@ -200,11 +209,67 @@ asks every query of the split with a budget large enough for the top 100, and pr
 	cmd.Flags().Float64Var(&params.K1, "k1", params.K1, "BM25 k1 (for tuning on train/dev splits)")
 	cmd.Flags().Float64Var(&params.B, "b", params.B, "BM25 b (for tuning on train/dev splits)")
 	cmd.Flags().Float64Var(&params.TitleWeight, "title-weight", params.TitleWeight, "weight of title terms (for tuning on train/dev splits)")
+	dense.register(cmd)
 	_ = cmd.MarkFlagRequired("dataset")
 	return cmd
 }
 
-func runRetrieval(cmd *cobra.Command, ds *eval.Dataset, scorer v1alpha1.Scorer, params index.Params) (eval.Report, error) {
+// denseFlags choose the ranking of eval retrieval (api.md §7).
+type denseFlags struct {
+	ranking, endpoint, model, weight string
+	dims, batch                      int32
+}
+
+func (f *denseFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.ranking, "ranking", "relevance", "ranking strategy: relevance, embedding or hybrid")
+	cmd.Flags().StringVar(&f.endpoint, "embedding-endpoint", "", "embeddings URL for --ranking embedding|hybrid, such as http://localhost:11434/v1/embeddings; the key, if any, is read from $"+sources.SecretEnvVar(evalKeySecret, evalKeyKey))
+	cmd.Flags().StringVar(&f.model, "embedding-model", "", "embedding model for --ranking embedding|hybrid")
+	cmd.Flags().Int32Var(&f.dims, "embedding-dimensions", 0, "expected vector length (0 = the model's)")
+	cmd.Flags().Int32Var(&f.batch, "embedding-batch-size", 64, "texts per embeddings request")
+	cmd.Flags().StringVar(&f.weight, "dense-weight", v1alpha1.DefaultDenseWeight, "hybrid: share of the dense rank in the fusion, 0 to 1")
+}
+
+// The Secret eval retrieval reads the embeddings API key from (its environment variable).
+const evalKeySecret, evalKeyKey = "embedding", "apiKey"
+
+// spec is the router's ranking for the flags, checked by the API's own rules.
+func (f *denseFlags) spec(scorer v1alpha1.Scorer) (v1alpha1.RankingSpec, error) {
+	rs := v1alpha1.RankingSpec{Scorer: scorer, DedupThreshold: "0"}
+	switch strings.ToLower(f.ranking) {
+	case "relevance":
+		rs.Strategy = v1alpha1.RankingRelevance
+		return rs, nil
+	case "embedding":
+		rs.Strategy = v1alpha1.RankingEmbedding
+	case "hybrid":
+		rs.Strategy = v1alpha1.RankingHybrid
+		rs.Hybrid = &v1alpha1.HybridSpec{DenseWeight: f.weight}
+	default:
+		return rs, fmt.Errorf("--ranking: must be relevance, embedding or hybrid, not %q", f.ranking)
+	}
+	if f.endpoint == "" || f.model == "" {
+		return rs, fmt.Errorf("--ranking %s needs --embedding-endpoint and --embedding-model", f.ranking)
+	}
+	rs.Embedding = &v1alpha1.EmbeddingSpec{Endpoint: f.endpoint, Model: f.model, BatchSize: f.batch}
+	if f.dims != 0 {
+		rs.Embedding.Dimensions = &f.dims
+	}
+	if os.Getenv(sources.SecretEnvVar(evalKeySecret, evalKeyKey)) != "" {
+		rs.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: evalKeySecret, Key: evalKeyKey}
+	}
+	r := v1alpha1.ContextRouter{Spec: v1alpha1.ContextRouterSpec{Ranking: rs}}
+	r.Default()
+	flag := map[string]string{"embedding.endpoint": "--embedding-endpoint", "embedding.dimensions": "--embedding-dimensions",
+		"embedding.batchSize": "--embedding-batch-size", "hybrid.denseWeight": "--dense-weight", "embedding.model": "--embedding-model"}
+	for _, e := range r.Validate() {
+		if name, ok := flag[strings.TrimPrefix(e.Field, "spec.ranking.")]; ok {
+			return rs, fmt.Errorf("%s: %s", name, e.ErrorBody())
+		}
+	}
+	return r.Spec.Ranking, nil
+}
+
+func runRetrieval(cmd *cobra.Command, ds *eval.Dataset, ranking v1alpha1.RankingSpec, params index.Params) (eval.Report, error) {
 	dir, err := os.MkdirTemp("", "contextrouter-eval-")
 	if err != nil {
 		return eval.Report{}, err
@@ -229,7 +294,7 @@ func runRetrieval(cmd *cobra.Command, ds *eval.Dataset, scorer v1alpha1.Scorer, 
 		Router: v1alpha1.ContextRouter{ObjectMeta: metav1.ObjectMeta{Name: "eval"}, Spec: v1alpha1.ContextRouterSpec{
 			DefaultAccess: v1alpha1.AccessAllow,
 			Budget:        v1alpha1.BudgetSpec{MaxTokens: max, Truncation: v1alpha1.TruncationDrop, Estimator: v1alpha1.EstimatorCharsDiv4},
-			Ranking:       v1alpha1.RankingSpec{Strategy: v1alpha1.RankingRelevance, Scorer: scorer, DedupThreshold: "0"},
+			Ranking:       ranking,
 		}},
 		Routes: []v1alpha1.ContextRoute{{ObjectMeta: metav1.ObjectMeta{Name: "corpus"}, Spec: v1alpha1.ContextRouteSpec{
 			Sources: []v1alpha1.LocalObjectReference{{Name: "corpus"}}}}},
@@ -241,9 +306,13 @@ func runRetrieval(cmd *cobra.Command, ds *eval.Dataset, scorer v1alpha1.Scorer, 
 		}}},
 	}
 	(&cfg.Sources[0]).Default()
-	snap, err := engine.Compile(cmd.Context(), cfg, engine.Options{IndexParams: &params})
+	snap, err := engine.Compile(cmd.Context(), cfg, engine.Options{IndexParams: &params, Secrets: sources.EnvFileSecrets{}})
 	if err != nil {
 		return eval.Report{}, err
+	}
+	// A measure of dense ranking that fell back to BM25 would be a wrong number.
+	if e := snap.Embedding(); e != nil && e.Error != "" {
+		return eval.Report{}, fmt.Errorf("chunk embeddings: %s", e.Error)
 	}
 	if st := snap.Sources()[0]; st.Error != "" || st.Chunks != len(ds.Corpus) {
 		return eval.Report{}, fmt.Errorf("corpus source: %d chunks for %d documents %s", st.Chunks, len(ds.Corpus), st.Error)
@@ -255,6 +324,9 @@ func runRetrieval(cmd *cobra.Command, ds *eval.Dataset, scorer v1alpha1.Scorer, 
 		lat := time.Since(start)
 		if err != nil {
 			return eval.Report{}, fmt.Errorf("query %s: %w", q.ID, err)
+		}
+		if len(resp.RankingFailures) > 0 {
+			return eval.Report{}, fmt.Errorf("query %s: %s", q.ID, strings.Join(resp.Warnings, "; "))
 		}
 		ranked := make([]string, len(resp.Chunks))
 		for i, c := range resp.Chunks {

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
@@ -71,8 +72,8 @@ func refusedBundle(t *testing.T, router bool) *bundle.Bundle {
 	t.Helper()
 	in := bundle.Input{Router: &v1alpha1.ContextRouter{ObjectMeta: metav1.ObjectMeta{Name: "acme", Namespace: "ns"}}}
 	if router {
-		in.Router.Spec.Ranking.Strategy = v1alpha1.RankingEmbedding
-		in.Router.Spec.Ranking.Embedding = &v1alpha1.EmbeddingSpec{Endpoint: "http://emb/v1", Model: "m"}
+		// Past the bound the CEL cost check assumes: only the engine refuses it.
+		in.Router.Spec.Variables = map[string]apiextensionsv1.JSON{"team": {Raw: []byte(`"` + strings.Repeat("x", 1025) + `"`)}}
 	} else {
 		in.Permissions = []v1alpha1.AgentPermission{{
 			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
@@ -98,7 +99,7 @@ func TestRouterAccepted(t *testing.T) {
 		{"valid", routerFacts{}, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "the router spec is valid"},
 		{"bad name", routerFacts{NameProblem: "the name is bad"}, metav1.ConditionFalse, v1alpha1.ReasonInvalidName, "the name is bad"},
 		{"invalid router spec", routerFacts{Bundle: routerInvalid}, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
-			"spec.ranking.strategy: Invalid value: \"Embedding\": Embedding ranking is not supported"},
+			"string of 1025 bytes; variables are limited to 1024 bytes per string"},
 		{"permission problems do not reject the router", routerFacts{Bundle: permInvalid}, metav1.ConditionTrue, v1alpha1.ReasonAccepted, ""},
 		{"other build errors do not either", routerFacts{BuildErr: errors.New("boom")}, metav1.ConditionTrue, v1alpha1.ReasonAccepted, ""},
 	}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -597,8 +598,8 @@ func TestRouterController(t *testing.T) {
 		ns := env.Namespace(t)
 		mustCreate(t, c,
 			tRouter(ns, "embed", func(r *v1alpha1.ContextRouter) {
-				r.Spec.Ranking.Strategy = v1alpha1.RankingEmbedding
-				r.Spec.Ranking.Embedding = &v1alpha1.EmbeddingSpec{Endpoint: "http://emb.example.com/v1/embeddings", Model: "m"}
+				// Past the bound the CEL cost check assumes: the API server takes it, the engine does not.
+				r.Spec.Variables = map[string]apiextensionsv1.JSON{"team": {Raw: []byte(`"` + strings.Repeat("x", 1025) + `"`)}}
 			}),
 			tRouter(ns, "9lives"),
 		)
@@ -607,7 +608,7 @@ func TestRouterController(t *testing.T) {
 				routerCond(r, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec),
 				routerCond(r, v1alpha1.ConditionProgrammed, metav1.ConditionFalse, v1alpha1.ReasonInvalid))
 		})
-		if msg := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionAccepted).Message; !strings.Contains(msg, "spec.ranking.strategy") {
+		if msg := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionAccepted).Message; !strings.Contains(msg, "spec.variables.team") {
 			t.Errorf("Accepted message %q", msg)
 		}
 		waitRouter(t, c, ns, "9lives", func(r *v1alpha1.ContextRouter) error {

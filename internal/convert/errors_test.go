@@ -95,7 +95,7 @@ budget:
 		"f.yaml:18: routes[2].when: cannot be translated, so the route is left out: \"user.role\": request metadata here is a flat map of strings, so a dotted path has no equivalent",
 		"f.yaml:22: permissions[0].deny_paths[0]: \"a*/b*.md\": in theaios's fnmatch * also matches /, here it does not: this glob may deny fewer paths; check it (or add **/ forms)",
 		"f.yaml:25: budget.reserve_tokens: 100 leaves no budget (theaios then answers with no context); reserveTokens must be less than maxTokens here, so it is left out",
-		"f.yaml:26: budget.ranking: embedding ranking is not supported by this version: Relevance (keyword overlap) is used",
+		"f.yaml:26: budget.ranking: embedding ranking needs an embedding block with enabled: true: Relevance (keyword overlap) is used",
 	}
 	sameLines(t, "notes", got, want)
 	if est := res.Router.body.get("spec.budget.estimator"); est != "Whitespace" {
@@ -177,22 +177,51 @@ permissions:
 	}
 }
 
-// Embedding ranking, in either place the format has it, is noted.
-func TestEmbeddingNoted(t *testing.T) {
-	in := `budget:
-  ranking: embedding
-  embedding: {model: text-embedding-3-small, api_key_env: OPENAI_API_KEY}
-embedding: {enabled: true, model: m}
-sources: {s: {type: inline, content: x}}
-routes: [{name: r, sources: [s]}]
-`
-	_, got := notesOf(t, in)
-	want := []string{
-		"f.yaml:2: budget.ranking: embedding ranking is not supported by this version: Relevance (keyword overlap) is used",
-		"f.yaml:3: budget.embedding: embedding ranking is not supported by this version; left out",
-		"f.yaml:4: embedding: embedding ranking is not supported by this version; left out",
+// Embedding ranking becomes spec.ranking.embedding when an embedding block
+// is there, from either place the format has it; what cannot be used is noted.
+func TestEmbeddingConverted(t *testing.T) {
+	const tail = "sources: {s: {type: inline, content: x}}\nroutes: [{name: r, sources: [s]}]\n"
+	tests := []struct {
+		name, in string
+		notes    []string
+		out      []string // lines of the output
+		absent   string
+	}{
+		{"OpenAI defaults and a key", "budget:\n  ranking: embedding\nembedding: {enabled: true, cache_dir: .emb}\n",
+			[]string{
+				"f.yaml:3: embedding.api_key_env: the API key is read from Secret embedding, key apiKey: standalone, set CONTEXTROUTER_SECRET_EMBEDDING_APIKEY to the value of $OPENAI_API_KEY",
+				"f.yaml:3: embedding.cache_dir: no manifest field: chunk vectors are cached under serve --cache-dir",
+			},
+			[]string{"strategy: Embedding", "endpoint: https://api.openai.com/v1/embeddings", "model: text-embedding-3-small", "name: embedding", "key: apiKey"}, ""},
+		{"a local server without a key", "budget:\n  ranking: embedding\nembedding: {enabled: true, model: nomic-embed-text, url: http://localhost:11434/v1/embeddings}\n",
+			nil, []string{"strategy: Embedding", "endpoint: http://localhost:11434/v1/embeddings", "model: nomic-embed-text"}, "apiKeySecretRef"},
+		{"budget.embedding wins over the top-level block", "budget:\n  ranking: embedding\n  embedding: {model: m2, url: http://emb:8080/v1/embeddings, api_key_env: EMB_KEY}\nembedding: {enabled: true, model: m}\n",
+			[]string{
+				"f.yaml:3: budget.embedding.api_key_env: the API key is read from Secret embedding, key apiKey: standalone, set CONTEXTROUTER_SECRET_EMBEDDING_APIKEY to the value of $EMB_KEY",
+				"f.yaml:4: embedding: budget.embedding is used; this block is left out",
+			}, []string{"strategy: Embedding", "model: m2"}, ""},
+		{"ranking by embedding without a block", "budget:\n  ranking: embedding\nembedding: {enabled: false, model: m}\n",
+			[]string{"f.yaml:2: budget.ranking: embedding ranking needs an embedding block with enabled: true: Relevance (keyword overlap) is used"},
+			[]string{"strategy: Relevance"}, "embedding:"},
+		{"a block without ranking by embedding", "budget:\n  ranking: recency\nembedding: {enabled: true, model: m}\n",
+			[]string{"f.yaml:3: embedding: embeddings are used only with budget.ranking: embedding; left out"},
+			[]string{"strategy: Recency"}, "endpoint:"},
 	}
-	sameLines(t, "notes", got, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, got := notesOf(t, tt.in+tail)
+			sameLines(t, "notes", got, tt.notes)
+			out := string(res.Stream())
+			for _, line := range tt.out {
+				if !strings.Contains(out, line) {
+					t.Errorf("output lacks %q:\n%s", line, out)
+				}
+			}
+			if tt.absent != "" && strings.Contains(out, tt.absent) {
+				t.Errorf("output has %q:\n%s", tt.absent, out)
+			}
+		})
+	}
 }
 
 // notesOf converts in, which must convert, and returns its notes as printed.

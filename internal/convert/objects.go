@@ -8,6 +8,7 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/contextrouter/contextrouter/internal/located"
+	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
 // omap is an ordered mapping, so that output fields keep the order of
@@ -126,9 +127,10 @@ func (c *conv) router(top map[string]entry) *object {
 	}
 	budget.set("estimator", est)
 	strategy := "Relevance"
+	wantEmbedding := false
 	if v, ok := c.enum(b["ranking"], "budget.ranking", "relevance", "recency", "manual", "embedding"); ok {
 		if v == "embedding" {
-			c.note(b["ranking"].val, "budget.ranking", "", "embedding ranking is not supported by this version: Relevance (keyword overlap) is used")
+			wantEmbedding = true
 		} else {
 			strategy = strings.ToUpper(v[:1]) + v[1:]
 		}
@@ -137,16 +139,11 @@ func (c *conv) router(top map[string]entry) *object {
 			c.note(b["ranking"].val, "budget.ranking", "", "theaios keeps the order in which routes and their sources are listed; Manual orders by source priority, so every source gets a priority from its first place in the routes (the first highest), and chunks of one source are ordered by score")
 		}
 	}
-	if e, ok := b["embedding"]; ok && deref(e.val).Tag != "!!null" {
-		if c.fields(e.val, "budget.embedding", "model", "url", "api_key_env", "cache_dir") != nil {
-			c.note(e.key, "budget.embedding", "", "embedding ranking is not supported by this version; left out")
-		}
-	}
-	if e, ok := top["embedding"]; ok {
-		em := c.fields(e.val, "embedding", "enabled", "model", "url", "api_key_env", "cache_dir")
-		if on, _ := c.boolean(em["enabled"], "embedding.enabled"); on {
-			c.note(e.key, "embedding", "", "embedding ranking is not supported by this version; left out")
-		}
+	embedding := c.embedding(top, b, wantEmbedding)
+	if embedding != nil {
+		strategy = "Embedding"
+	} else if wantEmbedding {
+		c.note(b["ranking"].val, "budget.ranking", "", "embedding ranking needs an embedding block with enabled: true: Relevance (keyword overlap) is used")
 	}
 	spec.set("budget", budget)
 	ranking.set("strategy", strategy)
@@ -158,6 +155,9 @@ func (c *conv) router(top map[string]entry) *object {
 		ranking.set("onNoMatch", "Recent")
 	} else {
 		ranking.set("onNoMatch", "Priority")
+	}
+	if embedding != nil {
+		ranking.set("embedding", embedding)
 	}
 	spec.set("ranking", ranking)
 	if len(c.vars) > 0 {
@@ -190,6 +190,66 @@ func (c *conv) router(top map[string]entry) *object {
 	cache.set("maxEntries", entries)
 	spec.set("cache", cache)
 	return newObject(kindRouter, name, meta, spec)
+}
+
+// theaios's embedding defaults.
+const (
+	theaiosEmbeddingModel  = "text-embedding-3-small"
+	theaiosEmbeddingURL    = "https://api.openai.com/v1/embeddings"
+	theaiosEmbeddingKeyEnv = "OPENAI_API_KEY"
+	// The Secret the converted router reads the key from.
+	embeddingSecret, embeddingSecretKey = "embedding", "apiKey"
+)
+
+// embedding maps theaios's embedding settings (budget.embedding, or the
+// top-level embedding when enabled) to spec.ranking.embedding, or returns nil
+// when there are none, or when ranking is not by embedding (want false).
+func (c *conv) embedding(top, b map[string]entry, want bool) omap {
+	var em map[string]entry
+	var at entry
+	prefix := ""
+	if e, ok := b["embedding"]; ok && deref(e.val).Tag != "!!null" {
+		em, at, prefix = c.fields(e.val, "budget.embedding", "model", "url", "api_key_env", "cache_dir"), e, "budget.embedding"
+	}
+	if e, ok := top["embedding"]; ok {
+		top := c.fields(e.val, "embedding", "enabled", "model", "url", "api_key_env", "cache_dir")
+		if on, _ := c.boolean(top["enabled"], "embedding.enabled"); on {
+			if em != nil {
+				c.note(e.key, "embedding", "", "budget.embedding is used; this block is left out")
+			} else {
+				em, at, prefix = top, e, "embedding"
+			}
+		}
+	}
+	if em == nil {
+		return nil
+	}
+	if !want {
+		c.note(at.key, prefix, "", "embeddings are used only with budget.ranking: embedding; left out")
+		return nil
+	}
+	model, url, keyEnv := theaiosEmbeddingModel, theaiosEmbeddingURL, ""
+	if v, ok := c.str(em["model"], prefix+".model"); ok && v != "" {
+		model = v
+	}
+	if v, ok := c.str(em["url"], prefix+".url"); ok && v != "" {
+		url = v
+	}
+	if v, ok := c.str(em["api_key_env"], prefix+".api_key_env"); ok && v != "" {
+		keyEnv = v
+	} else if url == theaiosEmbeddingURL {
+		keyEnv = theaiosEmbeddingKeyEnv // OpenAI needs a key; a local server may not
+	}
+	out := omap{{"endpoint", url}, {"model", model}}
+	if keyEnv != "" {
+		out.set("apiKeySecretRef", omap{{"name", embeddingSecret}, {"key", embeddingSecretKey}})
+		c.note(at.key, prefix+".api_key_env", "", "the API key is read from Secret %s, key %s: standalone, set %s to the value of $%s",
+			embeddingSecret, embeddingSecretKey, sources.SecretEnvVar(embeddingSecret, embeddingSecretKey), keyEnv)
+	}
+	if e, ok := em["cache_dir"]; ok {
+		c.note(e.key, prefix+".cache_dir", "", "no manifest field: chunk vectors are cached under serve --cache-dir")
+	}
+	return out
 }
 
 var sourceKeys = map[string][]string{

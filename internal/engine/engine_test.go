@@ -613,12 +613,18 @@ func TestUnsupportedRouterSettings(t *testing.T) {
 	}
 	cfg := &Config{Router: router(func(s *v1alpha1.ContextRouterSpec) {
 		invalid(s)
-		s.Ranking.Strategy = v1alpha1.RankingEmbedding
+		s.Ranking.Hybrid = &v1alpha1.HybridSpec{DenseWeight: "heavy"}
 	}), Sources: kb[:1]}
 	_, err := Compile(context.Background(), cfg, Options{})
 	var list problem.List
-	if !errors.As(err, &list) || len(list) != 1 || !strings.Contains(list[0].Error(), "spec.ranking.strategy: Embedding ranking is not supported") {
-		t.Errorf("Compile error = %v, want only the unsupported strategy", err)
+	if !errors.As(err, &list) || len(list) != 1 || !strings.Contains(list[0].Error(), `spec.ranking.hybrid.denseWeight: "heavy" is not a number from 0 to 1`) {
+		t.Errorf("Compile error = %v, want only the weight it cannot use", err)
+	}
+	// A hand-built router ranked by embeddings without an endpoint.
+	bare := &Config{Router: router(func(s *v1alpha1.ContextRouterSpec) { s.Ranking.Strategy = v1alpha1.RankingHybrid }), Sources: kb[:1]}
+	if _, err := Compile(context.Background(), bare, Options{}); !errors.As(err, &list) || len(list) != 1 ||
+		!strings.Contains(list[0].Error(), "spec.ranking.embedding: required for the Hybrid strategy") {
+		t.Errorf("Compile error = %v, want the missing embedding", err)
 	}
 	r := cfg.Router.DeepCopy()
 	r.Default() // as every loader does
@@ -628,7 +634,7 @@ func TestUnsupportedRouterSettings(t *testing.T) {
 	for _, e := range errs {
 		fields = append(fields, e.Field)
 	}
-	if want := []string{"spec.budget.reserveTokens", "spec.ranking.dedupThreshold", "spec.ranking.strategy"}; !slices.Equal(fields, want) {
+	if want := []string{"spec.budget.reserveTokens", "spec.ranking.dedupThreshold", "spec.ranking.hybrid.denseWeight"}; !slices.Equal(fields, want) {
 		t.Errorf("CheckRouter reports %v, want %v", errs.ToAggregate(), want)
 	}
 }

@@ -55,6 +55,9 @@ type Response struct {
 	// Tools are the shortlisted tool cards (api.md §10.3); [] when no
 	// matched route names a tool source.
 	Tools []ToolCard `json:"tools"`
+	// RankingFailures are the ranking endpoints that did not help this
+	// query (Warnings says why); the server counts them.
+	RankingFailures []RankingFailure `json:"-"`
 	// Detection is set when the query ran detection (api.md §6.2).
 	Detection        *Detection `json:"detection,omitempty"`
 	Stats            Stats      `json:"stats"`
@@ -248,6 +251,18 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 			resp.Stats.NoTermMatch++
 		}
 	}
+	// Dense ranking: the nearest chunks join the BM25 hits as candidates.
+	var dq *denseQuery
+	if s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid {
+		if dq = s.searchDense(ctx, req.Text, allowed, max(denseTopK, req.MaxChunks), resp); dq != nil {
+			for _, h := range dq.hits {
+				if !hasDoc(hits, h.Row) {
+					cands = append(cands, s.staticCandidate(h.Row, 0))
+					searched++
+				}
+			}
+		}
+	}
 	strategy := s.strategy
 	if searched == 0 && resp.Stats.NoTermMatch > 0 && (s.onNoMatch == v1alpha1.NoMatchRecent || s.onNoMatch == v1alpha1.NoMatchPriority) {
 		// None shares a term: onNoMatch decides, and ranks this query.
@@ -293,6 +308,9 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 			cands = append(cands, candidate{chunk: c, doc: -1, score: score, tokens: s.est.Count(c.Content), priority: s.sources[st.name].priority})
 		}
 	}
+	if dq != nil {
+		s.rescoreDense(cands, dq)
+	}
 	resp.Stats.Candidates = len(cands)
 	if hasTools {
 		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, g.toolSrcs)
@@ -322,15 +340,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	cands = kept
 
 	// 5. Scores are normalised to 0..1 per query.
-	var maxScore float64
-	for _, c := range cands {
-		maxScore = math.Max(maxScore, c.score)
-	}
-	if maxScore > 0 {
-		for i := range cands {
-			cands[i].score /= maxScore
-		}
-	}
+	normalize(cands)
 
 	// 6-7. Rank, drop near-duplicates, fill the budget.
 	limit := s.maxTokens
@@ -341,7 +351,12 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	if limit < 0 {
 		limit = 0
 	}
-	s.fill(resp, cands, limit, req.MaxChunks, strategy)
+	less := lessFunc(strategy)
+	if s.dense != nil && s.dense.reranker != nil && strategy == s.strategy {
+		s.rerank(ctx, req.Text, cands, less, resp)
+		normalize(cands)
+	}
+	s.fill(resp, cands, limit, req.MaxChunks, less)
 
 	// 8. Assemble.
 	parts := make([]string, len(resp.Chunks))
@@ -615,8 +630,8 @@ const minUsefulTokens = 8
 // or a redacted chunk under any mode) or cut to the remaining budget
 // (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
-func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, strategy v1alpha1.RankingStrategy) {
-	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: lessFunc(strategy)}
+func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, less func(a, b *candidate) bool) {
+	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: less}
 	for i := range h.idx {
 		h.idx[i] = int32(i)
 	}
@@ -701,6 +716,19 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 		}
 		included = append(included, &cc)
 		resp.Chunks = append(resp.Chunks, toChunk(&cc))
+	}
+}
+
+// normalize divides every score by the highest, so the best is 1; all 0 stay 0.
+func normalize(cands []candidate) {
+	var maxScore float64
+	for _, c := range cands {
+		maxScore = math.Max(maxScore, c.score)
+	}
+	if maxScore > 0 {
+		for i := range cands {
+			cands[i].score /= maxScore
+		}
 	}
 }
 

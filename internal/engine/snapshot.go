@@ -140,6 +140,8 @@ type Snapshot struct {
 	ix      *index.Index
 	docs    []docInfo
 	cache   ResultCache
+	// dense is the embedding and rerank setup (dense.go); nil without either.
+	dense *denseState
 
 	// The tools of every tool source, in source then id order, in one index.
 	tools       toolSettings
@@ -424,14 +426,20 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}
 	}
 	s.ix = b.Build()
+	if !opts.SkipLoad {
+		s.compileDense(ctx, r, opts, logger, cfg.Origin(routerKind, r.Name))
+		if d := s.dense; d != nil && d.err != nil {
+			fmt.Fprintf(h, "embedding\x00error\x00%s\x00", d.err)
+		}
+	}
 	s.indexTools(catalogs, h)
 	s.hash = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return s, nil
 }
 
 // setRouter takes the settings of a defaulted router and reports, through
-// add, what this engine cannot serve: a ranking strategy it does not
-// implement, variables past the bounds the condition cost check assumes. The
+// add, what this engine cannot serve: variables past the bounds the
+// condition cost check assumes. The
 // rest is Validate's; an estimator or threshold that cannot be used at all
 // (only a hand-built router has one) is reported too.
 func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg string)) {
@@ -449,9 +457,7 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 		est, _ = budget.New("")
 	}
 	s.est = est
-	if s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid {
-		add("spec.ranking.strategy", fmt.Sprintf("%s ranking is not supported by this version; use Relevance, Recency or Manual", s.strategy))
-	}
+	s.setDense(&rs.Ranking, add)
 	if s.dedup, err = strconv.ParseFloat(rs.Ranking.DedupThreshold, 64); err != nil {
 		add("spec.ranking.dedupThreshold", fmt.Sprintf("%q is not a number", rs.Ranking.DedupThreshold))
 	}

@@ -96,9 +96,11 @@ func discount(i int) float64 { return math.Log2(float64(i + 2)) }
 // Report is the JSON object `contextrouter eval retrieval` prints. Metrics are means over the evaluated
 // queries, rounded to 4 decimals.
 type Report struct {
-	Dataset   string  `json:"dataset"`
-	Split     string  `json:"split"`
-	Scorer    string  `json:"scorer"`
+	Dataset string `json:"dataset"`
+	Split   string `json:"split"`
+	Scorer  string `json:"scorer"`
+	// Ranking is the strategy when it is not the default relevance (embedding, hybrid).
+	Ranking   string  `json:"ranking,omitempty"`
 	Queries   int     `json:"queries"`
 	NDCG10    float64 `json:"ndcg@10"`
 	Recall5   float64 `json:"recall@5"`

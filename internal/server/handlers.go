@@ -221,6 +221,9 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 func (s *Server) observeResponse(st *state, resp *engine.Response) {
 	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
 	st.counters.observeRoutes(resp.RouteMatches, time.Duration(resp.EvaluationTimeMS*float64(time.Millisecond)))
+	for _, f := range resp.RankingFailures {
+		s.metrics.embeddingErrors.WithLabelValues(f.Endpoint, f.Reason).Inc()
+	}
 	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
 		s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
 	}
@@ -395,6 +398,8 @@ type Status struct {
 	// Classifiers are the ContextClassifiers the snapshot trained, sorted by
 	// name: learned labels with their example counts, training accuracy.
 	Classifiers []engine.ClassifierStatus `json:"classifiers,omitempty"`
+	// Embedding reports the chunk vectors of spec.ranking.embedding.
+	Embedding *engine.EmbeddingStatus `json:"embedding,omitempty"`
 }
 
 // SourceStatus is one source of the serving snapshot.
@@ -450,6 +455,7 @@ func (s *Server) Status() Status {
 	out.Chunks = snap.Chunks()
 	out.Routes = snap.Routes()
 	out.Classifiers = snap.Classifiers()
+	out.Embedding = snap.Embedding()
 	for _, src := range snap.Sources() {
 		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
 		if k := src.Skipped; k != nil {

@@ -39,6 +39,8 @@ type metrics struct {
 	classifierConfidence *prometheus.HistogramVec
 	sessionPacks         *prometheus.CounterVec
 	packDuration         prometheus.Histogram
+	// embeddingErrors: queries ranked without an embedding or rerank endpoint's help.
+	embeddingErrors *prometheus.CounterVec
 }
 
 // stateCounters are the per-route and per-source counters of one snapshot,
@@ -157,6 +159,11 @@ func newMetrics(s *Server) *metrics {
 		&snapshotCollector{s: s},
 	)
 	m.reg.MustRegister(m.classifierConfidence)
+	m.embeddingErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "embedding_errors_total",
+		Help: "Queries that an embedding or rerank endpoint failed (ranked by BM25, or not reranked), by endpoint (embedding, rerank) and reason (api.md §5.3).",
+	}, []string{"endpoint", "reason"})
+	m.reg.MustRegister(m.embeddingErrors)
 	if c := s.opts.Cache; c != nil {
 		m.reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -686,7 +686,7 @@ const minScrubbedValue = 4
 // b is already cut to a size limit, so a value cut short at its end is
 // removed too.
 func (h *HTTPAPI) excerpt(req *http.Request, b []byte) string {
-	s := oneLine(b)
+	s := OneLine(b)
 	if s == "" {
 		return ""
 	}
@@ -713,11 +713,11 @@ func (h *HTTPAPI) excerpt(req *http.Request, b []byte) string {
 	return redact.TrimPartial(redact.String(s, secrets...), secrets...)
 }
 
-// oneLine makes a body excerpt fit in one log line: valid UTF-8 (a cut may
+// OneLine makes a body excerpt fit in one log line: valid UTF-8 (a cut may
 // split a character), no control or other unprintable characters (a
 // terminal escape, a bidirectional override) and runs of white space as
 // single spaces.
-func oneLine(b []byte) string {
+func OneLine(b []byte) string {
 	s := strings.Map(func(r rune) rune {
 		if unicode.IsSpace(r) || unicode.IsPrint(r) {
 			return r
@@ -735,7 +735,7 @@ type invalidJSONError struct {
 }
 
 func (e *invalidJSONError) Error() string {
-	return fmt.Sprintf("invalid JSON response: %v: %s", e.err, oneLine(e.excerpt))
+	return fmt.Sprintf("invalid JSON response: %v: %s", e.err, OneLine(e.excerpt))
 }
 
 // chunks decodes the response and turns each result into a chunk.

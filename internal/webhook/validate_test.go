@@ -178,15 +178,13 @@ func TestRouterValidator(t *testing.T) {
 		{"reserveTokens above maxTokens", router(func(s *v1alpha1.ContextRouterSpec) {
 			s.Budget = v1alpha1.BudgetSpec{MaxTokens: 100, ReserveTokens: 500}
 		}), []want{{"spec.budget.reserveTokens", []string{"must be less than maxTokens (100)"}}}},
-		{"Embedding ranking is not implemented by the engine", router(func(s *v1alpha1.ContextRouterSpec) {
-			s.Ranking = v1alpha1.RankingSpec{Strategy: v1alpha1.RankingEmbedding, Embedding: embedding}
-		}), []want{{"spec.ranking.strategy", []string{`Invalid value: "Embedding"`, "Embedding ranking is not supported"}}}},
-		{"Hybrid without embedding: schema and engine each report their field", router(func(s *v1alpha1.ContextRouterSpec) {
+		{"Hybrid without embedding: one cause", router(func(s *v1alpha1.ContextRouterSpec) {
 			s.Ranking = v1alpha1.RankingSpec{Strategy: v1alpha1.RankingHybrid}
-		}), []want{
-			{"spec.ranking.embedding", []string{"Required value", "required for the Hybrid strategy"}},
-			{"spec.ranking.strategy", []string{"Hybrid ranking is not supported"}},
-		}},
+		}), []want{{"spec.ranking.embedding", []string{"Required value", "required for the Hybrid strategy"}}}},
+		{"rerank under Manual", router(func(s *v1alpha1.ContextRouterSpec) {
+			s.Ranking = v1alpha1.RankingSpec{Strategy: v1alpha1.RankingManual, Embedding: embedding,
+				Rerank: &v1alpha1.RerankSpec{Endpoint: "http://rr/rerank"}}
+		}), []want{{"spec.ranking.rerank", []string{"rerank applies to the Relevance, Embedding and Hybrid strategies"}}}},
 		{"dedupThreshold out of range: one message", router(func(s *v1alpha1.ContextRouterSpec) {
 			s.Ranking.DedupThreshold = "1.5"
 		}), []want{{"spec.ranking.dedupThreshold", []string{"from 0 to 1"}}}},
@@ -451,7 +449,7 @@ func TestUpdateAndDelete(t *testing.T) {
 func TestWebhookAndValidateAgree(t *testing.T) {
 	docs := []string{
 		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRouter, metadata: {name: acme},
-		  spec: {ranking: {scorer: keyword, strategy: Embedding, embedding: {endpoint: "http://e/v1", model: m}}}}`,
+		  spec: {ranking: {scorer: keyword, strategy: Hybrid, embedding: {endpoint: "http://e/v1", model: m, batchSize: 5000}}}}`,
 		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRoute, metadata: {name: r},
 		  spec: {when: 'text.contains(', sources: [{name: s}, {name: s}]}}`,
 		`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextSource, metadata: {name: s},

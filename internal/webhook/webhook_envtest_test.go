@@ -124,15 +124,19 @@ func TestAdmission(t *testing.T) {
 		}
 	})
 
-	t.Run("router with a strategy the engine lacks is refused", func(t *testing.T) {
+	t.Run("router with dense ranking is admitted without calling its endpoint", func(t *testing.T) {
 		ns := env.Namespace(t)
 		r := &v1alpha1.ContextRouter{ObjectMeta: metav1.ObjectMeta{Name: "main"}, Spec: v1alpha1.ContextRouterSpec{
-			Ranking: v1alpha1.RankingSpec{Strategy: v1alpha1.RankingEmbedding, Embedding: &v1alpha1.EmbeddingSpec{
+			Ranking: v1alpha1.RankingSpec{Strategy: v1alpha1.RankingHybrid, Embedding: &v1alpha1.EmbeddingSpec{
 				Endpoint: "https://embed.example.com/v1/embeddings", Model: "small",
-			}},
+			}, Rerank: &v1alpha1.RerankSpec{Endpoint: "https://rerank.example.com/rerank", Format: v1alpha1.RerankTEI}},
 		}}
-		deniedBy(t, c.Create(ctx, inNS(r, ns)), "vcontextrouter.contextrouter.dev", "ContextRouter", "main",
-			`spec.ranking.strategy: Invalid value: "Embedding": Embedding ranking is not supported by this version`)
+		if err := c.Create(ctx, inNS(r, ns)); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		if r.Spec.Ranking.Embedding.BatchSize != 64 || r.Spec.Ranking.Rerank.TopN != 20 {
+			t.Errorf("defaults: batchSize %d, topN %d; want 64 and 20", r.Spec.Ranking.Embedding.BatchSize, r.Spec.Ranking.Rerank.TopN)
+		}
 	})
 
 	t.Run("source the factory refuses is refused", func(t *testing.T) {

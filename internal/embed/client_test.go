@@ -1,0 +1,274 @@
+package embed_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextrouter/contextrouter/internal/embed"
+	"github.com/contextrouter/contextrouter/internal/embed/embedtest"
+)
+
+const testKey = "sk-test-0123456789abcdef"
+
+func embedder(s *embedtest.Server) *embed.Embedder {
+	return &embed.Embedder{Endpoint: embed.Endpoint{URL: s.EmbeddingsURL(), Model: "test-model", APIKey: testKey,
+		Timeout: 2 * time.Second, Attempts: embed.DefaultAttempts}, BatchSize: 3}
+}
+
+func texts(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("text number %d about topic%d", i, i%3)
+	}
+	return out
+}
+
+func TestEmbedBatchesInOrder(t *testing.T) {
+	s := embedtest.New(t)
+	s.Key = testKey
+	in := texts(7)
+	vecs, err := embedder(s).Embed(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Batches(); !slices.Equal(got, []int{3, 3, 1}) {
+		t.Errorf("batches = %v, want [3 3 1]", got)
+	}
+	for i, v := range vecs {
+		want := s.Vector(in[i])
+		embed.Normalize(want)
+		if !slices.Equal(v, want) {
+			t.Fatalf("vector %d is not the server's vector of %q", i, in[i])
+		}
+		var n float64
+		for _, x := range v {
+			n += float64(x) * float64(x)
+		}
+		if math.Abs(n-1) > 1e-5 {
+			t.Errorf("vector %d has squared length %v, want 1", i, n)
+		}
+	}
+}
+
+func TestEmbedFailures(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  func(s *embedtest.Server, e *embed.Embedder)
+		reason string
+		msg    string
+		// requests the server must have seen.
+		requests int
+	}{
+		{"503 then success", func(s *embedtest.Server, e *embed.Embedder) { s.FailFirst = 2 }, "", "", 3},
+		{"429 with Retry-After then success", func(s *embedtest.Server, e *embed.Embedder) {
+			s.FailFirst, s.FailStatus, s.RetryAfter = 1, http.StatusTooManyRequests, "0"
+		}, "", "", 2},
+		{"503 every time", func(s *embedtest.Server, e *embed.Embedder) { s.FailAlways = true }, embed.ReasonStatus, "HTTP 503 Service Unavailable", embed.DefaultAttempts},
+		{"401 is not retried", func(s *embedtest.Server, e *embed.Embedder) { s.Key = "other" }, embed.ReasonStatus, "HTTP 401", 1},
+		{"timeout", func(s *embedtest.Server, e *embed.Embedder) {
+			s.Delay = time.Second
+			e.Timeout, e.Attempts = 50*time.Millisecond, 2
+		}, embed.ReasonTimeout, "timeout after 50ms (after 2 attempts)", 2},
+		{"dimension mismatch with the spec", func(s *embedtest.Server, e *embed.Embedder) { e.Dimensions = 32 }, embed.ReasonDimensions,
+			`model "test-model" returned a vector of 64 dimensions; spec.ranking.embedding.dimensions is 32`, 1},
+		{"vectors disagree", func(s *embedtest.Server, e *embed.Embedder) { s.ShortAt = "text number 1 about topic1" }, embed.ReasonDimensions,
+			`model "test-model" returned a vector of 63 dimensions; the other vectors have 64`, 1},
+		{"response past the size limit", func(s *embedtest.Server, e *embed.Embedder) { s.Padding = embed.MaxResponseBytes }, embed.ReasonTooLarge, "response larger than 64 MiB", 1},
+		{"malformed response", func(s *embedtest.Server, e *embed.Embedder) { s.Malformed = true }, embed.ReasonMalformed, "invalid JSON response", 1},
+		{"unreachable", func(s *embedtest.Server, e *embed.Embedder) { s.Close(); e.Attempts = 2 }, embed.ReasonNetwork, "connection refused", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := embedtest.New(t)
+			s.Key = testKey
+			s.EchoAuth = true
+			e := embedder(s)
+			tt.setup(s, e)
+			_, err := e.Embed(context.Background(), texts(3))
+			if tt.reason == "" {
+				if err != nil {
+					t.Fatalf("Embed: %v", err)
+				}
+			} else {
+				var ee *embed.Error
+				if !errors.As(err, &ee) || ee.Reason != tt.reason || !strings.Contains(err.Error(), tt.msg) {
+					t.Fatalf("Embed error = %v, want reason %s and %q", err, tt.reason, tt.msg)
+				}
+				if strings.Contains(err.Error(), testKey) || strings.Contains(err.Error(), testKey[:10]) {
+					t.Errorf("the key leaks: %v", err)
+				}
+				if !strings.Contains(err.Error(), s.EmbeddingsURL()) {
+					t.Errorf("the error does not name the endpoint: %v", err)
+				}
+			}
+			if got := s.Requests(); got != tt.requests {
+				t.Errorf("requests = %d, want %d", got, tt.requests)
+			}
+		})
+	}
+}
+
+// A key echoed by the server, and a key in the URL's user part, never reach the error.
+func TestEmbedErrorHidesKeys(t *testing.T) {
+	s := embedtest.New(t)
+	s.FailAlways, s.EchoAuth = true, true
+	e := embedder(s)
+	e.Attempts = 1
+	e.URL = strings.Replace(s.EmbeddingsURL(), "http://", "http://user:url-secret-777@", 1)
+	_, err := e.Embed(context.Background(), texts(1))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, secret := range []string{testKey, "url-secret-777", "Bearer sk-"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error holds %q: %v", secret, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "HTTP 503") {
+		t.Errorf("error = %v, want the status", err)
+	}
+}
+
+func TestEmbedCutsLongInputs(t *testing.T) {
+	s := embedtest.New(t)
+	long := strings.Repeat("é", embed.MaxInputBytes) // 2 bytes each
+	if _, err := embedder(s).Embed(context.Background(), []string{long, "short"}); err != nil {
+		t.Fatal(err)
+	}
+	in := s.Inputs()
+	if len(in[0]) != embed.MaxInputBytes || !strings.HasPrefix(long, in[0]) {
+		t.Errorf("sent %d bytes of the long input, want its first %d", len(in[0]), embed.MaxInputBytes)
+	}
+	if in[1] != "short" {
+		t.Errorf("short input sent as %q", in[1])
+	}
+	if got := embed.Cut("aé" + strings.Repeat("x", embed.MaxInputBytes)); len(got) != embed.MaxInputBytes-1 {
+		// "a" + 2-byte "é" + x…: a cut at MaxInputBytes lands inside no rune here, so check a boundary case too.
+		if len(got) != embed.MaxInputBytes {
+			t.Errorf("Cut kept %d bytes", len(got))
+		}
+	}
+	odd := "a" + strings.Repeat("é", embed.MaxInputBytes/2)
+	if got := embed.Cut(odd); len(got) != embed.MaxInputBytes-1 || !strings.HasPrefix(odd, got) {
+		t.Errorf("Cut split a character: kept %d bytes", len(got))
+	}
+}
+
+func TestEmbedCachedReusesVectors(t *testing.T) {
+	s := embedtest.New(t)
+	e := embedder(s)
+	path := embed.CachePath(t.TempDir(), "r", e.Model, 0)
+	in := texts(5)
+	first, err := e.EmbedCached(context.Background(), path, in)
+	if err != nil || first.Sent != 5 || first.CacheErr != nil {
+		t.Fatalf("first: sent %d, cache %v, err %v", first.Sent, first.CacheErr, err)
+	}
+	s.Reset()
+	in[2] = "a changed chunk"
+	second, err := e.EmbedCached(context.Background(), path, in)
+	if err != nil || second.Sent != 1 {
+		t.Fatalf("second: sent %d, err %v", second.Sent, err)
+	}
+	if got := s.Inputs(); !slices.Equal(got, []string{"a changed chunk"}) {
+		t.Errorf("server saw %q, want only the changed chunk", got)
+	}
+	for i := range in {
+		if i != 2 && !slices.Equal(first.Vectors[i], second.Vectors[i]) {
+			t.Errorf("vector %d differs after the reload", i)
+		}
+	}
+	// A damaged file is not trusted: everything is asked for again.
+	if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.Reset()
+	third, err := e.EmbedCached(context.Background(), path, in)
+	if err != nil || third.Sent != 5 || third.CacheErr == nil {
+		t.Errorf("damaged file: sent %d, cache error %v, err %v", third.Sent, third.CacheErr, err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRerankFormats(t *testing.T) {
+	for _, tt := range []struct{ format, path string }{{embed.FormatTEI, "/rerank"}, {embed.FormatCohere, "/v1/rerank"}} {
+		t.Run(tt.format, func(t *testing.T) {
+			s := embedtest.New(t)
+			s.RerankScore = func(q, d string) float64 { return float64(len(d)) }
+			r := &embed.Reranker{Endpoint: embed.Endpoint{URL: s.URL + tt.path, Model: "rr", Timeout: time.Second}, Format: tt.format}
+			scores, err := r.Rerank(context.Background(), "q", []string{"aaa", "a", "aa"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(scores, []float64{3, 1, 2}) {
+				t.Errorf("scores = %v, want [3 1 2]", scores)
+			}
+		})
+	}
+}
+
+func TestSearchIsExact(t *testing.T) {
+	const dims, n = 24, 10000
+	vecs := make([][]float32, n)
+	for i := range vecs {
+		v := make([]float32, dims)
+		for j := range v {
+			v[j] = float32(math.Sin(float64(i*dims + j)))
+		}
+		embed.Normalize(v)
+		vecs[i] = v
+	}
+	st := embed.NewStore(dims, vecs)
+	q := append([]float32(nil), vecs[1234]...)
+	ranges := []embed.Range{{Lo: 0, Hi: 5000}, {Lo: 6000, Hi: n}}
+	hits := st.Search(q, ranges, 10)
+	// The brute-force answer.
+	var all []embed.Hit
+	for _, r := range ranges {
+		for i := r.Lo; i < r.Hi; i++ {
+			all = append(all, embed.Hit{Row: i, Score: st.Dot(q, int(i))})
+		}
+	}
+	slices.SortFunc(all, func(a, b embed.Hit) int {
+		if a.Score != b.Score {
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Row) - int(b.Row)
+	})
+	if !slices.Equal(hits, all[:10]) {
+		t.Errorf("Search = %v, want %v", hits, all[:10])
+	}
+	if hits[0].Row != 1234 {
+		t.Errorf("best hit %d, want the query's own row", hits[0].Row)
+	}
+	if got := st.Search(q, []embed.Range{{Lo: 5000, Hi: 5003}}, 10); len(got) != 3 {
+		t.Errorf("3 rows gave %d hits", len(got))
+	}
+}
+
+func TestLRU(t *testing.T) {
+	c := embed.NewLRU(2)
+	c.Put("a", []float32{1})
+	c.Put("b", []float32{2})
+	c.Get("a")
+	c.Put("c", []float32{3})
+	if _, ok := c.Get("b"); ok {
+		t.Error("b should be evicted (least recently used)")
+	}
+	if v, ok := c.Get("a"); !ok || v[0] != 1 {
+		t.Error("a should be kept")
+	}
+}
