@@ -29,6 +29,9 @@ const (
 	defaultMCPTimeout            = 10 * time.Second
 	defaultMCPMaxTools     int32 = 1000
 	defaultToolsTopK       int32 = 5
+	defaultSessionTTL            = 24 * time.Hour
+	defaultMaxSessions     int32 = 10000
+	defaultSessionBytes          = "256Mi"
 )
 
 // defaultInclude returns a fresh slice so that defaulted objects never share
@@ -96,6 +99,12 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Tools.MinScore, "0")
 	setDefault(&s.Tools.MinConfidence, "0")
 	setDefault(&s.Tools.Expansion, ToolExpansionSynonyms)
+
+	setDefault(&s.Sessions.Store, SessionStoreMemory)
+	defaultDuration(&s.Sessions.TTL, defaultSessionTTL)
+	setDefault(&s.Sessions.MaxSessions, defaultMaxSessions)
+	defaultQuantity(&s.Sessions.MaxBytes, defaultSessionBytes)
+	setDefault(&s.Sessions.Firewall.MaxChars, DefaultFirewallMaxChars)
 }
 
 // Default fills the fields the kubebuilder markers default. A route has none;
