@@ -68,12 +68,17 @@ in the route phase).`,
 			if err != nil {
 				return err
 			}
+			// The router's spec.phases and firewall bound, as serve applies them.
+			policy, err := session.NewPolicy(snap.RouterSpec())
+			if err != nil {
+				return err
+			}
 			access := snap.AccessFor(agent)
 			opts := session.Options{Phase: ph, Query: query, Tags: tags, MaxTokens: maxTokens,
-				Access: &access, Estimator: snap.Estimator()}
+				Access: &access, Estimator: snap.Estimator(), Policy: policy}
 			var resp *engine.Response
 			if query != "" {
-				req := engine.Request{Text: query, Agent: agent, Tags: tags, MaxTokens: session.DefaultBudget(ph)}
+				req := engine.Request{Text: query, Agent: agent, Tags: tags, MaxTokens: policy.Budget(ph)}
 				if maxTokens > 0 {
 					req.MaxTokens = min(req.MaxTokens, maxTokens)
 				}
