@@ -56,10 +56,25 @@ func refNames(refs []ParentReference) []string {
 }
 
 // SecretNames lists, sorted and once each, the Secrets a router reads for
-// itself: the embedding API key.
+// itself: the embedding API key and, with the Redis session store, the
+// Redis password.
 func (r *ContextRouter) SecretNames() []string {
+	var names []string
 	if e := r.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
-		return []string{e.APIKeySecretRef.Name}
+		names = append(names, e.APIKeySecretRef.Name)
+	}
+	if ref := r.RedisPasswordRef(); ref != nil {
+		names = append(names, ref.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// RedisPasswordRef is the Secret key of the Redis password when the router
+// keeps sessions in Redis, else nil.
+func (r *ContextRouter) RedisPasswordRef() *SecretKeySelector {
+	if s := &r.Spec.Sessions; s.Store == SessionStoreRedis && s.Redis != nil {
+		return s.Redis.PasswordSecretRef
 	}
 	return nil
 }

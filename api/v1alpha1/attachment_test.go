@@ -28,6 +28,13 @@ func TestSecretNames(t *testing.T) {
 		{"router without embedding", (&ContextRouter{}).SecretNames(), nil},
 		{"router embedding key", (&ContextRouter{Spec: ContextRouterSpec{Ranking: RankingSpec{Embedding: &EmbeddingSpec{
 			APIKeySecretRef: &SecretKeySelector{Name: "emb", Key: "k"}}}}}).SecretNames(), []string{"emb"}},
+		{"router redis password, sorted", (&ContextRouter{Spec: ContextRouterSpec{
+			Ranking:  RankingSpec{Embedding: &EmbeddingSpec{APIKeySecretRef: &SecretKeySelector{Name: "emb", Key: "k"}}},
+			Sessions: SessionsSpec{Store: SessionStoreRedis, Redis: &RedisSpec{PasswordSecretRef: &SecretKeySelector{Name: "cache", Key: "password"}}}}}).SecretNames(),
+			[]string{"cache", "emb"}},
+		{"redis password of a Memory store is not read", (&ContextRouter{Spec: ContextRouterSpec{
+			Sessions: SessionsSpec{Store: SessionStoreMemory, Redis: &RedisSpec{PasswordSecretRef: &SecretKeySelector{Name: "cache", Key: "password"}}}}}).SecretNames(),
+			nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,9 +12,10 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
-// IndexRouterSecrets indexes ContextRouters by the Secret of
-// spec.ranking.embedding.apiKeySecretRef.
-const IndexRouterSecrets = "spec.ranking.embedding.apiKeySecretRef.name"
+// IndexRouterSecrets indexes ContextRouters by the Secrets they read for
+// themselves (ContextRouter.SecretNames: the embedding API key, the Redis
+// password).
+const IndexRouterSecrets = "spec.secretNames"
 
 // RouterSecretNames is the IndexRouterSecrets extractor.
 func RouterSecretNames(obj client.Object) []string {
