@@ -35,12 +35,16 @@ func Merge(s *Session, d Delta) (*Session, error) {
 		out.Facts = append(out.Facts, f)
 		factFrom = append(factFrom, j)
 	}
-	// An item (or episode) of d whose id is already stored: say so with the
-	// positions in d, before Validate reports it by the merged positions.
-	if err := stored("items", "id", len(s.Items), len(d.Items), func(i int) string { return out.Items[i].ID }); err != nil {
+	// An id (or fact key) of d that is stored or repeated in d: say so with
+	// the positions in d, before Validate reports it by merged positions.
+	if err := unique("items", "id", len(s.Items), len(d.Items), func(i int) string { return out.Items[i].ID }); err != nil {
 		return nil, err
 	}
-	if err := stored("episodes", "id", len(s.Episodes), len(d.Episodes), func(i int) string { return out.Episodes[i].ID }); err != nil {
+	if err := unique("episodes", "id", len(s.Episodes), len(d.Episodes), func(i int) string { return out.Episodes[i].ID }); err != nil {
+		return nil, err
+	}
+	// Stored keys are replaced, not refused.
+	if err := unique("facts", "key", 0, len(d.Facts), func(i int) string { return d.Facts[i].Key }); err != nil {
 		return nil, err
 	}
 	if err := Validate(out); err != nil {
@@ -67,20 +71,22 @@ func Merge(s *Session, d Delta) (*Session, error) {
 	return out, nil
 }
 
-// stored reports the first of the n new entries (after old stored ones)
-// whose id a stored entry has.
-func stored(entry, field string, old, n int, id func(int) string) error {
-	if old == 0 || n == 0 {
-		return nil
-	}
-	have := make(map[string]bool, old)
+// unique reports the first of the n new entries (after old stored ones)
+// whose id a stored entry or an earlier new entry has; positions are in d.
+func unique(entry, field string, old, n int, id func(int) string) error {
+	have := make(map[string]int, old+n)
 	for i := range old {
-		have[id(i)] = true
+		have[id(i)] = -1
 	}
 	for j := range n {
-		if have[id(old+j)] {
-			return &Error{Entry: entry, Index: j, Field: field, Msg: fmt.Sprintf("%q is already in the session", id(old+j))}
+		k := id(old + j)
+		switch at, dup := have[k]; {
+		case dup && at < 0:
+			return &Error{Entry: entry, Index: j, Field: field, Msg: fmt.Sprintf("%q is already in the session", k)}
+		case dup:
+			return &Error{Entry: entry, Index: j, Field: field, Msg: fmt.Sprintf("%q is also the %s of %s[%d]", k, field, entry, at)}
 		}
+		have[k] = j
 	}
 	return nil
 }

@@ -28,9 +28,10 @@ var newMemory = func(*v1alpha1.SessionsSpec) (session.Store, error) { return nil
 // Open returns the store router's spec.sessions names, and a key of its
 // settings: two configurations with the same key can share one store. A
 // local router (the sidecar serve --agent runs in the agent's pod) keeps
-// its agent's sessions in the process whatever the spec says. The router
-// must be defaulted.
+// its agent's sessions in the process whatever the spec says.
 func Open(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, local bool) (session.Store, string, error) {
+	router = router.DeepCopy()
+	router.Default()
 	s := &router.Spec.Sessions
 	if local || s.Store != v1alpha1.SessionStoreRedis || s.Redis == nil {
 		bytes := ""
@@ -54,7 +55,8 @@ func Open(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, local 
 	return st, key, err
 }
 
-// RedisOptions are the Redis store's settings from a defaulted router: its
+// RedisOptions are the Redis store's settings from a defaulted router (with
+// spec.sessions.redis set): its
 // spec.sessions.redis, the password from its Secret, and the default key
 // prefix "contextrouter:NAMESPACE/NAME:" (or "contextrouter:NAME:").
 func RedisOptions(router *v1alpha1.ContextRouter, secrets sources.SecretResolver) (redisstore.Options, error) {
