@@ -56,27 +56,34 @@ func refNames(refs []ParentReference) []string {
 }
 
 // SecretNames lists, sorted and once each, the Secrets a router reads for
-// itself: the embedding API key and, with the Redis session store, the
-// Redis password.
+// itself (SecretRefs).
 func (r *ContextRouter) SecretNames() []string {
 	var names []string
-	if e := r.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
-		names = append(names, e.APIKeySecretRef.Name)
-	}
-	if ref := r.RedisPasswordRef(); ref != nil {
+	for _, ref := range r.SecretRefs() {
 		names = append(names, ref.Name)
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
 }
 
-// RedisPasswordRef is the Secret key of the Redis password when the router
-// keeps sessions in Redis, else nil.
-func (r *ContextRouter) RedisPasswordRef() *SecretKeySelector {
-	if s := &r.Spec.Sessions; s.Store == SessionStoreRedis && s.Redis != nil {
-		return s.Redis.PasswordSecretRef
+// FieldSecretRef is a Secret key an object reads, with the field naming it.
+type FieldSecretRef struct {
+	Field string
+	SecretKeySelector
+}
+
+// SecretRefs lists the Secret keys a router reads for itself, in spec
+// order: the embedding API key and, with the Redis session store, the
+// Redis password.
+func (r *ContextRouter) SecretRefs() []FieldSecretRef {
+	var out []FieldSecretRef
+	if e := r.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
+		out = append(out, FieldSecretRef{"spec.ranking.embedding.apiKeySecretRef", *e.APIKeySecretRef})
 	}
-	return nil
+	if s := &r.Spec.Sessions; s.Store == SessionStoreRedis && s.Redis != nil && s.Redis.PasswordSecretRef != nil {
+		out = append(out, FieldSecretRef{"spec.sessions.redis.passwordSecretRef", *s.Redis.PasswordSecretRef})
+	}
+	return out
 }
 
 // SecretNames lists, sorted and once each, the Secrets a source reads:

@@ -299,18 +299,6 @@ func secretProblems(secrets map[string][]string, path, name string, keys []strin
 	}
 }
 
-// routerSecretRefs are the Secret keys a router reads for itself, with
-// their field paths.
-func routerSecretRefs(r *v1alpha1.ContextRouter) (paths []string, refs []*v1alpha1.SecretKeySelector) {
-	if e := r.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
-		paths, refs = append(paths, "spec.ranking.embedding.apiKeySecretRef"), append(refs, e.APIKeySecretRef)
-	}
-	if ref := r.RedisPasswordRef(); ref != nil {
-		paths, refs = append(paths, "spec.sessions.redis.passwordSecretRef"), append(refs, ref)
-	}
-	return paths, refs
-}
-
 // routerSecretProblems lists the router's own Secret keys that secrets (a
 // Secret name → its data keys) lacks.
 func routerSecretProblems(r *v1alpha1.ContextRouter, secrets map[string][]string) problem.List {
@@ -318,9 +306,8 @@ func routerSecretProblems(r *v1alpha1.ContextRouter, secrets map[string][]string
 	add := func(reason v1alpha1.ConditionReason, path, format string, args ...any) {
 		out = append(out, problem.Errorf(reason, v1alpha1.KindContextRouter, r.Name, path, format, args...))
 	}
-	paths, refs := routerSecretRefs(r)
-	for i, ref := range refs {
-		secretProblems(secrets, paths[i], ref.Name, []string{ref.Key}, false, add)
+	for _, ref := range r.SecretRefs() {
+		secretProblems(secrets, ref.Field, ref.Name, []string{ref.Key}, false, add)
 	}
 	return out
 }

@@ -148,9 +148,8 @@ func (r *RouterReconciler) checkName(_ context.Context, s *routerScope) (bool, e
 // Secrets as metadata only, and a missing key matters as much as a missing
 // Secret. Values are never kept, only key names.
 func (r *RouterReconciler) checkSecrets(ctx context.Context, s *routerScope) (bool, error) {
-	_, refs := routerSecretRefs(s.router)
 	have := map[string][]string{}
-	for _, ref := range refs {
+	for _, ref := range s.router.SecretRefs() {
 		if _, done := have[ref.Name]; done {
 			continue
 		}
