@@ -332,7 +332,7 @@ func (s *Store) Append(ctx context.Context, id, agent string, d session.Delta) (
 		}
 		code, err := appendScript.Run(ctx, s.c, s.keys(id, agent), args...).Int64()
 		if err != nil {
-			return nil, unavailable(err)
+			return nil, writeError(err)
 		}
 		switch code {
 		case resForbidden:
@@ -542,6 +542,16 @@ func uvarint(s string) (uint64, int) {
 		shift += 7
 	}
 	return 0, 0
+}
+
+// writeError is a failed write: a server out of memory (maxmemory with
+// noeviction) refuses a script before its first write, so nothing was
+// written and the store is full; anything else is unavailable.
+func writeError(err error) error {
+	if strings.HasPrefix(err.Error(), "OOM ") {
+		return &session.LimitError{Limit: "maxmemory", Msg: "the Redis server is full (maxmemory): nothing was written"}
+	}
+	return unavailable(err)
 }
 
 // unavailable wraps a failure to talk to the server. A context the caller

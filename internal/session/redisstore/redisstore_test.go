@@ -252,6 +252,31 @@ func TestDown(t *testing.T) {
 	}
 }
 
+// TestFull: a server at its maxmemory refuses a write whole (a LimitError,
+// 507); what was written before stays, and reads go on.
+func TestFull(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{MaxMemory: "3mb"})
+	s := newStore(t, srv, "full:", time.Hour)
+	var stored []session.Item
+	var err error
+	for i := range 100 {
+		it := session.Item{ID: fmt.Sprint("i", i), Kind: session.KindUserTurn, Text: strings.Repeat("x", 100_000)}
+		if _, err = s.Append(ctx, "s1", "alice", session.Delta{Items: []session.Item{it},
+			Facts: []session.Fact{{Key: fmt.Sprint("f", i), Value: "v"}}}); err != nil {
+			break
+		}
+		stored = append(stored, it)
+	}
+	var lim *session.LimitError
+	if !errors.As(err, &lim) || lim.Limit != "maxmemory" {
+		t.Fatalf("after %d writes: %v, want a maxmemory LimitError", len(stored), err)
+	}
+	got := mustLoad(t, s, "s1", "alice")
+	if len(got.Items) != len(stored) || len(got.Facts) != len(stored) {
+		t.Errorf("%d items and %d facts stored, want the %d written whole", len(got.Items), len(got.Facts), len(stored))
+	}
+}
+
 // counter counts round trips: a command or a pipeline is one.
 type counter struct{ n atomic.Int64 }
 

@@ -34,6 +34,9 @@ type Config struct {
 	// AppendOnly persists every write (appendfsync always), so a restart
 	// loses nothing.
 	AppendOnly bool
+	// MaxMemory, when set, is the server's maxmemory (noeviction: a full
+	// server refuses writes).
+	MaxMemory string
 }
 
 // Start starts a server and stops it when t ends.
@@ -54,6 +57,9 @@ func Start(t testing.TB, c Config) *Server {
 		"--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}
 	if c.Password != "" {
 		args = append(args, "--requirepass", c.Password)
+	}
+	if c.MaxMemory != "" {
+		args = append(args, "--maxmemory", c.MaxMemory, "--maxmemory-policy", "noeviction")
 	}
 	if c.AppendOnly {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
