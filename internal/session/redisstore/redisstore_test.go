@@ -402,3 +402,19 @@ func TestItemEncoding(t *testing.T) {
 		t.Error("JSON decoded as an item")
 	}
 }
+
+// BenchmarkAppend is one item appended to the 200-item benchmark session
+// (it grows by one item per iteration): two round trips, and the whole
+// session read back for the merge's checks.
+func BenchmarkAppend(b *testing.B) {
+	srv := redistest.Start(b, redistest.Config{})
+	s := newStore(b, srv, "bench:", time.Hour)
+	sess := session.BenchSession()
+	mustAppend(b, s, "s1", "alice", session.Delta{Items: sess.Items, Facts: sess.Facts, Episodes: sess.Episodes})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		mustAppend(b, s, "s1", "alice", session.Delta{Items: []session.Item{{ID: fmt.Sprint("n", i), Kind: session.KindUserTurn, Text: "one more turn"}}})
+	}
+}
