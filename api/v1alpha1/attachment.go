@@ -67,6 +67,7 @@ func (r *ContextRouter) SecretNames() []string {
 }
 
 // FieldSecretRef is a Secret key an object reads, with the field naming it.
+// +kubebuilder:object:generate=false
 type FieldSecretRef struct {
 	Field string
 	SecretKeySelector
