@@ -22,37 +22,60 @@ import (
 // (Replaced by the embedded store's constructor when it is merged.)
 var ErrMemoryNotBuilt = errors.New("the embedded session store is not built yet")
 
-// newMemory makes the embedded store for spec.
-var newMemory = func(*v1alpha1.SessionsSpec) (session.Store, error) { return nil, ErrMemoryNotBuilt }
+// newMemory makes the embedded store for spec, keeping its sessions in
+// dir when set (serve --session-dir).
+var newMemory = func(spec *v1alpha1.SessionsSpec, dir string) (session.Store, error) { return nil, ErrMemoryNotBuilt }
+
+// Where says where a serve process keeps sessions apart from the spec.
+type Where struct {
+	// Local is the sidecar's (serve --agent, in the agent's pod): it keeps
+	// its agent's sessions in the process whatever the spec says.
+	Local bool
+	// Dir is the embedded store's directory (serve --session-dir; "": none).
+	Dir string
+}
 
 // Open returns the store router's spec.sessions names, and a key of its
-// settings: two configurations with the same key can share one store. A
-// local router (the sidecar serve --agent runs in the agent's pod) keeps
-// its agent's sessions in the process whatever the spec says.
-func Open(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, local bool) (session.Store, string, error) {
+// settings: two configurations with the same key can share one store.
+func Open(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Where) (session.Store, string, error) {
+	key, open, err := plan(router, secrets, w)
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := open()
+	return st, key, err
+}
+
+// plan returns the key of the store router names and how to open it, so a
+// holder compares keys before opening anything: a second embedded store on
+// the live one's directory must never be opened.
+func plan(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Where) (string, func() (session.Store, error), error) {
 	router = router.DeepCopy()
 	router.Default()
 	s := &router.Spec.Sessions
-	if local || s.Store != v1alpha1.SessionStoreRedis || s.Redis == nil {
-		bytes := ""
-		if s.MaxBytes != nil {
-			bytes = s.MaxBytes.String()
-		}
-		key := fmt.Sprintf("memory ttl=%v sessions=%d bytes=%s", ttl(s), s.MaxSessions, bytes)
-		st, err := newMemory(s)
-		return st, key, err
+	if w.Local || s.Store != v1alpha1.SessionStoreRedis || s.Redis == nil {
+		// The embedded store is kept whatever its bounds become: replacing
+		// it would lose its sessions (and two stores must not share a
+		// directory). Its bounds are those it opened with.
+		key := fmt.Sprintf("memory dir=%q", w.Dir)
+		return key, func() (session.Store, error) { return newMemory(s, w.Dir) }, nil
 	}
 	o, err := RedisOptions(router, secrets)
 	if err != nil {
-		return nil, "", err
+		return "", nil, err
 	}
 	// The password enters the key as a hash: a new password reconnects, and
 	// the key can be logged.
 	sum := sha256.Sum256([]byte(o.Password))
 	key := fmt.Sprintf("redis %s db=%d prefix=%q tls=%t ttl=%v password=%s",
 		o.Address, o.DB, o.KeyPrefix, o.TLS, o.TTL, hex.EncodeToString(sum[:8]))
-	st, err := redisstore.New(o)
-	return st, key, err
+	return key, func() (session.Store, error) {
+		st, err := redisstore.New(o)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}, nil
 }
 
 // RedisOptions are the Redis store's settings from a defaulted router (with
@@ -89,7 +112,7 @@ func ttl(s *v1alpha1.SessionsSpec) time.Duration {
 
 // Holder keeps the current store across reloads.
 type Holder struct {
-	local bool
+	where Where
 	// grace is how long a replaced store stays open for requests that
 	// still hold it.
 	grace time.Duration
@@ -102,8 +125,8 @@ type Holder struct {
 // DefaultGrace is how long a replaced store stays open.
 const DefaultGrace = 30 * time.Second
 
-// NewHolder returns a holder; local is the sidecar's (serve --agent).
-func NewHolder(local bool) *Holder { return &Holder{local: local, grace: DefaultGrace} }
+// NewHolder returns a holder for a serve process.
+func NewHolder(w Where) *Holder { return &Holder{where: w, grace: DefaultGrace} }
 
 // Update makes the store of a newly loaded configuration current. Settings
 // equal to the current store's keep it (its sessions and connections);
@@ -112,24 +135,25 @@ func NewHolder(local bool) *Holder { return &Holder{local: local, grace: Default
 // store whose every call fails with session.ErrUnavailable and the reason,
 // so queries keep working; Update returns that reason for the log.
 func (h *Holder) Update(router *v1alpha1.ContextRouter, secrets sources.SecretResolver) error {
-	st, key, err := Open(router, secrets, h.local)
+	key, open, err := plan(router, secrets, h.where)
 	if err != nil {
-		st, key = broken{err}, "broken "+err.Error()
+		key = "broken " + err.Error()
 	}
 	h.mu.Lock()
-	old := h.store
-	if old != nil && key == h.key {
-		h.mu.Unlock()
-		if st != nil {
-			_ = st.Close()
-		}
+	defer h.mu.Unlock()
+	if h.store != nil && key == h.key {
 		return err
 	}
-	h.store, h.key = st, key
-	h.mu.Unlock()
-	if old != nil {
+	var st session.Store = broken{err}
+	if err == nil {
+		if st, err = open(); err != nil {
+			st, key = broken{err}, "broken "+err.Error()
+		}
+	}
+	if old := h.store; old != nil {
 		time.AfterFunc(h.grace, func() { _ = old.Close() })
 	}
+	h.store, h.key = st, key
 	return err
 }
 

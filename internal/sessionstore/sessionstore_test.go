@@ -66,7 +66,7 @@ func TestHolder(t *testing.T) {
 	const pw = "holder-secret-pw"
 	srv := redistest.Start(t, redistest.Config{Password: pw})
 	secrets := secretsDir(t, pw)
-	h := NewHolder(false)
+	h := NewHolder(Where{})
 	h.grace = 0
 	t.Cleanup(func() { h.Close() })
 
@@ -118,11 +118,11 @@ func TestHolder(t *testing.T) {
 func TestLocalIsMemory(t *testing.T) {
 	secrets := secretsDir(t, "local-pw-xyz")
 	r := redisRouter("127.0.0.1:1", nil)
-	st, key, _ := Open(r, secrets, true)
+	st, key, _ := Open(r, secrets, Where{Local: true})
 	if _, isRedis := st.(*redisstore.Store); isRedis || !strings.HasPrefix(key, "memory ") {
 		t.Errorf("local store %T (key %q), want the embedded store", st, key)
 	}
-	st, key, err := Open(r, secrets, false)
+	st, key, err := Open(r, secrets, Where{})
 	if err != nil {
 		t.Fatal(err)
 	}
