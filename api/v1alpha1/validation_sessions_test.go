@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +47,28 @@ func TestSessionsValidate(t *testing.T) {
 	r.Spec.Sessions.Store, r.Spec.Sessions.Redis = SessionStoreMemory, nil
 	if errs := r.Validate(); len(errs) > 0 {
 		t.Errorf("Memory without redis: %v", errs.ToAggregate())
+	}
+}
+
+// The CRD's rule on kindPriorities keys lists exactly SessionEntryKinds
+// (the marker cannot refer to the Go list, so this holds them together).
+func TestKindPrioritiesRuleKinds(t *testing.T) {
+	raw, err := os.ReadFile("../../config/crd/bases/contextrouter.dev_contextrouters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`self\.all\(k, k in \[([^\]]*)\]\)`)
+	rules := re.FindAllStringSubmatch(string(raw), -1)
+	if len(rules) != 4 {
+		t.Fatalf("%d kindPriorities rules in the CRD, want one per phase", len(rules))
+	}
+	var want []string
+	for _, k := range SessionEntryKinds {
+		want = append(want, "'"+k+"'")
+	}
+	for _, r := range rules {
+		if got := strings.Join(strings.Fields(strings.ReplaceAll(r[1], ",", " ")), ","); got != strings.Join(want, ",") {
+			t.Errorf("the rule lists %s, want %s", got, strings.Join(want, ","))
+		}
 	}
 }
