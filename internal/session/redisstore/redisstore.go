@@ -9,9 +9,11 @@
 //	P s:ID:episodes  list  episodes as JSON
 //	P s:ID:arts      hash  artifact ref → position of its tool_result in items
 //
-// and P a:AGENT:sessions (a set) lists an agent's sessions for Artifact.
-// Every script refreshes the idle TTL of all of a session's keys together,
-// so they expire together. Keys are built by the scripts from the prefix,
+// and P a:AGENT:sessions (a sorted set: session id by last use, in ms)
+// lists an agent's live sessions for Artifact, which looks in the
+// maxArtifactScan most recently used. Every script refreshes the idle TTL of
+// all of a session's keys together, so they expire together; a write also
+// drops the agent's sessions idle past the TTL from the sorted set. Keys are built by the scripts from the prefix,
 // so the store needs one server (or a primary), not a cluster.
 //
 // Load is one round trip (a script). Append is two: a Load, then a script
@@ -73,6 +75,10 @@ const (
 	// pushBatch bounds the arguments of one RPUSH or HSET in a script
 	// (Lua's unpack has a stack limit).
 	pushBatch = 512
+	// MaxArtifactScan bounds the sessions an artifact look-up reads: the
+	// agent's most recently used ones. A script blocks the server while it
+	// runs, so its work must not grow with what one agent can create.
+	MaxArtifactScan = 1000
 )
 
 // Store is a session.Store on Redis.
@@ -150,12 +156,15 @@ const (
 	resConflict  = -2
 )
 
-// loadScript checks the owner, refreshes the TTL of every key and returns
+// loadScript checks the owner, refreshes the TTL of every key, marks the
+// session used in the agent's sorted set and returns
 // {1, ver, fseq, items, facts (flat), episodes}, or {0} / {-1}.
 var loadScript = redis.NewScript(`
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return {0} end
 if owner ~= ARGV[1] then return {-1} end
+local t = redis.call('TIME')
+redis.call('ZADD', KEYS[6], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[3])
 for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 local m = redis.call('HMGET', KEYS[1], 'ver', 'fseq')
 return {1, m[1], m[2] or '0', redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[3]), redis.call('LRANGE', KEYS[4], 0, -1)}
@@ -190,7 +199,10 @@ group('RPUSH', KEYS[4], 1)
 local n = tonumber(ARGV[i])
 for k = 1, n do redis.call('HSETNX', KEYS[5], ARGV[i + 2*k - 1], ARGV[i + 2*k]) end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'ver', ARGV[4], 'fseq', ARGV[5])
-redis.call('SADD', KEYS[6], ARGV[6])
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZADD', KEYS[6], now, ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. (now - tonumber(ARGV[2])))
 for k = 1, 6 do redis.call('PEXPIRE', KEYS[k], ARGV[2]) end
 return 1
 `)
@@ -201,20 +213,19 @@ local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return 0 end
 if owner ~= ARGV[1] then return -1 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-redis.call('SREM', KEYS[6], ARGV[2])
+redis.call('ZREM', KEYS[6], ARGV[2])
 return 1
 `)
 
-// artifactScript looks a ref up in the agent's live sessions (in id order)
-// and returns the JSON of its item, or false. Sessions that expired or
-// changed hands leave the agent's set.
+// artifactScript looks a ref up in the agent's MaxArtifactScan most
+// recently used sessions (most recent first) and returns the record of its
+// item, or false. Sessions that expired or changed hands leave the set.
 var artifactScript = redis.NewScript(`
-local ids = redis.call('SMEMBERS', KEYS[1])
-table.sort(ids)
+local ids = redis.call('ZREVRANGE', KEYS[1], 0, ` + strconv.Itoa(MaxArtifactScan-1) + `)
 for _, id in ipairs(ids) do
   local p = ARGV[1] .. 's:' .. id .. ':'
   if redis.call('HGET', p .. 'meta', 'owner') ~= ARGV[2] then
-    redis.call('SREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[1], id)
   else
     local at = redis.call('HGET', p .. 'arts', ARGV[3])
     if at then return redis.call('LINDEX', p .. 'items', at) end
@@ -242,7 +253,7 @@ func (s *Store) Load(ctx context.Context, id, agent string) (*session.Session, e
 }
 
 func (s *Store) load(ctx context.Context, id, agent string) (*stored, error) {
-	res, err := loadScript.Run(ctx, s.c, s.keys(id, agent), agent, s.ttlMS).Slice()
+	res, err := loadScript.Run(ctx, s.c, s.keys(id, agent), agent, s.ttlMS, id).Slice()
 	if err != nil {
 		return nil, unavailable(err)
 	}

@@ -277,6 +277,33 @@ func TestFull(t *testing.T) {
 	}
 }
 
+// TestArtifactScanBound: a look-up reads the agent's MaxArtifactScan most
+// recently used sessions, however many the agent has; using a session
+// again brings its artifacts back into reach.
+func TestArtifactScanBound(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	s := newStore(t, srv, "scan:", time.Hour)
+	call := session.Item{ID: "c", Kind: session.KindToolCall, Text: "x"}
+	old := session.Item{ID: "r", Kind: session.KindToolResult, ParentID: "c", Text: "the oldest result"}
+	mustAppend(t, s, "s0000", "alice", session.Delta{Items: []session.Item{call, old}})
+	ref := session.ArtifactRef(old.Text)
+	if got, err := s.Artifact(ctx, "alice", ref); err != nil || got != old.Text {
+		t.Fatalf("Artifact = %q, %v", got, err)
+	}
+	for i := 1; i <= MaxArtifactScan; i++ {
+		// Distinct use times: the set orders by millisecond.
+		time.Sleep(time.Millisecond)
+		mustAppend(t, s, fmt.Sprintf("s%04d", i), "alice", session.Delta{Items: items("u", 1)})
+	}
+	if _, err := s.Artifact(ctx, "alice", ref); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("with %d sessions used since: %v, want ErrNotFound (out of the scan)", MaxArtifactScan, err)
+	}
+	mustLoad(t, s, "s0000", "alice")
+	if got, err := s.Artifact(ctx, "alice", ref); err != nil || got != old.Text {
+		t.Errorf("after a Load of its session: %q, %v", got, err)
+	}
+}
+
 // counter counts round trips: a command or a pipeline is one.
 type counter struct{ n atomic.Int64 }
 
