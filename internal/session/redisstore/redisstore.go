@@ -26,6 +26,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -57,6 +58,8 @@ type Options struct {
 	// TLS connects with TLS, verifying the server's certificate for the
 	// address's host.
 	TLS bool
+	// RootCAs verify the server's certificate (nil: the system's).
+	RootCAs *x509.CertPool
 	// TTL is the idle time after which a session expires (> 0).
 	TTL time.Duration
 	// Timeout bounds dialing, and each read and write on a connection
@@ -125,7 +128,7 @@ func New(o Options) (*Store, error) {
 	}
 	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	if o.TLS {
-		ro.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		ro.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs}
 	}
 	return &Store{c: redis.NewClient(ro), prefix: o.KeyPrefix, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10)}, nil
 }

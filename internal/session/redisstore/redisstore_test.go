@@ -304,6 +304,41 @@ func TestArtifactScanBound(t *testing.T) {
 	}
 }
 
+// TestTLS: with tls the store verifies the server's certificate; without
+// it, or with a CA it does not trust, every call is ErrUnavailable.
+func TestTLS(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{TLS: true, Password: "tls-pw"})
+	for _, c := range []struct {
+		name string
+		o    Options
+		ok   bool
+	}{
+		{"trusted CA", Options{TLS: true, RootCAs: srv.RootCAs}, true},
+		{"plain TCP", Options{}, false},
+		{"the system's CAs", Options{TLS: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.o.Address, c.o.Password, c.o.TTL = srv.Addr, srv.Password, time.Hour
+			s, err := New(c.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			_, err = s.Append(ctx, "s1", "alice", session.Delta{Items: items("u", 1)})
+			switch {
+			case c.ok && err != nil:
+				t.Fatalf("Append: %v", err)
+			case !c.ok && !errors.Is(err, session.ErrUnavailable):
+				t.Fatalf("Append: %v, want ErrUnavailable", err)
+			case c.ok:
+				if got := mustLoad(t, s, "s1", "alice"); len(got.Items) != 1 {
+					t.Errorf("%d items", len(got.Items))
+				}
+			}
+		})
+	}
+}
+
 // counter counts round trips: a command or a pipeline is one.
 type counter struct{ n atomic.Int64 }
 

@@ -6,7 +6,15 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -21,10 +29,12 @@ import (
 type Server struct {
 	Addr     string
 	Password string
-	dir      string
-	args     []string
-	cmd      *exec.Cmd
-	t        testing.TB
+	// RootCAs holds the CA of a TLS server's certificate.
+	RootCAs *x509.CertPool
+	dir     string
+	args    []string
+	cmd     *exec.Cmd
+	t       testing.TB
 }
 
 // Config of a server.
@@ -37,6 +47,9 @@ type Config struct {
 	// MaxMemory, when set, is the server's maxmemory (noeviction: a full
 	// server refuses writes).
 	MaxMemory string
+	// TLS serves TLS only, with a certificate for 127.0.0.1 from a CA of
+	// its own (Server.RootCAs).
+	TLS bool
 }
 
 // Start starts a server and stops it when t ends.
@@ -55,6 +68,14 @@ func Start(t testing.TB, c Config) *Server {
 	dir := t.TempDir()
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", dir,
 		"--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}
+	var roots *x509.CertPool
+	if c.TLS {
+		var files []string
+		roots, files = certificates(t, dir)
+		args[1] = "0"
+		args = append(args, "--tls-port", strconv.Itoa(port), "--tls-cert-file", files[0], "--tls-key-file", files[1],
+			"--tls-ca-cert-file", files[2], "--tls-auth-clients", "no")
+	}
 	if c.Password != "" {
 		args = append(args, "--requirepass", c.Password)
 	}
@@ -64,7 +85,7 @@ func Start(t testing.TB, c Config) *Server {
 	if c.AppendOnly {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Password: c.Password, dir: dir, t: t}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Password: c.Password, RootCAs: roots, dir: dir, t: t}
 	s.args = append([]string{bin}, args...)
 	s.start()
 	t.Cleanup(s.Stop)
@@ -91,7 +112,14 @@ func (s *Server) start() {
 
 // ping speaks the protocol by hand, so the helper needs no client.
 func (s *Server) ping() bool {
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	var c net.Conn
+	var err error
+	d := &net.Dialer{Timeout: time.Second}
+	if s.RootCAs != nil {
+		c, err = tls.DialWithDialer(d, "tcp", s.Addr, &tls.Config{RootCAs: s.RootCAs, MinVersion: tls.VersionTLS12})
+	} else {
+		c, err = d.Dial("tcp", s.Addr)
+	}
 	if err != nil {
 		return false
 	}
@@ -143,4 +171,50 @@ func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
 	s.start()
+}
+
+// certificates writes a CA and a server certificate for 127.0.0.1 signed by
+// it: the server's cert, key and CA files, and the CA as a pool.
+func certificates(t testing.TB, dir string) (*x509.CertPool, []string) {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	now := time.Now()
+	caKey, srvKey := key(), key()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srv, caCert, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.crt")}
+	for i, b := range []*pem.Block{{Type: "CERTIFICATE", Bytes: srvDER}, {Type: "EC PRIVATE KEY", Bytes: keyDER}, {Type: "CERTIFICATE", Bytes: caDER}} {
+		if err := os.WriteFile(files[i], pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return pool, files
 }
