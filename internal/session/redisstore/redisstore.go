@@ -120,8 +120,10 @@ func New(o Options) (*Store, error) {
 		WriteTimeout:          o.Timeout,
 		PoolTimeout:           o.Timeout,
 		ContextTimeoutEnabled: true,
-		// A script whose reply was lost may have run: retrying it could
-		// write twice. Dead pooled connections are dropped before use.
+		// A write script whose reply was lost may have run: a retry would
+		// meet its own write and report the items as already stored. The
+		// caller retries instead. Dead pooled connections are dropped
+		// before use, so a restarted server costs no failed call.
 		MaxRetries: -1,
 		// A server that is down fails a call after two dials, not five.
 		DialerRetries: 1,
