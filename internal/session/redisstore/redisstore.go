@@ -328,7 +328,7 @@ func (s *Store) Append(ctx context.Context, id, agent string, d session.Delta) (
 			wait := time.Duration(attempt) * time.Duration(1+mrand.IntN(1000)) * time.Microsecond
 			select {
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, unavailable(ctx.Err())
 			case <-time.After(wait):
 			}
 		}
@@ -374,12 +374,14 @@ func (s *Store) appendArgs(id, agent string, st *stored, d session.Delta) ([]any
 	args := make([]any, 0, 10+len(d.Items)+2*len(d.Facts)+len(d.Episodes)+2*len(d.Items))
 	fseq := st.fseq
 	// Facts keep the ordinal of the key they replace.
+	ords := make(map[string]int64, len(st.Facts))
+	for i, f := range st.Facts {
+		ords[f.Key] = st.ord[i]
+	}
 	facts := make([]any, 0, 2*len(d.Facts))
 	for _, f := range d.Facts {
-		ord := int64(-1)
-		if i := slices.IndexFunc(st.Facts, func(x session.Fact) bool { return x.Key == f.Key }); i >= 0 {
-			ord = st.ord[i]
-		} else {
+		ord, ok := ords[f.Key]
+		if !ok {
 			fseq++
 			ord = fseq
 		}
