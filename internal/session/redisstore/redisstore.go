@@ -23,6 +23,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -262,6 +263,9 @@ func (s *Store) load(ctx context.Context, id, agent string) (*stored, error) {
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("redis session %q: empty reply", id)
+	}
 	switch code, _ := res[0].(int64); code {
 	case resNotFound:
 		return nil, session.ErrNotFound
@@ -301,7 +305,7 @@ func (s *Store) load(ctx context.Context, id, agent string) (*stored, error) {
 		}
 		fs = append(fs, ordFact{ord, session.Fact{Key: k, Value: val}})
 	}
-	slices.SortFunc(fs, func(a, b ordFact) int { return int(a.ord - b.ord) })
+	slices.SortFunc(fs, func(a, b ordFact) int { return cmp.Compare(a.ord, b.ord) })
 	st.Facts = make([]session.Fact, len(fs))
 	st.ord = make([]int64, len(fs))
 	for i, f := range fs {
