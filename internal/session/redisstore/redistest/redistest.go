@@ -6,16 +6,12 @@ package redistest
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,8 +43,8 @@ type Config struct {
 	// MaxMemory, when set, is the server's maxmemory (noeviction: a full
 	// server refuses writes).
 	MaxMemory string
-	// TLS serves TLS only, with a certificate for 127.0.0.1 from a CA of
-	// its own (Server.RootCAs).
+	// TLS serves TLS only, with httptest's certificate for 127.0.0.1
+	// (Server.RootCAs trusts it).
 	TLS bool
 }
 
@@ -173,48 +169,27 @@ func (s *Server) Restart() {
 	s.start()
 }
 
-// certificates writes a CA and a server certificate for 127.0.0.1 signed by
-// it: the server's cert, key and CA files, and the CA as a pool.
+// certificates writes the certificate and key net/http/httptest serves
+// TLS with (for 127.0.0.1, its own CA) as the server's cert, key and CA
+// files, and returns it as a pool.
 func certificates(t testing.TB, dir string) (*x509.CertPool, []string) {
 	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	now := time.Now()
-	caKey, srvKey := key(), key()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	ts := httptest.NewUnstartedServer(nil)
+	ts.StartTLS()
+	cert, key := ts.Certificate(), ts.TLS.Certificates[0].PrivateKey
+	ts.Close()
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srv, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
 	files := []string{filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.crt")}
-	for i, b := range []*pem.Block{{Type: "CERTIFICATE", Bytes: srvDER}, {Type: "EC PRIVATE KEY", Bytes: keyDER}, {Type: "CERTIFICATE", Bytes: caDER}} {
-		if err := os.WriteFile(files[i], pem.EncodeToMemory(b), 0o600); err != nil {
+	for i, b := range [][]byte{certPEM, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), certPEM} {
+		if err := os.WriteFile(files[i], b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
+	pool.AddCert(cert)
 	return pool, files
 }
