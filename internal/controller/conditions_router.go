@@ -111,7 +111,7 @@ func routerReady(gen int64, programmed metav1.Condition, f routerFacts) metav1.C
 	// A missing Secret is a configuration problem: it outranks the rollout's progress.
 	if ps := f.SecretProblems; len(ps) > 0 {
 		return notReady(v1alpha1.ReasonSecretNotFound, ps.Details()+
-			"; the router pods run, and what reads the Secret fails until it exists (sessions in Redis answer 503)")
+			"; the router pods run, and what needs the Secret fails until it exists")
 	}
 	d := f.Deployment
 	if d == nil {
