@@ -75,7 +75,7 @@ const (
 	MaxTimeout = 30 * time.Second
 	// maxAttempts bounds the merges of one Append that lose a race with
 	// another writer of the same session.
-	maxAttempts = 8
+	maxAttempts = 16
 	// pushBatch bounds the arguments of one RPUSH or HSET in a script
 	// (Lua's unpack has a stack limit).
 	pushBatch = 512
