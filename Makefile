@@ -60,7 +60,7 @@ demo: build ## Ask the quickstart knowledge base a question (no cluster needed).
 	$(BIN)/contextrouter query $(DEMO_ARGS)
 
 test: export KUBEBUILDER_ASSETS := $(K8S_BIN)
-test: controlplane helm helm-lint helm-template test-imagebuilder test-argocd ## Run every test (envtest uses the control plane in bin/k8s), then fuzz each target for FUZZTIME.
+test: controlplane redis-server helm helm-lint helm-template test-imagebuilder test-argocd ## Run every test (envtest uses the control plane in bin/k8s), then fuzz each target for FUZZTIME.
 	$(GO) test -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -87,6 +87,7 @@ FUZZ_TARGETS := \
 	./internal/session:FuzzSessionFile \
 	./internal/session:FuzzJSONSummary \
 	./internal/session:FuzzJSONPath \
+	./internal/session/redisstore:FuzzItemRecord \
 	./internal/convert:FuzzTheaios \
 	./internal/convert:FuzzCondition \
 	./internal/server/fuzz:FuzzQuery
@@ -258,6 +259,16 @@ chart-crds: manifests ## Copy the generated CRDs into the chart.
 
 test-imagebuilder: ## Test hack/imagebuilder (a separate module).
 	GOWORK=off $(GO) -C hack/imagebuilder test -count=1 ./...
+
+# The Redis session store's tests run a real redis-server on 127.0.0.1 (they
+# skip, saying so, only when it is missing). Installs the Debian package when
+# missing and root with apt-get; otherwise says what to do.
+.PHONY: redis-server
+redis-server: ## Install redis-server (Debian) for the Redis session store tests, when missing.
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && apt-get install -y -q --no-install-recommends redis-server; \
+	  else echo "redis-server is missing: run 'apt-get install redis-server' as root, or the Redis session store tests skip" >&2; fi; }
 
 # A separate module keeps gopher-lua (Argo CD's Lua) out of the operator's
 # dependencies.

@@ -56,20 +56,38 @@ func refNames(refs []ParentReference) []string {
 }
 
 // SecretNames lists, sorted and once each, the Secrets a router reads for
-// itself: the embedding and rerank API keys.
+// itself (SecretRefs).
 func (r *ContextRouter) SecretNames() []string {
 	var names []string
-	if e := r.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
-		names = append(names, e.APIKeySecretRef.Name)
-	}
-	if rr := r.Spec.Ranking.Rerank; rr != nil && rr.APIKeySecretRef != nil {
-		names = append(names, rr.APIKeySecretRef.Name)
-	}
-	if len(names) == 0 {
-		return nil
+	for _, ref := range r.SecretRefs() {
+		names = append(names, ref.Name)
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
+}
+
+// FieldSecretRef is a Secret key an object reads, with the field naming it.
+// +kubebuilder:object:generate=false
+type FieldSecretRef struct {
+	Field string
+	SecretKeySelector
+}
+
+// SecretRefs lists the Secret keys a router reads for itself, in spec
+// order: the embedding and rerank API keys and, with the Redis session
+// store, the Redis password.
+func (r *ContextRouter) SecretRefs() []FieldSecretRef {
+	var out []FieldSecretRef
+	if e := r.Spec.Ranking.Embedding; e != nil && e.APIKeySecretRef != nil {
+		out = append(out, FieldSecretRef{"spec.ranking.embedding.apiKeySecretRef", *e.APIKeySecretRef})
+	}
+	if rr := r.Spec.Ranking.Rerank; rr != nil && rr.APIKeySecretRef != nil {
+		out = append(out, FieldSecretRef{"spec.ranking.rerank.apiKeySecretRef", *rr.APIKeySecretRef})
+	}
+	if s := &r.Spec.Sessions; s.Store == SessionStoreRedis && s.Redis != nil && s.Redis.PasswordSecretRef != nil {
+		out = append(out, FieldSecretRef{"spec.sessions.redis.passwordSecretRef", *s.Redis.PasswordSecretRef})
+	}
+	return out
 }
 
 // SecretNames lists, sorted and once each, the Secrets a source reads:

@@ -34,6 +34,13 @@ func TestSecretNames(t *testing.T) {
 		{"router one secret for both", (&ContextRouter{Spec: ContextRouterSpec{Ranking: RankingSpec{
 			Embedding: &EmbeddingSpec{APIKeySecretRef: &SecretKeySelector{Name: "ai", Key: "k"}},
 			Rerank:    &RerankSpec{APIKeySecretRef: &SecretKeySelector{Name: "ai", Key: "k"}}}}}).SecretNames(), []string{"ai"}},
+		{"router redis password, sorted", (&ContextRouter{Spec: ContextRouterSpec{
+			Ranking:  RankingSpec{Embedding: &EmbeddingSpec{APIKeySecretRef: &SecretKeySelector{Name: "emb", Key: "k"}}},
+			Sessions: SessionsSpec{Store: SessionStoreRedis, Redis: &RedisSpec{PasswordSecretRef: &SecretKeySelector{Name: "cache", Key: "password"}}}}}).SecretNames(),
+			[]string{"cache", "emb"}},
+		{"redis password of a Memory store is not read", (&ContextRouter{Spec: ContextRouterSpec{
+			Sessions: SessionsSpec{Store: SessionStoreMemory, Redis: &RedisSpec{PasswordSecretRef: &SecretKeySelector{Name: "cache", Key: "password"}}}}}).SecretNames(),
+			nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -115,6 +115,16 @@ type ContextRouterSpec struct {
 	// +kubebuilder:default={}
 	Deployment DeploymentSpec `json:"deployment,omitempty"`
 
+	// Sessions says where sessions are kept and how long (api.md §11.8).
+	// +optional
+	// +kubebuilder:default={}
+	Sessions SessionsSpec `json:"sessions,omitempty"`
+
+	// Phases sets the pack budget and kind priorities of each phase of a
+	// session (api.md §11.2).
+	// +optional
+	Phases *PhasesSpec `json:"phases,omitempty"`
+
 	// AllowEmpty lets the router serve a configuration that no ContextRoute
 	// attaches to, which answers every query with no context. Without it such
 	// a configuration is refused like an invalid one: the previous one keeps

@@ -35,6 +35,11 @@ const (
 	DefaultDenseWeight         = "0.5"
 	defaultRerankTopN    int32 = 20
 	defaultRerankTimeout       = 10 * time.Second
+	// DefaultSessionTTL, DefaultMaxSessions and DefaultSessionBytes are
+	// spec.sessions's defaults; the embedded store takes its own from them.
+	DefaultSessionTTL         = 24 * time.Hour
+	DefaultMaxSessions  int32 = 10000
+	DefaultSessionBytes       = "256Mi"
 )
 
 // defaultInclude returns a fresh slice so that defaulted objects never share
@@ -114,6 +119,12 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Tools.MinScore, "0")
 	setDefault(&s.Tools.MinConfidence, "0")
 	setDefault(&s.Tools.Expansion, ToolExpansionSynonyms)
+
+	setDefault(&s.Sessions.Store, SessionStoreMemory)
+	defaultDuration(&s.Sessions.TTL, DefaultSessionTTL)
+	setDefault(&s.Sessions.MaxSessions, DefaultMaxSessions)
+	defaultQuantity(&s.Sessions.MaxBytes, DefaultSessionBytes)
+	setDefault(&s.Sessions.Firewall.MaxChars, DefaultFirewallMaxChars)
 }
 
 // Default fills the fields the kubebuilder markers default. A route has none;

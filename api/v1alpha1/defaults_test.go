@@ -31,6 +31,8 @@ func TestDefault(t *testing.T) {
 		Auth:          AuthSpec{Mode: AuthNone},
 		Deployment:    DeploymentSpec{Replicas: ptr[int32](2)},
 		Tools:         RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0", Expansion: ToolExpansionSynonyms},
+		Sessions: SessionsSpec{Store: SessionStoreMemory, TTL: dur(24 * time.Hour), MaxSessions: 10000, MaxBytes: qty("256Mi"),
+			Firewall: FirewallSpec{MaxChars: 2000}},
 	}
 	tests := []struct {
 		name string
@@ -52,6 +54,8 @@ func TestDefault(t *testing.T) {
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
 				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
+				Sessions: SessionsSpec{Store: SessionStoreRedis, TTL: dur(time.Hour), MaxSessions: 5, MaxBytes: qty("1Mi"),
+					Firewall: FirewallSpec{MaxChars: 500}, Redis: &RedisSpec{Address: "r:6379"}},
 			}},
 			want: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
@@ -61,6 +65,8 @@ func TestDefault(t *testing.T) {
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
 				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
+				Sessions: SessionsSpec{Store: SessionStoreRedis, TTL: dur(time.Hour), MaxSessions: 5, MaxBytes: qty("1Mi"),
+					Firewall: FirewallSpec{MaxChars: 500}, Redis: &RedisSpec{Address: "r:6379"}},
 			}},
 		},
 		{

@@ -40,7 +40,8 @@ const (
 	// the router pod: its path is one the pod uses, or another source of the
 	// same router mounts a different volume there.
 	ReasonInvalidMount ConditionReason = "InvalidMount"
-	// ReasonSecretNotFound: a Secret, or a key of it, that the source reads does not exist.
+	// ReasonSecretNotFound: a Secret, or a key of it, that the source (or the
+	// router itself: its Redis password) reads does not exist.
 	ReasonSecretNotFound ConditionReason = "SecretNotFound"
 	// ReasonConfigMapNotFound: the ConfigMap of spec.directory.volume does not exist.
 	ReasonConfigMapNotFound ConditionReason = "ConfigMapNotFound"
@@ -84,6 +85,7 @@ var conditionReasons = map[string][]ConditionReason{
 		ReasonAccepted, ReasonInvalidName, ReasonInvalidSpec,
 		ReasonProgrammed, ReasonInvalid, ReasonInvalidPermissions, ReasonCompileFailed, ReasonBundleTooLarge, ReasonApplyFailed,
 		ReasonReady, ReasonNotProgrammed, ReasonDeploymentPending, ReasonRollingOut, ReasonReplicasNotReady, ReasonRolloutFailed,
+		ReasonSecretNotFound,
 	},
 	KindContextRoute: {
 		ReasonAccepted, ReasonInvalidSpec, ReasonInvalidCondition, ReasonNoMatchingParent, ReasonPending,

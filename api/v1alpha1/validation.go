@@ -192,6 +192,10 @@ func (r *ContextRouter) Validate() field.ErrorList {
 	}
 	allErrs = append(allErrs, validateResources(d.Child("resources"), &s.Deployment.Resources)...)
 	allErrs = append(allErrs, validateRouterTools(spec.Child("tools"), &s.Tools)...)
+	allErrs = append(allErrs, validateSessions(spec.Child("sessions"), &s.Sessions)...)
+	if s.Phases != nil {
+		allErrs = append(allErrs, validatePhases(spec.Child("phases"), s.Phases)...)
+	}
 	return allErrs
 }
 

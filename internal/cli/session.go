@@ -68,7 +68,12 @@ in the route phase).`,
 			if err != nil {
 				return err
 			}
-			req := session.Request{Phase: ph, Query: query, Agent: agent, Tags: tags, MaxTokens: maxTokens}
+			// The router's spec.phases and firewall bound, as serve applies them.
+			policy, err := session.NewPolicy(snap.RouterSpec())
+			if err != nil {
+				return err
+			}
+			req := session.Request{Phase: ph, Query: query, Agent: agent, Tags: tags, MaxTokens: maxTokens, Policy: policy}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			pack, resp, err := session.BuildFor(ctx, snap, sess, req)

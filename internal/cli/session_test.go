@@ -126,3 +126,45 @@ func TestSessionBuildErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionBuildRouterPolicy: the router's spec.phases and firewall bound
+// apply to session build, as on serve.
+func TestSessionBuildRouterPolicy(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(quickstart)); err != nil {
+		t.Fatal(err)
+	}
+	router := filepath.Join(dir, "router.yaml")
+	raw, err := os.ReadFile(router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := "spec:\n  sessions:\n    firewall: {maxChars: 100000}\n  phases:\n    answer: {budget: 5000, kindPriorities: {episode: \"0\"}}\n"
+	if err := os.WriteFile(router, []byte(strings.Replace(string(raw), "spec:\n", spec, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := writeSession(t)
+	pack := func(dir string) session.Pack {
+		out, stderr, code := run(t, "session", "build", "-f", dir, "-o", "json", "--items", file, "--phase", "answer", "--query", "vacation days")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var p session.Pack
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	def, custom := pack(quickstart), pack(dir)
+	if def.Budget != 6000 || len(def.Artifacts) != 1 {
+		t.Fatalf("quickstart: budget %d, %d artifacts; want the defaults 6000 and 1", def.Budget, len(def.Artifacts))
+	}
+	if custom.Budget != 5000 || len(custom.Artifacts) != 0 || custom.Stats.Firewalled != 0 {
+		t.Errorf("with spec.phases: budget %d, %d artifacts; want 5000 and none (maxChars 100000)", custom.Budget, len(custom.Artifacts))
+	}
+	for _, it := range custom.Items {
+		if it.Kind == "episode" && it.Score != 0 {
+			t.Errorf("episode weighed 0 scores %v", it.Score)
+		}
+	}
+}

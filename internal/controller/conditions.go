@@ -279,6 +279,39 @@ type sourceLookup struct {
 // them cannot authenticate anything.
 var gitAuthKeys = []string{sources.GitSecretToken, sources.GitSecretUsername, sources.GitSecretPassword, sources.GitSecretSSHKey}
 
+// secretProblems reports (through add) a Secret that secrets, a Secret
+// name → its data keys, does not hold, or that lacks the keys read from it:
+// all of them, or with anyOf one of them.
+func secretProblems(secrets map[string][]string, path, name string, keys []string, anyOf bool,
+	add func(reason v1alpha1.ConditionReason, path, format string, args ...any)) {
+	have, ok := secrets[name]
+	switch {
+	case !ok:
+		add(v1alpha1.ReasonSecretNotFound, path, "Secret %q not found", name)
+	case anyOf && !slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(have, k) }):
+		add(v1alpha1.ReasonSecretNotFound, path, "Secret %q has none of the keys %s", name, quoteList(keys, "or"))
+	case !anyOf:
+		for _, k := range keys {
+			if !slices.Contains(have, k) {
+				add(v1alpha1.ReasonSecretNotFound, path, "Secret %q has no key %q", name, k)
+			}
+		}
+	}
+}
+
+// routerSecretProblems lists the router's own Secret keys that secrets (a
+// Secret name → its data keys) lacks.
+func routerSecretProblems(r *v1alpha1.ContextRouter, secrets map[string][]string) problem.List {
+	var out problem.List
+	add := func(reason v1alpha1.ConditionReason, path, format string, args ...any) {
+		out = append(out, problem.Errorf(reason, v1alpha1.KindContextRouter, r.Name, path, format, args...))
+	}
+	for _, ref := range r.SecretRefs() {
+		secretProblems(secrets, ref.Field, ref.Name, []string{ref.Key}, false, add)
+	}
+	return out
+}
+
 // sourceRefProblems lists, in spec order, the Secrets, Secret keys,
 // ConfigMaps and PersistentVolumeClaims the source references that lookup
 // does not hold.
@@ -291,19 +324,7 @@ func sourceRefProblems(src *v1alpha1.ContextSource, lookup sourceLookup) problem
 		}
 	}
 	secret := func(path, name string, keys []string, anyOf bool) {
-		have, ok := lookup.secrets[name]
-		switch {
-		case !ok:
-			add(v1alpha1.ReasonSecretNotFound, path, "Secret %q not found", name)
-		case anyOf && !slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(have, k) }):
-			add(v1alpha1.ReasonSecretNotFound, path, "Secret %q has none of the keys %s", name, quoteList(keys, "or"))
-		case !anyOf:
-			for _, k := range keys {
-				if !slices.Contains(have, k) {
-					add(v1alpha1.ReasonSecretNotFound, path, "Secret %q has no key %q", name, k)
-				}
-			}
-		}
+		secretProblems(lookup.secrets, path, name, keys, anyOf, add)
 	}
 	s := &src.Spec
 	headers := func(at string, hs []v1alpha1.HTTPHeader) {

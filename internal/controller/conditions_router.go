@@ -31,6 +31,9 @@ type routerFacts struct {
 	Deployment *appsv1.Deployment
 	// Replicas is the desired replica count.
 	Replicas int32
+	// SecretProblems are the router's own Secret keys that do not exist
+	// (the Redis password): the pods run, but what needs them fails.
+	SecretProblems problem.List
 }
 
 // routerNameProblem checks that the router's name can name its Service and
@@ -104,6 +107,11 @@ func routerReady(gen int64, programmed metav1.Condition, f routerFacts) metav1.C
 	}
 	if programmed.Status != metav1.ConditionTrue {
 		return notReady(v1alpha1.ReasonNotProgrammed, "Programmed is False ("+programmed.Reason+")")
+	}
+	// A missing Secret is a configuration problem: it outranks the rollout's progress.
+	if ps := f.SecretProblems; len(ps) > 0 {
+		return notReady(v1alpha1.ReasonSecretNotFound, ps.Details()+
+			"; the router pods run, and what needs the Secret fails until it exists")
 	}
 	d := f.Deployment
 	if d == nil {

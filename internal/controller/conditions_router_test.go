@@ -237,3 +237,41 @@ func TestRouterConditions(t *testing.T) {
 		})
 	}
 }
+
+// TestRouterSecretProblems: a router whose Redis password Secret (or its
+// key) is missing is not Ready, with reason SecretNotFound naming the field,
+// even while its Deployment is healthy; a Memory store reads no Secret.
+func TestRouterSecretProblems(t *testing.T) {
+	router := func(store v1alpha1.SessionStoreType) *v1alpha1.ContextRouter {
+		r := &v1alpha1.ContextRouter{}
+		r.Name = "acme"
+		r.Spec.Sessions = v1alpha1.SessionsSpec{Store: store, Redis: &v1alpha1.RedisSpec{Address: "redis:6379",
+			PasswordSecretRef: &v1alpha1.SecretKeySelector{Name: "cache", Key: "password"}}}
+		return r
+	}
+	programmed := metav1.Condition{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionTrue, Reason: string(v1alpha1.ReasonProgrammed)}
+	healthy := deployment(3, 3, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2})
+	tests := []struct {
+		name    string
+		store   v1alpha1.SessionStoreType
+		secrets map[string][]string
+		reason  v1alpha1.ConditionReason
+		message string
+	}{
+		{"no Secret", v1alpha1.SessionStoreRedis, nil, v1alpha1.ReasonSecretNotFound,
+			`spec.sessions.redis.passwordSecretRef: Secret "cache" not found; the router pods run`},
+		{"no key", v1alpha1.SessionStoreRedis, map[string][]string{"cache": {"pass"}}, v1alpha1.ReasonSecretNotFound,
+			`spec.sessions.redis.passwordSecretRef: Secret "cache" has no key "password"`},
+		{"present", v1alpha1.SessionStoreRedis, map[string][]string{"cache": {"password"}}, v1alpha1.ReasonReady, "2 of 2 replicas ready"},
+		{"Memory store reads none", v1alpha1.SessionStoreMemory, nil, v1alpha1.ReasonReady, "2 of 2 replicas ready"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ps := routerSecretProblems(router(tt.store), tt.secrets)
+			c := routerReady(7, programmed, routerFacts{Deployment: healthy, Replicas: 2, SecretProblems: ps})
+			if c.Reason != string(tt.reason) || !strings.Contains(c.Message, tt.message) {
+				t.Errorf("Ready %s %s %q; want reason %s and %q", c.Status, c.Reason, c.Message, tt.reason, tt.message)
+			}
+		})
+	}
+}

@@ -12,9 +12,10 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
-// IndexRouterSecrets indexes ContextRouters by the Secret of
-// spec.ranking.embedding.apiKeySecretRef.
-const IndexRouterSecrets = "spec.ranking.embedding.apiKeySecretRef.name"
+// IndexRouterSecrets indexes ContextRouters by the Secrets they read for
+// themselves (ContextRouter.SecretNames: the embedding API key, the Redis
+// password).
+const IndexRouterSecrets = "spec.secretNames"
 
 // RouterSecretNames is the IndexRouterSecrets extractor.
 func RouterSecretNames(obj client.Object) []string {
@@ -105,17 +106,30 @@ func (m routerMapper) forSource(ctx context.Context, obj client.Object) []reconc
 }
 
 // forSecret maps a Secret to the routers that read it: through the sources
-// that name it, and directly for an embedding API key.
+// that name it, and directly (forOwnSecret).
 func (m routerMapper) forSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	s := newRouterSet(obj.GetNamespace())
 	m.addSourcesBy(ctx, s, IndexSourceSecrets, obj.GetName())
+	m.addOwnSecretRouters(ctx, s, obj.GetName())
+	return s.requests(ctx, m.c)
+}
+
+// forOwnSecret maps a Secret to the routers that read it for themselves
+// (an embedding API key, the Redis password), whose status says whether
+// the keys they read exist: a change of its keys is seen too.
+func (m routerMapper) forOwnSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	s := newRouterSet(obj.GetNamespace())
+	m.addOwnSecretRouters(ctx, s, obj.GetName())
+	return s.requests(ctx, m.c)
+}
+
+func (m routerMapper) addOwnSecretRouters(ctx context.Context, s *routerSet, secret string) {
 	var routers v1alpha1.ContextRouterList
-	if m.list(ctx, &routers, obj.GetNamespace(), IndexRouterSecrets, obj.GetName()) {
+	if m.list(ctx, &routers, s.ns, IndexRouterSecrets, secret) {
 		for _, r := range routers.Items {
 			s.names[r.Name] = true
 		}
 	}
-	return s.requests(ctx, m.c)
 }
 
 // forConfigMap maps a ConfigMap to the routers whose Directory sources mount it.

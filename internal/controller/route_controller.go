@@ -109,6 +109,13 @@ var createOrDeleteOnly = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
+// updateOnly passes updates only.
+var updateOnly = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
 // indexedRequests lists the objects of list's kind in namespace whose field
 // index key holds value and returns a request for each. A failed list is
 // logged: a map function cannot return an error, and the objects are

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -123,7 +124,7 @@ func (r *RouterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
-	for _, p := range []phase{r.checkName, r.gather, r.build, r.writeBundle, r.writeWorkload} {
+	for _, p := range []phase{r.checkName, r.checkSecrets, r.gather, r.build, r.writeBundle, r.writeWorkload} {
 		if ok, err := p(ctx, s); err != nil || !ok {
 			return ctrl.Result{}, err
 		}
@@ -139,6 +140,30 @@ func (r *RouterReconciler) checkName(_ context.Context, s *routerScope) (bool, e
 		s.concluded = true
 		return false, nil
 	}
+	return true, nil
+}
+
+// checkSecrets looks up the Secrets the router reads for itself (the
+// Redis password). They are read from the API server: the cache holds
+// Secrets as metadata only, and a missing key matters as much as a missing
+// Secret. Values are never kept, only key names.
+func (r *RouterReconciler) checkSecrets(ctx context.Context, s *routerScope) (bool, error) {
+	have := map[string][]string{}
+	for _, ref := range s.router.SecretRefs() {
+		if _, done := have[ref.Name]; done {
+			continue
+		}
+		sec := &corev1.Secret{}
+		err := r.reader().Get(ctx, types.NamespacedName{Namespace: s.router.Namespace, Name: ref.Name}, sec)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return false, fmt.Errorf("get Secret %s/%s: %w", s.router.Namespace, ref.Name, err)
+		default:
+			have[ref.Name] = slices.Sorted(maps.Keys(sec.Data))
+		}
+	}
+	s.facts.SecretProblems = routerSecretProblems(s.router, have)
 	return true, nil
 }
 
@@ -550,6 +575,9 @@ func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ContextClassifier{}, handler.EnqueueRequestsFromMapFunc(m.forClassifier), specChanged).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(m.forSecret),
 			builder.OnlyMetadata, builder.WithPredicates(createOrDeleteOnly)).
+		// Updates too, for the few routers that read a Secret themselves.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(m.forOwnSecret),
+			builder.OnlyMetadata, builder.WithPredicates(updateOnly)).
 		WatchesRawSource(watchDocumentConfigMaps(docs, m.forConfigMap)).
 		Complete(r)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -689,6 +690,51 @@ func TestRouterController(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("the Redis password Secret is mounted, and its absence reported", func(t *testing.T) {
+		ns := env.Namespace(t)
+		const password = "pw-envtest-3141"
+		mustCreate(t, c, tRouter(ns, "cache", func(r *v1alpha1.ContextRouter) {
+			r.Spec.Sessions = v1alpha1.SessionsSpec{Store: v1alpha1.SessionStoreRedis, Redis: &v1alpha1.RedisSpec{Address: "valkey:6379",
+				PasswordSecretRef: &v1alpha1.SecretKeySelector{Name: "sessions-redis", Key: "password"}}}
+		}))
+		r := waitRouter(t, c, ns, "cache", func(r *v1alpha1.ContextRouter) error {
+			return errors.Join(programmed(r), routerCond(r, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound))
+		})
+		if msg := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, `spec.sessions.redis.passwordSecretRef: Secret "sessions-redis" not found`) {
+			t.Errorf("Ready message %q", msg)
+		}
+		dep := &appsv1.Deployment{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "cache"}, dep); err != nil {
+			t.Fatal(err)
+		}
+		mounted := false
+		for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+			mounted = mounted || m.MountPath == "/etc/contextrouter/secrets/sessions-redis"
+		}
+		if !mounted {
+			t.Errorf("the password's Secret is not mounted: %+v", dep.Spec.Template.Spec.Containers[0].VolumeMounts)
+		}
+		// A Secret without the key, then with it.
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sessions-redis"}, StringData: map[string]string{"pass": password}}
+		mustCreate(t, c, secret)
+		waitRouter(t, c, ns, "cache", func(r *v1alpha1.ContextRouter) error {
+			if c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionReady); c == nil || !strings.Contains(c.Message, `has no key "password"`) {
+				return fmt.Errorf("Ready %+v", c)
+			}
+			return nil
+		})
+		mustChange(t, c, secret, func(s *corev1.Secret) { s.StringData = map[string]string{"password": password} })
+		r = waitRouter(t, c, ns, "cache", func(r *v1alpha1.ContextRouter) error {
+			if c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason == string(v1alpha1.ReasonSecretNotFound) {
+				return fmt.Errorf("Ready %+v", c)
+			}
+			return nil
+		})
+		if raw, _ := json.Marshal(r); strings.Contains(string(raw), password) {
+			t.Error("the password reached the router object")
+		}
 	})
 }
 

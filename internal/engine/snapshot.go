@@ -118,6 +118,7 @@ type docInfo struct {
 // Snapshot is an immutable compiled router. It is safe for concurrent queries.
 type Snapshot struct {
 	routerName    string
+	routerSpec    *v1alpha1.ContextRouterSpec
 	defaultAccess v1alpha1.AccessPolicy
 	maxTokens     int
 	reserveTokens int
@@ -172,6 +173,10 @@ func (s *Snapshot) Hash() string { return s.hash }
 
 // Router is the name of the compiled router.
 func (s *Snapshot) Router() string { return s.routerName }
+
+// RouterSpec is the router's defaulted spec, for settings other packages
+// read (sessions, phases). Callers must not change it.
+func (s *Snapshot) RouterSpec() *v1alpha1.ContextRouterSpec { return s.routerSpec }
 
 // Estimator is the router's token estimator (spec.budget).
 func (s *Snapshot) Estimator() budget.Estimator { return s.est }
@@ -235,6 +240,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	rs := &r.Spec
 	s := &Snapshot{
 		routerName: r.Name,
+		routerSpec: rs,
 		sources:    map[string]*sourceState{},
 		built:      time.Now(),
 		cache:      opts.Cache,

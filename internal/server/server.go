@@ -32,6 +32,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/sessionstore"
 )
 
 // Defaults of Options.
@@ -138,9 +139,10 @@ type Server struct {
 	plainMetrics http.Handler
 	// mcp is the /mcp endpoint.
 	mcp http.Handler
-	// sessions is the session store; ownStore when the server opened it.
+	// sessions is the store Options.SessionStore gave; otherwise holder
+	// keeps the store each configuration names.
 	sessions session.Store
-	ownStore bool
+	holder   *sessionstore.Holder
 
 	// firstGuard is the guard of the last configuration read while none
 	// serves yet, so that a token-mode router's status and metrics are not
@@ -332,6 +334,7 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 			return false, fmt.Errorf("%s %q: spec.auth.mode %s: %w", v1alpha1.KindContextRouter, cfg.Router.Name, v1alpha1.AuthServiceAccountToken, err)
 		}
 	}
+	s.updateSessionStore(cfg)
 	old := s.state.Load()
 	if old != nil && old.snap.Hash() == snap.Hash() {
 		// Same configuration and content: keep the warm snapshot and its sources.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/sessionstore"
 )
 
 // The session API (api.md §11.9): writes to an agent's session, context
@@ -47,32 +48,49 @@ func (s *Server) sessionRoute(path string) (counter string, h http.HandlerFunc, 
 	return "", nil, false
 }
 
-// openSessionStore sets the server's store: the one given, or an embedded
-// store bounded by opts.Sessions.
+// openSessionStore sets up the server's store: the one given, or the one
+// each configuration's spec.sessions names (sessionstore.Holder; the
+// sidecar's is always embedded), opened when the first configuration loads.
 func (s *Server) openSessionStore() error {
 	if s.opts.SessionStore != nil {
 		s.sessions = s.opts.SessionStore
 		return nil
 	}
-	m, err := session.NewMemStore(s.opts.Sessions)
-	if err != nil {
-		return err
-	}
-	for _, err := range m.Skipped() {
-		s.log.Error("session file not read; its session is left out", "error", err.Error())
-	}
-	s.sessions, s.ownStore = m, true
+	s.holder = sessionstore.NewHolder(sessionstore.Where{Local: s.opts.Agent != "", Memory: s.opts.Sessions})
 	return nil
+}
+
+// updateSessionStore makes the store of a newly compiled configuration
+// current; a store that cannot open (a missing password Secret) answers 503
+// with the reason while queries go on.
+func (s *Server) updateSessionStore(cfg *engine.Config) {
+	if s.holder == nil {
+		return
+	}
+	before := s.holder.Store()
+	if err := s.holder.Update(&cfg.Router, s.opts.Engine.Secrets); err != nil {
+		s.log.Error("session store not available; sessions answer 503 until a configuration fixes it", "error", err.Error())
+	}
+	if m, ok := s.holder.Store().(*session.MemStore); ok && s.holder.Store() != before {
+		for _, err := range m.Skipped() {
+			s.log.Error("session file not read; its session is left out", "error", err.Error())
+		}
+	}
 }
 
 // sessionStore is the store requests use: every request asks here, so a
 // store that changes with the configuration is picked up per request.
-func (s *Server) sessionStore() session.Store { return s.sessions }
+func (s *Server) sessionStore() session.Store {
+	if s.holder != nil {
+		return s.holder.Store()
+	}
+	return s.sessions
+}
 
 // closeSessionStore closes the store the server opened.
 func (s *Server) closeSessionStore() {
-	if s.ownStore {
-		if err := s.sessions.Close(); err != nil {
+	if s.holder != nil {
+		if err := s.holder.Close(); err != nil {
 			s.log.Error("closing the session store", "error", err.Error())
 		}
 	}
@@ -188,7 +206,7 @@ func (s *Server) sessionError(id string, err error) *httpError {
 		s.log.Warn("session store unavailable", "error", err.Error())
 		return errorf(http.StatusServiceUnavailable, "%v; nothing was written, retry later", err)
 	case errors.As(err, &limit):
-		if limit.Limit == "maxSessions" || limit.Limit == "maxBytes" {
+		if limit.Limit == "maxSessions" || limit.Limit == "maxBytes" || limit.Limit == "maxmemory" {
 			return errorf(http.StatusInsufficientStorage, "%s", limit.Msg)
 		}
 		return errorf(http.StatusRequestEntityTooLarge, "%s", limit.Msg)

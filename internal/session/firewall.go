@@ -8,11 +8,13 @@ import (
 	"strings"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
 // DefaultFirewallMaxChars is the size (characters) above which a tool result
 // is stored as an artifact and replaced by a summary.
-const DefaultFirewallMaxChars = 2000
+const DefaultFirewallMaxChars = int(v1alpha1.DefaultFirewallMaxChars)
 
 // Summary bounds: a summary stays a few hundred tokens whatever the result.
 const (

@@ -19,14 +19,20 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
-// Defaults of StoreConfig (api.md §11.9): the one place they are defined
-// in Go; spec.sessions's schema defaults are the same values.
+// Defaults of StoreConfig (api.md §11.9): spec.sessions's defaults.
+var (
+	DefaultTTL         = v1alpha1.DefaultSessionTTL
+	DefaultMaxSessions = int(v1alpha1.DefaultMaxSessions)
+	DefaultMaxBytes    = func() int64 { q := resource.MustParse(v1alpha1.DefaultSessionBytes); return q.Value() }()
+)
+
 const (
-	DefaultTTL         = 24 * time.Hour
-	DefaultMaxSessions = 10_000
-	DefaultMaxBytes    = 256 << 20
 	// MaxSessionIDBytes bounds a session id; see ValidateSessionID.
 	MaxSessionIDBytes = 128
 )

@@ -29,13 +29,9 @@ var Phases = []Phase{PhaseRoute, PhaseCall, PhaseInterpret, PhaseAnswer}
 // defaultBudgets are the phase budgets in tokens, in the order of Phases.
 var defaultBudgets = [...]int{2000, 3000, 4000, 6000}
 
-// DefaultBudget is the token budget of a phase (0 for an unknown phase).
-func DefaultBudget(p Phase) int {
-	if i := slices.Index(Phases, p); i >= 0 {
-		return defaultBudgets[i]
-	}
-	return 0
-}
+// DefaultBudget is the default token budget of a phase (0 for an unknown
+// phase); a router's spec.phases may change it (Policy).
+func DefaultBudget(p Phase) int { return defaultPolicy.Budget(p) }
 
 // ParsePhase checks a phase name.
 func ParsePhase(s string) (Phase, error) {
@@ -50,7 +46,7 @@ const (
 	DefaultMemoryShare    = 0.25
 	DefaultDedupThreshold = 0.9
 	// MaxBudget bounds max_tokens and every phase budget.
-	MaxBudget = 1_000_000
+	MaxBudget = int(v1alpha1.MaxPhaseBudget)
 )
 
 // Sections, in render order.
@@ -92,7 +88,10 @@ type Options struct {
 	Access *engine.Access
 	// Estimator counts tokens (nil: CharsDiv4).
 	Estimator budget.Estimator
-	// FirewallMaxChars (0: DefaultFirewallMaxChars).
+	// Policy is the router's phase budgets, kind priorities and firewall
+	// bound (nil: the defaults).
+	Policy *Policy
+	// FirewallMaxChars, when > 0, replaces the policy's firewall bound.
 	FirewallMaxChars int
 	// Knowledge are chunks of the query pipeline for Query, in its order.
 	Knowledge []engine.Chunk
@@ -207,7 +206,11 @@ func Build(s *Session, opts Options) (*Pack, error) {
 	if opts.MaxTokens < 0 || opts.MaxTokens > MaxBudget {
 		return nil, fmt.Errorf("max_tokens is %d; it must be between 0 and %d", opts.MaxTokens, MaxBudget)
 	}
-	limit := defaultBudgets[pi]
+	pol := opts.Policy
+	if pol == nil {
+		pol = &defaultPolicy
+	}
+	limit := pol.budgets[pi]
 	if opts.MaxTokens > 0 {
 		limit = min(limit, opts.MaxTokens)
 	}
@@ -222,9 +225,9 @@ func Build(s *Session, opts Options) (*Pack, error) {
 	}
 	maxChars := opts.FirewallMaxChars
 	if maxChars <= 0 {
-		maxChars = DefaultFirewallMaxChars
+		maxChars = pol.firewallMaxChars
 	}
-	b := builder{est: est, weights: &kindWeights[pi], limit: limit, dict: map[string]uint32{}, words: map[string]int32{}}
+	b := builder{est: est, weights: &pol.weights[pi], limit: limit, dict: map[string]uint32{}, words: map[string]int32{}}
 	b.queryTerms(opts.Query)
 	b.tags = opts.Tags
 	pack := &Pack{Phase: opts.Phase, Budget: limit, Sections: []Section{}, Items: []PackItem{},

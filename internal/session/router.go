@@ -15,12 +15,21 @@ type Request struct {
 	Agent     string
 	Tags      []string
 	MaxTokens int
+	// Policy is the router's (NewPolicy of the snapshot's spec); nil:
+	// BuildFor makes it. Callers that serve many packs from one snapshot
+	// make it once.
+	Policy *Policy
 }
 
 // QueryRequest is the query a pack request runs for its knowledge: the
-// question for the agent, bounded by the phase budget.
+// question for the agent, bounded by the phase budget (the policy's, or the
+// default).
 func (r *Request) QueryRequest() engine.Request {
-	q := engine.Request{Text: r.Query, Agent: r.Agent, Tags: r.Tags, MaxTokens: DefaultBudget(r.Phase)}
+	budget := DefaultBudget(r.Phase)
+	if r.Policy != nil {
+		budget = r.Policy.Budget(r.Phase)
+	}
+	q := engine.Request{Text: r.Query, Agent: r.Agent, Tags: r.Tags, MaxTokens: budget}
 	if r.MaxTokens > 0 {
 		q.MaxTokens = min(q.MaxTokens, r.MaxTokens)
 	}
@@ -36,7 +45,8 @@ func (e *QueryError) Unwrap() error { return e.Err }
 
 // BuildFor builds the pack of s with a compiled router: the agent's merged
 // permissions set the sensitivity floor, the router's estimator counts
-// tokens, and with a query the router's query pipeline runs for the agent
+// tokens, its spec.phases and firewall bound apply (req.Policy), and with a
+// query the router's query pipeline runs for the agent
 // (its chunks become the knowledge; in the route phase its tool cards the
 // pack's tools). The query's response is returned too (nil without a query)
 // for its warnings. An invalid session or request is an *Error or a plain
@@ -45,9 +55,16 @@ func BuildFor(ctx context.Context, snap *engine.Snapshot, s *Session, req Reques
 	if _, err := ParsePhase(string(req.Phase)); err != nil {
 		return nil, nil, err
 	}
+	if req.Policy == nil {
+		p, err := NewPolicy(snap.RouterSpec())
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Policy = p
+	}
 	access := snap.AccessFor(req.Agent)
 	opts := Options{Phase: req.Phase, Query: req.Query, Tags: req.Tags, MaxTokens: req.MaxTokens,
-		Access: &access, Estimator: snap.Estimator()}
+		Access: &access, Estimator: snap.Estimator(), Policy: req.Policy}
 	var resp *engine.Response
 	if req.Query != "" {
 		// Check the session first: a bad one must not cost a query.

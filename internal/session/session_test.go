@@ -240,22 +240,8 @@ func TestSensitivityFloorMemory(t *testing.T) {
 	})
 }
 
-func bigJSON(n int) string {
-	type row struct {
-		ID     int     `json:"id"`
-		Name   string  `json:"name"`
-		Amount float64 `json:"amount"`
-	}
-	rows := make([]row, n)
-	for i := range rows {
-		rows[i] = row{i, fmt.Sprintf("invoice-%04d-deepvalue", i), float64(i) * 10.5}
-	}
-	b, _ := json.Marshal(map[string]any{"status": "ok", "count": n, "invoices": rows, "page": map[string]int{"n": 1, "of": 3}})
-	return string(b)
-}
-
 func TestFirewall(t *testing.T) {
-	j := bigJSON(200)
+	j := BigJSON(200)
 	if len(j) < 10_000 {
 		t.Fatalf("fixture is %d bytes; want > 10 kB", len(j))
 	}
@@ -413,7 +399,7 @@ func TestScoring(t *testing.T) {
 }
 
 func TestDeterminism(t *testing.T) {
-	s := benchSession()
+	s := BenchSession()
 	o := Options{Phase: PhaseInterpret, Query: "invoice status", Tags: []string{"billing"}}
 	var first []byte
 	for i := range 5 {
@@ -497,39 +483,8 @@ func TestReadJSONL(t *testing.T) {
 	}
 }
 
-// benchSession is 200 items: turns, messages, 40 tool call/result pairs of
-// which 10 results are oversized JSON, facts, snippets and a policy.
-func benchSession() *Session {
-	s := &Session{}
-	for i := range 10 {
-		s.Facts = append(s.Facts, Fact{Key: fmt.Sprint("pref", i), Value: fmt.Sprint("value number ", i)})
-		s.Episodes = append(s.Episodes, Episode{ID: fmt.Sprint("ep", i), Text: fmt.Sprintf("on day %d the user asked about invoice batch %d", i, i*3)})
-	}
-	s.Items = append(s.Items, Item{ID: "policy", Kind: KindPolicy, Text: "Never send money without approval."})
-	big := bigJSON(200)
-	for i := 0; len(s.Items) < 200; i++ {
-		switch i % 5 {
-		case 0:
-			s.Items = append(s.Items, Item{ID: fmt.Sprintf("u%03d", i), Kind: KindUserTurn, Text: fmt.Sprintf("please check invoice %d status for customer %d", i, i%7), Tags: []string{"billing"}})
-		case 1:
-			s.Items = append(s.Items, Item{ID: fmt.Sprintf("c%03d", i), Kind: KindToolCall, Text: fmt.Sprintf("invoices.get(id=%d)", i)})
-		case 2:
-			text := fmt.Sprintf(`{"id": %d, "status": "paid", "amount": %d}`, i, i*12)
-			if i%20 == 2 && i < 200 {
-				text = big
-			}
-			s.Items = append(s.Items, Item{ID: fmt.Sprintf("r%03d", i), Kind: KindToolResult, ParentID: fmt.Sprintf("c%03d", i-1), Text: text})
-		case 3:
-			s.Items = append(s.Items, Item{ID: fmt.Sprintf("a%03d", i), Kind: KindAgentMessage, Text: fmt.Sprintf("invoice %d is paid; the amount was %d euros and it settled on day %d", i, i*12, i%30)})
-		default:
-			s.Items = append(s.Items, Item{ID: fmt.Sprintf("d%03d", i), Kind: KindDocSnippet, Text: fmt.Sprintf("Refund policy section %d: refunds over %d euros need a second approver.", i, i*10)})
-		}
-	}
-	return s
-}
-
 func TestBenchSessionShape(t *testing.T) {
-	s := benchSession()
+	s := BenchSession()
 	n := 0
 	for _, it := range s.Items {
 		if it.Kind == KindToolResult && len(it.Text) > DefaultFirewallMaxChars {
@@ -546,7 +501,7 @@ func TestBenchSessionShape(t *testing.T) {
 }
 
 func BenchmarkBuild200(b *testing.B) {
-	s := benchSession()
+	s := BenchSession()
 	for _, ph := range []Phase{PhaseRoute, PhaseAnswer} {
 		b.Run(string(ph), func(b *testing.B) {
 			o := Options{Phase: ph, Query: "invoice status", Tags: []string{"billing"}}

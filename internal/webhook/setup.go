@@ -141,7 +141,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// The controllers already watch routers and sources, so reference checks
 	// read the cache and ask the API server only about names it lacks.
 	cached, live := mgr.GetClient(), mgr.GetAPIReader()
-	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ContextRouter{}).WithValidator(NewRouterValidator()).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ContextRouter{}).WithValidator(NewRouterValidator(cached, live)).Complete(); err != nil {
 		return fmt.Errorf("webhook: ContextRouter: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ContextRoute{}).WithValidator(NewRouteValidator(cached, live)).Complete(); err != nil {

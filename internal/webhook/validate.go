@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,13 +58,54 @@ type validator[T object[T]] struct {
 }
 
 // NewRouterValidator validates ContextRouters: Validate plus the engine's
-// router checks (an unsupported ranking strategy, invalid variables).
-func NewRouterValidator() admission.Validator[*v1alpha1.ContextRouter] {
-	return &validator[*v1alpha1.ContextRouter]{
+// router checks (an unsupported ranking strategy, invalid variables). With a
+// cached reader, the Secrets the router reads for itself (the Redis
+// password) that do not exist are reported as warnings; live (optional,
+// uncached) confirms each absence the cache reports.
+func NewRouterValidator(cached, live client.Reader) admission.Validator[*v1alpha1.ContextRouter] {
+	v := &validator[*v1alpha1.ContextRouter]{
 		kind:  v1alpha1.KindContextRouter,
 		check: engine.CheckRouter,
 		spec:  func(r *v1alpha1.ContextRouter) any { return r.Spec },
 	}
+	if cached != nil {
+		rr := refReaders{cached: cached, live: live}
+		v.warn = rr.secretWarnings
+	}
+	return v
+}
+
+// secretWarnings names the Secrets a router reads for itself that do not
+// exist. The router is admitted: the Secret may come next, and until it
+// does the router reports Ready=False, reason SecretNotFound. Secrets are
+// looked up as metadata only (the operator never caches their data), so a
+// missing key is left to the router's status.
+func (r refReaders) secretWarnings(ctx context.Context, router *v1alpha1.ContextRouter) admission.Warnings {
+	refs := router.SecretRefs()
+	if len(refs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, refLookupTimeout)
+	defer cancel()
+	secret := func() client.Object {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		return m
+	}
+	var ps problem.List
+	for _, ref := range refs {
+		key := client.ObjectKey{Namespace: router.Namespace, Name: ref.Name}
+		err := r.cached.Get(ctx, key, secret())
+		if apierrors.IsNotFound(err) && r.live != nil {
+			// Confirm: the cache may not have seen a Secret created a moment ago.
+			err = r.live.Get(ctx, key, secret())
+		}
+		if apierrors.IsNotFound(err) {
+			ps = append(ps, warning(v1alpha1.ReasonSecretNotFound, ref.Field+".name",
+				"Secret %q not found in namespace %q; the router reports Ready=False until it exists", ref.Name, router.Namespace))
+		}
+	}
+	return warnings(ps)
 }
 
 // NewRouteValidator validates ContextRoutes: Validate plus the CEL compile of

@@ -192,7 +192,7 @@ func TestRouterValidator(t *testing.T) {
 			s.Variables = map[string]apiextensionsv1.JSON{"team": {Raw: []byte(`{`)}}
 		}), []want{{"spec.variables.team", []string{"invalid JSON"}}}},
 	}
-	v := NewRouterValidator()
+	v := NewRouterValidator(nil, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := v.ValidateCreate(context.Background(), tt.router)
@@ -431,7 +431,7 @@ func TestUpdateAndDelete(t *testing.T) {
 
 	// Defaulting counts as no change: a router stored without defaults and
 	// updated with them spelled out has the same spec.
-	rv := NewRouterValidator()
+	rv := NewRouterValidator(nil, nil)
 	bare := &v1alpha1.ContextRouter{ObjectMeta: meta("main"), Spec: v1alpha1.ContextRouterSpec{
 		Ranking: v1alpha1.RankingSpec{Strategy: v1alpha1.RankingEmbedding},
 	}}
@@ -473,7 +473,7 @@ func TestWebhookAndValidateAgree(t *testing.T) {
 		ctx := context.Background()
 		switch {
 		case len(set.Routers) == 1:
-			_, err = NewRouterValidator().ValidateCreate(ctx, &set.Routers[0])
+			_, err = NewRouterValidator(nil, nil).ValidateCreate(ctx, &set.Routers[0])
 		case len(set.Routes) == 1:
 			_, err = NewRouteValidator(nil, nil).ValidateCreate(ctx, &set.Routes[0])
 		case len(set.Sources) == 1:

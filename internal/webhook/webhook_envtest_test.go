@@ -9,7 +9,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -121,6 +123,33 @@ func TestAdmission(t *testing.T) {
 		want := `spec.denySources[0]: ContextSource "salaries" not found in namespace "` + ns + `"; the entry takes effect once it exists`
 		if got := warnings.take(); len(got) != 1 || got[0] != want {
 			t.Errorf("warnings %q, want [%q]", got, want)
+		}
+	})
+
+	t.Run("router naming a missing Redis password Secret is created with a warning", func(t *testing.T) {
+		ns := env.Namespace(t)
+		warnings.take()
+		r := &v1alpha1.ContextRouter{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: ns}, Spec: v1alpha1.ContextRouterSpec{
+			Sessions: v1alpha1.SessionsSpec{Store: v1alpha1.SessionStoreRedis, Redis: &v1alpha1.RedisSpec{Address: "valkey:6379",
+				PasswordSecretRef: &v1alpha1.SecretKeySelector{Name: "sessions-redis", Key: "password"}}}}}
+		if err := c.Create(ctx, r); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		want := `spec.sessions.redis.passwordSecretRef.name: Secret "sessions-redis" not found in namespace "` + ns + `"; the router reports Ready=False until it exists`
+		if got := warnings.take(); len(got) != 1 || got[0] != want {
+			t.Errorf("warnings %q, want [%q]", got, want)
+		}
+		// Once the Secret exists (created a moment ago: the live read confirms it), no warning.
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sessions-redis", Namespace: ns},
+			StringData: map[string]string{"password": "pw"}}); err != nil {
+			t.Fatal(err)
+		}
+		r.Spec.Sessions.TTL = &metav1.Duration{Duration: time.Hour}
+		if err := c.Update(ctx, r); err != nil {
+			t.Fatalf("update: %v", err)
+		}
+		if got := warnings.take(); len(got) != 0 {
+			t.Errorf("warnings %q, want none", got)
 		}
 	})
 

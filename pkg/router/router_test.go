@@ -130,3 +130,25 @@ func TestBuildPackErrors(t *testing.T) {
 		t.Errorf("pack with a query lacks the turn or the knowledge:\n%s", pack.Text)
 	}
 }
+
+// A router's spec.phases set its packs' budgets.
+func TestBuildPackPhases(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write(t, dir, strings.NewReplacer("SEARCH_URL", "http://127.0.0.1:1/search",
+		"spec: {defaultAccess: Allow}", "spec: {defaultAccess: Allow, phases: {answer: {budget: 700}}}").Replace(manifests))
+	r, err := router.Load(ctx, []string{dir}, router.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &router.Session{Items: []router.Item{{ID: "u1", Kind: "user_turn", Text: "When does the freeze start?"}}}
+	for ph, want := range map[router.Phase]int{router.PhaseAnswer: 700, router.PhaseRoute: 2000} {
+		pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: ph})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pack.Budget != want {
+			t.Errorf("%s: budget %d, want %d", ph, pack.Budget, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/contextrouter/contextrouter/internal/session"
@@ -169,6 +170,44 @@ var cases = []struct {
 		}
 		if _, err := s.Artifact(ctx, alice, "sha256:"+strings.Repeat("0", 64)); !errors.Is(err, session.ErrNotFound) {
 			t.Errorf("unknown ref: %v, want ErrNotFound", err)
+		}
+	}},
+	{"concurrent writes to one session lose nothing", func(t *testing.T, s session.Store) {
+		const writers, per = 4, 10
+		var wg sync.WaitGroup
+		errs := make(chan error, writers*per)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range per {
+					it := session.Item{ID: fmt.Sprintf("w%d-%d", w, i), Kind: session.KindAgentMessage, Text: "x"}
+					if _, err := s.Append(ctx, "s1", alice, session.Delta{Items: []session.Item{it}}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		got, err := s.Load(ctx, "s1", alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := make([]int, writers)
+		for _, it := range got.Items {
+			var w, i int
+			if _, err := fmt.Sscanf(it.ID, "w%d-%d", &w, &i); err != nil || i != next[w] {
+				t.Fatalf("item %s out of its writer's order (want w%d-%d)", it.ID, w, next[w])
+			}
+			next[w]++
+		}
+		if len(got.Items) != writers*per {
+			t.Errorf("%d items, want %d", len(got.Items), writers*per)
 		}
 	}},
 	{"a loaded session is the caller's copy", func(t *testing.T, s session.Store) {

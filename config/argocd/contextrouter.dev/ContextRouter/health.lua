@@ -1,7 +1,7 @@
 -- Argo CD health of a contextrouter.dev ContextRouter.
 -- Healthy: Ready=True for the current generation (every replica runs the
--- current bundle). Degraded: the bundle cannot be built or written, or the
--- rollout failed. Progressing: anything the operator is still working on.
+-- current bundle). Degraded: the bundle cannot be built or written, the
+-- rollout failed, or a Secret the router reads is missing. Progressing: anything the operator is still working on.
 local hs = {}
 
 local function condition(conditions, type)
@@ -50,7 +50,9 @@ if ready.status == "True" then
   hs.message = ready.message or ""
   return hs
 end
-if ready.status == "False" and ready.reason == "RolloutFailed" then
+-- A Secret the router reads for itself (its Redis password) is missing: the
+-- pods run, but what needs it fails until it exists.
+if ready.status == "False" and (ready.reason == "RolloutFailed" or ready.reason == "SecretNotFound") then
   hs.status = "Degraded"
   hs.message = describe(ready)
   return hs

@@ -1,0 +1,154 @@
+package v1alpha1
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SessionStoreType names where a router keeps sessions.
+// +kubebuilder:validation:Enum=Memory;Redis
+type SessionStoreType string
+
+const (
+	// SessionStoreMemory keeps sessions in the router process (each replica
+	// its own).
+	SessionStoreMemory SessionStoreType = "Memory"
+	// SessionStoreRedis keeps sessions in a Redis or Valkey server that the
+	// replicas share.
+	SessionStoreRedis SessionStoreType = "Redis"
+)
+
+// As for BudgetSpec, the rule must pass on the schema default {} of spec.sessions.
+// +kubebuilder:validation:XValidation:rule="!has(self.store) || self.store != 'Redis' || has(self.redis)",message="redis is required when store is Redis"
+
+// SessionsSpec says where sessions are kept and how long (api.md §11.8).
+type SessionsSpec struct {
+	// Store is Memory (in the router process) or Redis (a server the
+	// replicas share; set redis).
+	// +optional
+	// +kubebuilder:default=Memory
+	Store SessionStoreType `json:"store,omitempty"`
+
+	// TTL is the idle time after which a session expires: every read and
+	// write of the session starts it again. From 1m to 720h.
+	// +optional
+	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('720h')",message="ttl must be between 1m and 720h"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// MaxSessions bounds the sessions of the Memory store.
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	MaxSessions int32 `json:"maxSessions,omitempty"`
+
+	// MaxBytes bounds the size of the Memory store's sessions.
+	// +optional
+	// +kubebuilder:default="256Mi"
+	MaxBytes *resource.Quantity `json:"maxBytes,omitempty"`
+
+	// Firewall bounds the tool results that enter a pack whole.
+	// +optional
+	// +kubebuilder:default={}
+	Firewall FirewallSpec `json:"firewall,omitempty"`
+
+	// Redis is the server of the Redis store.
+	// +optional
+	Redis *RedisSpec `json:"redis,omitempty"`
+}
+
+// FirewallSpec configures the tool-result firewall (api.md §11.4).
+type FirewallSpec struct {
+	// MaxChars: a tool_result longer than this many characters is stored as
+	// an artifact and replaced by a summary in packs.
+	// +optional
+	// +kubebuilder:default=2000
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=262144
+	MaxChars int32 `json:"maxChars,omitempty"`
+}
+
+// RedisSpec names a Redis or Valkey server (a standalone server or a
+// primary, not a cluster).
+type RedisSpec struct {
+	// Address is host:port.
+	// +required
+	// +kubebuilder:validation:MaxLength=259
+	// +kubebuilder:validation:Pattern=`^[^/@?# ]+:[0-9]+$`
+	Address string `json:"address"`
+
+	// PasswordSecretRef holds the password (AUTH).
+	// +optional
+	PasswordSecretRef *SecretKeySelector `json:"passwordSecretRef,omitempty"`
+
+	// DB is the database number.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1023
+	DB int32 `json:"db,omitempty"`
+
+	// KeyPrefix starts every key the router writes, so that several
+	// routers can share a server. Empty: "contextrouter:NAMESPACE/ROUTER:".
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	KeyPrefix string `json:"keyPrefix,omitempty"`
+
+	// TLS connects with TLS, verifying the server's certificate.
+	// +optional
+	TLS bool `json:"tls,omitempty"`
+}
+
+// PhasesSpec sets each LLM-call phase's pack budget and kind priorities
+// (api.md §11.2); what is unset keeps the defaults listed there.
+type PhasesSpec struct {
+	// +optional
+	Route *PhaseSpec `json:"route,omitempty"`
+	// +optional
+	Call *PhaseSpec `json:"call,omitempty"`
+	// +optional
+	Interpret *PhaseSpec `json:"interpret,omitempty"`
+	// +optional
+	Answer *PhaseSpec `json:"answer,omitempty"`
+}
+
+// PhaseSpec is one phase's settings.
+type PhaseSpec struct {
+	// Budget of a pack, in tokens; unset, the phase's default.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Budget *int32 `json:"budget,omitempty"`
+
+	// KindPriorities weigh entry kinds in this phase: an item kind or
+	// "episode" → a decimal in [0, 1]. Kinds not listed keep their default
+	// weight.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['user_turn', 'agent_message', 'tool_call', 'tool_result', 'doc_snippet', 'memory_fact', 'plan_state', 'policy', 'episode'])",message="kindPriorities keys must be item kinds or episode"
+	KindPriorities map[string]KindPriority `json:"kindPriorities,omitempty"`
+}
+
+// KindPriority is a decimal in [0, 1], such as "0.8".
+// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+type KindPriority string
+
+// SessionEntryKinds are the keys of kindPriorities: the session item kinds
+// (internal/session.Kinds, whose test holds the two lists equal) and
+// episode.
+var SessionEntryKinds = []string{"user_turn", "agent_message", "tool_call", "tool_result", "doc_snippet", "memory_fact", "plan_state", "policy", "episode"}
+
+// Bounds and defaults of spec.sessions.
+const (
+	MinSessionTTL = time.Minute
+	MaxSessionTTL = 720 * time.Hour
+	// DefaultFirewallMaxChars is also the firewall's own default.
+	DefaultFirewallMaxChars int32 = 2000
+	MinFirewallMaxChars     int32 = 100
+	MaxFirewallMaxChars     int32 = 262144
+	MaxSessionsLimit        int32 = 1_000_000
+	MaxPhaseBudget          int32 = 1_000_000
+	maxRedisDB              int32 = 1023
+	maxKeyPrefix                  = 256
+)

@@ -1,0 +1,72 @@
+package session
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+)
+
+// Policy is what a router's spec sets for every pack: the budget and kind
+// priorities of each phase (spec.phases) and the firewall bound
+// (spec.sessions.firewall). Make it once per compiled configuration.
+type Policy struct {
+	budgets          [len(defaultBudgets)]int
+	weights          [len(kindWeights)][9]float64
+	firewallMaxChars int
+}
+
+// defaultPolicy holds the defaults of api.md §11.2 and §11.4.
+var defaultPolicy = Policy{budgets: defaultBudgets, weights: kindWeights, firewallMaxChars: DefaultFirewallMaxChars}
+
+// NewPolicy reads a router's spec (nil: the defaults). Values Validate
+// refuses are errors here too, naming the field.
+func NewPolicy(spec *v1alpha1.ContextRouterSpec) (*Policy, error) {
+	p := defaultPolicy
+	if spec == nil {
+		return &p, nil
+	}
+	if n := spec.Sessions.Firewall.MaxChars; n > 0 {
+		p.firewallMaxChars = int(n)
+	}
+	ps := spec.Phases
+	if ps == nil {
+		return &p, nil
+	}
+	for i, ph := range [...]*v1alpha1.PhaseSpec{ps.Route, ps.Call, ps.Interpret, ps.Answer} {
+		if ph == nil {
+			continue
+		}
+		at := "spec.phases." + string(Phases[i])
+		if b := ph.Budget; b != nil {
+			if *b < 1 || int(*b) > MaxBudget {
+				return nil, fmt.Errorf("%s.budget: %d must be between 1 and %d", at, *b, MaxBudget)
+			}
+			p.budgets[i] = int(*b)
+		}
+		for k, v := range ph.KindPriorities {
+			ki := slices.Index(v1alpha1.SessionEntryKinds, k)
+			w, err := strconv.ParseFloat(string(v), 64)
+			switch {
+			case ki < 0:
+				return nil, fmt.Errorf("%s.kindPriorities: unknown kind %q", at, k)
+			case err != nil || w < 0 || w > 1:
+				return nil, fmt.Errorf("%s.kindPriorities[%s]: %q is not a decimal from 0 to 1", at, k, v)
+			}
+			p.weights[i][ki] = w
+		}
+	}
+	return &p, nil
+}
+
+// Budget is the token budget of a phase (0 for an unknown phase).
+func (p *Policy) Budget(ph Phase) int {
+	if i := slices.Index(Phases, ph); i >= 0 {
+		return p.budgets[i]
+	}
+	return 0
+}
+
+// FirewallMaxChars is the size above which a tool result is firewalled.
+func (p *Policy) FirewallMaxChars() int { return p.firewallMaxChars }

@@ -1,0 +1,225 @@
+// Package sessionstore picks the session store a router's spec.sessions
+// names (docs/api.md §11.8) and keeps it across reloads: serve asks it for
+// the store of each configuration it loads.
+package sessionstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/redisstore"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+// SidecarMaxBytes caps the embedded store of a sidecar: it shares its
+// pod's memory with the agent (the injected container's limit is 256Mi), and
+// a full store of the default 256Mi would take about twice that in heap.
+const SidecarMaxBytes = 64 << 20
+
+// Where says where a serve process keeps sessions apart from the spec.
+type Where struct {
+	// Local is the sidecar's (serve --agent, in the agent's pod): it keeps
+	// its agent's sessions in the process whatever the spec says, in at
+	// most SidecarMaxBytes.
+	Local bool
+	// Memory is the embedded store's own settings: Dir (serve
+	// --session-dir) and, for tests and embedders, a clock and bounds that
+	// take precedence over spec.sessions when set.
+	Memory session.StoreConfig
+}
+
+// memoryConfig is the embedded store's configuration: spec.sessions's
+// bounds (defaulted) under the caller's own.
+func memoryConfig(s *v1alpha1.SessionsSpec, w Where) session.StoreConfig {
+	c := w.Memory
+	if c.TTL <= 0 {
+		c.TTL = ttl(s)
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = int(s.MaxSessions)
+	}
+	if c.MaxBytes <= 0 && s.MaxBytes != nil {
+		c.MaxBytes = s.MaxBytes.Value()
+	}
+	if w.Local && (c.MaxBytes <= 0 || c.MaxBytes > SidecarMaxBytes) {
+		c.MaxBytes = SidecarMaxBytes
+	}
+	return c
+}
+
+// newMemory opens the embedded store.
+func newMemory(c session.StoreConfig) (session.Store, error) {
+	m, err := session.NewMemStore(c)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Open returns the store router's spec.sessions names, and a key of its
+// settings: two configurations with the same key can share one store.
+func Open(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Where) (session.Store, string, error) {
+	key, open, err := plan(router, secrets, w)
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := open()
+	return st, key, err
+}
+
+// plan returns the key of the store router names and how to open it, so a
+// holder compares keys before opening anything: a second embedded store on
+// the live one's directory must never be opened.
+func plan(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Where) (string, func() (session.Store, error), error) {
+	router = router.DeepCopy()
+	router.Default()
+	s := &router.Spec.Sessions
+	if w.Local || s.Store != v1alpha1.SessionStoreRedis || s.Redis == nil {
+		// The embedded store is kept whatever its bounds become: replacing
+		// it would lose its sessions (and two stores must not share a
+		// directory). Its bounds are those it opened with.
+		key := fmt.Sprintf("memory dir=%q", w.Memory.Dir)
+		return key, func() (session.Store, error) { return newMemory(memoryConfig(s, w)) }, nil
+	}
+	o, err := RedisOptions(router, secrets)
+	if err != nil {
+		return "", nil, err
+	}
+	// The password enters the key as a hash: a new password reconnects, and
+	// the key can be logged.
+	sum := sha256.Sum256([]byte(o.Password))
+	key := fmt.Sprintf("redis %s db=%d prefix=%q tls=%t ttl=%v password=%s",
+		o.Address, o.DB, o.KeyPrefix, o.TLS, o.TTL, hex.EncodeToString(sum[:8]))
+	return key, func() (session.Store, error) {
+		st, err := redisstore.New(o)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}, nil
+}
+
+// RedisOptions are the Redis store's settings from a defaulted router (with
+// spec.sessions.redis set): its
+// spec.sessions.redis, the password from its Secret, and the default key
+// prefix "contextrouter:NAMESPACE/NAME:" (or "contextrouter:NAME:").
+func RedisOptions(router *v1alpha1.ContextRouter, secrets sources.SecretResolver) (redisstore.Options, error) {
+	s := &router.Spec.Sessions
+	r := s.Redis
+	o := redisstore.Options{Address: r.Address, DB: int(r.DB), KeyPrefix: r.KeyPrefix, TLS: r.TLS, TTL: ttl(s)}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "contextrouter:" + router.Name + ":"
+		if router.Namespace != "" {
+			o.KeyPrefix = "contextrouter:" + router.Namespace + "/" + router.Name + ":"
+		}
+	}
+	if ref := r.PasswordSecretRef; ref != nil {
+		pw, err := secrets.SecretValue(ref.Name, ref.Key)
+		if err != nil {
+			return o, fmt.Errorf("%s %q: spec.sessions.redis.passwordSecretRef: %w", v1alpha1.KindContextRouter, router.Name, err)
+		}
+		o.Password = pw
+	}
+	return o, nil
+}
+
+// ttl is spec.sessions.ttl (0 when not defaulted: the stores refuse it).
+func ttl(s *v1alpha1.SessionsSpec) time.Duration {
+	if s.TTL == nil {
+		return 0
+	}
+	return s.TTL.Duration
+}
+
+// Holder keeps the current store across reloads.
+type Holder struct {
+	where Where
+	// grace is how long a replaced store stays open for requests that
+	// still hold it.
+	grace time.Duration
+
+	mu    sync.Mutex
+	store session.Store
+	key   string
+}
+
+// DefaultGrace is how long a replaced store stays open.
+const DefaultGrace = 30 * time.Second
+
+// NewHolder returns a holder for a serve process.
+func NewHolder(w Where) *Holder { return &Holder{where: w, grace: DefaultGrace} }
+
+// Update makes the store of a newly loaded configuration current. Settings
+// equal to the current store's keep it (its sessions and connections);
+// others open a new store and close the old one after the grace period. A
+// store that cannot be opened (the password's Secret is missing) becomes a
+// store whose every call fails with session.ErrUnavailable and the reason,
+// so queries keep working; Update returns that reason for the log.
+func (h *Holder) Update(router *v1alpha1.ContextRouter, secrets sources.SecretResolver) error {
+	key, open, err := plan(router, secrets, h.where)
+	if err != nil {
+		key = "broken " + err.Error()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.store != nil && key == h.key {
+		return err
+	}
+	var st session.Store = broken{err}
+	if err == nil {
+		if st, err = open(); err != nil {
+			st, key = broken{err}, "broken "+err.Error()
+		}
+	}
+	if old := h.store; old != nil {
+		time.AfterFunc(h.grace, func() { _ = old.Close() })
+	}
+	h.store, h.key = st, key
+	return err
+}
+
+// errNotLoaded is the store's answer before the first configuration loads.
+var errNotLoaded = errors.New("no configuration is loaded yet")
+
+// Store is the current store; before the first Update, one whose every call
+// fails with session.ErrUnavailable.
+func (h *Holder) Store() session.Store {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.store == nil {
+		return broken{errNotLoaded}
+	}
+	return h.store
+}
+
+// Close closes the current store.
+func (h *Holder) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.store == nil {
+		return nil
+	}
+	err := h.store.Close()
+	h.store, h.key = nil, ""
+	return err
+}
+
+// broken is a store that could not be opened.
+type broken struct{ err error }
+
+func (b broken) fail() error { return fmt.Errorf("%w: %v", session.ErrUnavailable, b.err) }
+
+func (b broken) Append(context.Context, string, string, session.Delta) ([]string, error) {
+	return nil, b.fail()
+}
+func (b broken) Load(context.Context, string, string) (*session.Session, error) { return nil, b.fail() }
+func (b broken) Delete(context.Context, string, string) error                   { return b.fail() }
+func (b broken) Artifact(context.Context, string, string) (string, error)       { return "", b.fail() }
+func (b broken) Close() error                                                   { return nil }

@@ -1,0 +1,133 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/redisstore"
+	"github.com/contextrouter/contextrouter/internal/session/redisstore/redistest"
+	"github.com/contextrouter/contextrouter/internal/sources"
+)
+
+var ctx = context.Background()
+
+// secretsDir holds the Secret "cache" with the key "password", as a
+// mounted Secret volume.
+func secretsDir(t *testing.T, password string) sources.EnvFileSecrets {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "cache"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cache", "password"), []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return sources.EnvFileSecrets{Dir: dir, Getenv: func(string) string { return "" }}
+}
+
+func redisRouter(addr string, edit func(*v1alpha1.RedisSpec)) *v1alpha1.ContextRouter {
+	r := &v1alpha1.ContextRouter{}
+	r.Name, r.Namespace = "acme", "team-a"
+	r.Spec.Sessions = v1alpha1.SessionsSpec{Store: v1alpha1.SessionStoreRedis, Redis: &v1alpha1.RedisSpec{Address: addr,
+		PasswordSecretRef: &v1alpha1.SecretKeySelector{Name: "cache", Key: "password"}}}
+	if edit != nil {
+		edit(r.Spec.Sessions.Redis)
+	}
+	r.Default()
+	return r
+}
+
+func TestRedisOptions(t *testing.T) {
+	secrets := secretsDir(t, "pw-1")
+	o, err := RedisOptions(redisRouter("redis:6379", nil), secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.KeyPrefix != "contextrouter:team-a/acme:" || o.Password != "pw-1" || o.TTL.Hours() != 24 || o.Address != "redis:6379" {
+		t.Errorf("options %+v", o)
+	}
+	r := redisRouter("redis:6379", func(r *v1alpha1.RedisSpec) { r.KeyPrefix = "shared:"; r.DB = 3; r.PasswordSecretRef.Name = "gone" })
+	_, err = RedisOptions(r, secrets)
+	if !errors.Is(err, sources.ErrSecretNotFound) || !strings.Contains(err.Error(), "spec.sessions.redis.passwordSecretRef") {
+		t.Errorf("missing Secret: %v", err)
+	}
+}
+
+// TestHolder: a reload with the same settings keeps the store; changed
+// settings or a new password open another; a missing Secret leaves a store
+// that answers ErrUnavailable with the reason.
+func TestHolder(t *testing.T) {
+	const pw = "holder-secret-pw"
+	srv := redistest.Start(t, redistest.Config{Password: pw})
+	secrets := secretsDir(t, pw)
+	h := NewHolder(Where{})
+	h.grace = 0
+	t.Cleanup(func() { h.Close() })
+
+	if err := h.Update(redisRouter(srv.Addr, nil), secrets); err != nil {
+		t.Fatal(err)
+	}
+	first := h.Store()
+	if _, ok := first.(*redisstore.Store); !ok {
+		t.Fatalf("store is %T, want the Redis store", first)
+	}
+	if _, err := first.Append(ctx, "s1", "alice", session.Delta{Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Same settings (a reload that changed routes, say): same store.
+	if err := h.Update(redisRouter(srv.Addr, nil), secrets); err != nil || h.Store() != first {
+		t.Fatalf("unchanged settings: %v, store replaced: %t", err, h.Store() != first)
+	}
+	// Another prefix: a new store, which does not see the old prefix's sessions.
+	if err := h.Update(redisRouter(srv.Addr, func(r *v1alpha1.RedisSpec) { r.KeyPrefix = "other:" }), secrets); err != nil {
+		t.Fatal(err)
+	}
+	second := h.Store()
+	if second == first {
+		t.Fatal("a changed keyPrefix kept the store")
+	}
+	if _, err := second.Load(ctx, "s1", "alice"); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("Load under the new prefix: %v, want ErrNotFound", err)
+	}
+	// A missing Secret: Update says why; the store answers ErrUnavailable.
+	err := h.Update(redisRouter(srv.Addr, func(r *v1alpha1.RedisSpec) { r.PasswordSecretRef.Name = "gone" }), secrets)
+	if !errors.Is(err, sources.ErrSecretNotFound) {
+		t.Fatalf("Update: %v, want ErrSecretNotFound", err)
+	}
+	_, err = h.Store().Load(ctx, "s1", "alice")
+	if !errors.Is(err, session.ErrUnavailable) || !strings.Contains(err.Error(), "passwordSecretRef") {
+		t.Errorf("Load: %v, want ErrUnavailable naming passwordSecretRef", err)
+	}
+	// The Secret is back: the store works again.
+	if err := h.Update(redisRouter(srv.Addr, nil), secrets); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.Store().Load(ctx, "s1", "alice"); err != nil || len(got.Items) != 1 {
+		t.Errorf("Load after the fix: %v", err)
+	}
+}
+
+// TestLocalIsMemory: the sidecar keeps its agent's sessions in the process
+// even when the router keeps them in Redis; the key never holds the password.
+func TestLocalIsMemory(t *testing.T) {
+	secrets := secretsDir(t, "local-pw-xyz")
+	r := redisRouter("127.0.0.1:1", nil)
+	st, key, _ := Open(r, secrets, Where{Local: true})
+	if _, isRedis := st.(*redisstore.Store); isRedis || !strings.HasPrefix(key, "memory ") {
+		t.Errorf("local store %T (key %q), want the embedded store", st, key)
+	}
+	st, key, err := Open(r, secrets, Where{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !strings.HasPrefix(key, "redis 127.0.0.1:1 ") || strings.Contains(key, "local-pw-xyz") {
+		t.Errorf("key %q", key)
+	}
+}
