@@ -82,6 +82,10 @@ type ChunkMetadata struct {
 	MTime string `json:"mtime,omitempty"`
 	// Redacted is set when the content was replaced under sensitivityAction: Redact.
 	Redacted bool `json:"redacted,omitempty"`
+	// AgeSeconds and Stale are set for the chunks of a source with
+	// spec.freshness whose content time is known (api.md §4.7).
+	AgeSeconds *int64 `json:"age_seconds,omitempty"`
+	Stale      *bool  `json:"stale,omitempty"`
 }
 
 // SourceFailure reports a source that could not answer.
@@ -145,6 +149,8 @@ type Dropped struct {
 	PathDenied  int `json:"path_denied"`
 	Sensitivity int `json:"sensitivity"`
 	Duplicate   int `json:"duplicate"`
+	// Stale counts chunks older than their source's freshness.maxAge under staleAction: Drop.
+	Stale int `json:"stale"`
 }
 
 // ErrBadRequest marks request errors (HTTP 400).
@@ -167,6 +173,10 @@ type candidate struct {
 	redacted bool
 	// pinned: an Inline chunk, taken before every other candidate.
 	pinned bool
+	// aged: the source sets freshness and the content time is known; then
+	// age is in seconds and stale says whether it is over maxAge.
+	aged, stale bool
+	age         int64
 }
 
 // Query runs the pipeline. Request errors (wrapping ErrBadRequest) and a
@@ -298,7 +308,11 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, g.toolSrcs)
 	}
 
-	// 4. Path and sensitivity filters.
+	// 4. Path, freshness and sensitivity filters. The clock is read once per query.
+	var now time.Time
+	if s.hasFreshness {
+		now = time.Now()
+	}
 	kept := cands[:0]
 	for _, c := range cands {
 		if access.PathDenied(c.chunk.Source, c.chunk.Path) {
@@ -306,6 +320,16 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 			continue
 		}
 		st := s.sources[c.chunk.Source]
+		if st.fresh.maxAge > 0 {
+			if t := ContentTime(&c.chunk); !t.IsZero() {
+				c.age, c.stale = Staleness(t, now, st.fresh.maxAge)
+				c.aged = true
+				if c.stale && st.fresh.drop {
+					resp.Stats.Dropped.Stale++
+					continue
+				}
+			}
+		}
 		if !access.Cleared(st.sensitivity) {
 			if access.SensitivityAction != v1alpha1.SensitivityActionRedact {
 				resp.Stats.Dropped.Sensitivity++
@@ -507,6 +531,9 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			if cached {
 				if chunks, ok := s.cache.Get(st.cacheKey, text); ok {
 					g.results[i] = fetched{chunks: chunks}
+					if len(chunks) > 0 {
+						st.fresh.observe(chunks[0].FetchedAt)
+					}
 					return
 				}
 			}
@@ -522,6 +549,14 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			fctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			chunks, err := st.query.Fetch(fctx, text)
+			if err == nil {
+				// An answer is as old as its fetch; a cached one keeps that time.
+				at := time.Now()
+				for j := range chunks {
+					chunks[j].FetchedAt = at
+				}
+				st.fresh.observe(at)
+			}
 			if err == nil && cached {
 				s.cache.Put(st.cacheKey, text, chunks)
 			}
@@ -706,6 +741,11 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 
 func toChunk(c *candidate) Chunk {
 	md := ChunkMetadata{Chunk: c.chunk.Index, Commit: c.chunk.Commit, Redacted: c.redacted}
+	if c.aged {
+		age := c.age
+		md.AgeSeconds = &age
+		md.Stale = boolPtr(c.stale)
+	}
 	if !c.chunk.ModTime.IsZero() {
 		md.MTime = c.chunk.ModTime.UTC().Format(time.RFC3339)
 	}
@@ -789,6 +829,16 @@ func (h *rankHeap) Pop() any {
 	x := h.idx[n]
 	h.idx = h.idx[:n]
 	return x
+}
+
+var trueVal, falseVal = true, false
+
+// boolPtr shares two values instead of allocating one per chunk.
+func boolPtr(b bool) *bool {
+	if b {
+		return &trueVal
+	}
+	return &falseVal
 }
 
 // unnamedAgentWarning says that no permission names the agent and the

@@ -71,6 +71,22 @@ type SourceStatus struct {
 	// Skipped accounts for the files the source left out at load (too large,
 	// binary, unreadable, …); nil when it left none out.
 	Skipped *sources.Skips `json:"skipped,omitempty"`
+	// NewestContent is the content time (ContentTime) of the source's newest
+	// chunk, or of its newest fetched answer; zero when unknown.
+	NewestContent time.Time `json:"newest_content,omitzero"`
+	// MaxAge is spec.freshness.maxAge (0 = not set).
+	MaxAge time.Duration `json:"-"`
+}
+
+// ContentAge is the age of the source's newest content at now in whole
+// seconds, and whether even that is older than spec.freshness.maxAge; ok is
+// false when the content time is unknown.
+func (ss *SourceStatus) ContentAge(now time.Time) (ageSeconds int64, stale, ok bool) {
+	if ss.NewestContent.IsZero() {
+		return 0, false, false
+	}
+	ageSeconds, stale = Staleness(ss.NewestContent, now, ss.MaxAge)
+	return ageSeconds, stale && ss.MaxAge > 0, true
 }
 
 type route struct {
@@ -108,6 +124,8 @@ type sourceState struct {
 	commit string
 	// skipped: the files the source left out at load; nil if none.
 	skipped *sources.Skips
+	// fresh is spec.freshness and the newest content time.
+	fresh freshness
 }
 
 type docInfo struct {
@@ -132,6 +150,8 @@ type Snapshot struct {
 	wordsOnText bool
 	// Whether any route uses a gate: a query pays for a gate only when one is configured.
 	hasFallback, hasTimeouts, hasAlternates bool
+	// hasFreshness: some source sets spec.freshness, so a query reads the clock.
+	hasFreshness bool
 
 	routes  []route
 	perms   []v1alpha1.AgentPermission
@@ -193,7 +213,8 @@ func (s *Snapshot) Routes() []string {
 func (s *Snapshot) Sources() []SourceStatus {
 	out := make([]SourceStatus, 0, len(s.byGroup))
 	for _, st := range s.byGroup {
-		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit, Skipped: st.skipped}
+		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit, Skipped: st.skipped,
+			NewestContent: st.fresh.newestTime(), MaxAge: st.fresh.maxAge}
 		if st.loadErr != nil {
 			ss.Error = st.loadErr.Error()
 		}
@@ -329,6 +350,8 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			name: name, typ: spec.Spec.Type, group: uint16(i),
 			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity,
 		}
+		st.fresh.set(spec.Spec.Freshness)
+		s.hasFreshness = s.hasFreshness || st.fresh.maxAge > 0
 		env := sources.Env{
 			BaseDir: cfg.BaseDirs[name], CacheDir: opts.CacheDir, Secrets: opts.Secrets, Getenv: opts.Getenv,
 			HTTPClient: opts.HTTPClient, Logger: logger.With("source", name), CountTokens: est.Count,
@@ -412,6 +435,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			}
 			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", c.Source, c.Path, c.Title, c.Index, c.Commit)
 			h.Write([]byte(c.Content))
+			st.fresh.observe(c.ModTime)
 		}
 		if st.loadErr != nil {
 			// A source failing, or serving stale content, is a state callers see: a snapshot

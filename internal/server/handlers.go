@@ -429,6 +429,12 @@ type SourceStatus struct {
 	SyncInterval  string     `json:"sync_interval,omitempty"`
 	// Skipped counts the files the source left out at load, by reason.
 	Skipped *SkipCounts `json:"skipped,omitempty"`
+	// NewestContentTime is the content time of the source's newest chunk
+	// (or fetched answer), ContentAgeSeconds its age now, and Stale is set
+	// when even that is older than spec.freshness.maxAge (api.md §4.7).
+	NewestContentTime *time.Time `json:"newest_content_time,omitempty"`
+	ContentAgeSeconds *int64     `json:"content_age_seconds,omitempty"`
+	Stale             bool       `json:"stale,omitempty"`
 }
 
 // SkipCounts is sources.Skips without the paths: /v1/status answers callers
@@ -464,8 +470,12 @@ func (s *Server) Status() Status {
 	out.Chunks = snap.Chunks()
 	out.Routes = snap.Routes()
 	out.Classifiers = snap.Classifiers()
+	now := time.Now()
 	for _, src := range snap.Sources() {
 		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
+		if age, stale, ok := src.ContentAge(now); ok {
+			ss.NewestContentTime, ss.ContentAgeSeconds, ss.Stale = timePtr(src.NewestContent), &age, stale
+		}
 		if k := src.Skipped; k != nil {
 			ss.Skipped = &SkipCounts{Files: k.Files, Reasons: k.Reasons}
 		}

@@ -34,6 +34,9 @@ type Chunk struct {
 	ModTime time.Time
 	// Commit is the git commit the chunk was read from ("" for other sources).
 	Commit string
+	// FetchedAt is when a per-query source's answer was fetched; zero for
+	// static sources. A cached answer keeps the time of its fetch.
+	FetchedAt time.Time
 }
 
 // Source is a built ContextSource. It is a StaticSource or a QuerySource.
