@@ -160,9 +160,14 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herr.code, herr.msg)
 		return
 	}
+	d := DeliveryFromResponse("query", req.Text, req.Agent, resp)
+	id := s.deliver(r.Header, st, &d, start)
 	bp := respPool.Get().(*[]byte)
 	b := appendResponse((*bp)[:0], resp)
 	h := w.Header()
+	if id != "" {
+		h.Set(RequestIDHeader, id)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("Cache-Control", "no-store")
@@ -272,6 +277,10 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	if herr != nil {
 		writeError(w, herr.code, herr.msg)
 		return
+	}
+	d := toolsDelivery("tools", req, resp)
+	if id := s.deliver(r.Header, st, &d, start); id != "" {
+		w.Header().Set(RequestIDHeader, id)
 	}
 	writeJSON(w, http.StatusOK, resp, false)
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -100,6 +101,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is the server's version in the MCP handshake ("" = "dev").
 	Version string
+	// AuditLog is where audit lines go (serve --audit-log): a file path, or
+	// "-" for AuditOutput. Given, it turns auditing on whatever the router's
+	// spec.audit.enabled says; "" leaves that to spec.audit, whose lines go to
+	// AuditOutput (api.md §6.5).
+	AuditLog string
+	// AuditOutput is the standard output of audit lines (nil = os.Stdout).
+	AuditOutput io.Writer
 }
 
 // state is one serving configuration: queries load it once and use it to the end.
@@ -109,6 +117,10 @@ type state struct {
 	// tokens is set when callers must present a ServiceAccount token.
 	tokens   bool
 	counters *stateCounters
+	// audit is the router's audit policy (nil = off); deliveries counts
+	// deliveries by agent and source.
+	audit      *auditPolicy
+	deliveries *deliveryCounters
 }
 
 // guard is what a configuration asks of callers of /v1/query, /v1/status
@@ -132,6 +144,9 @@ type Server struct {
 	plainMetrics http.Handler
 	// mcp is the /mcp endpoint.
 	mcp http.Handler
+	// auditLog receives audit lines; audit counts deliveries and lines.
+	auditLog *auditLog
+	audit    *auditMetrics
 
 	// firstGuard is the guard of the last configuration read while none
 	// serves yet, so that a token-mode router's status and metrics are not
@@ -199,11 +214,28 @@ func New(opts Options) (*Server, error) {
 		loops: map[any]*syncLoop{},
 	}
 	s.metrics = newMetrics(s)
+	s.audit = newAuditMetrics(s.metrics.reg)
+	out := opts.AuditOutput
+	if out == nil {
+		out = os.Stdout
+	}
+	path := opts.AuditLog
+	if path == "" {
+		path = "-"
+	}
+	var err error
+	if s.auditLog, err = openAuditLog(path, out); err != nil {
+		return nil, err
+	}
 	s.auth = newTokenAuth(s.metrics)
 	s.mcp = s.newMCPHandler()
 	s.handler = s.routes()
 	return s, nil
 }
+
+// ReopenAuditLog opens the --audit-log file again, after log rotation moved
+// it away (serve calls it on SIGHUP); on failure the old file stays in use.
+func (s *Server) ReopenAuditLog() error { return s.auditLog.Reopen() }
 
 // Handler serves the HTTP API.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -325,10 +357,14 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 		// Same configuration and content: keep the warm snapshot and its sources.
 		return false, nil
 	}
-	st := &state{snap: snap, cfg: cfg, tokens: tokens, counters: s.metrics.forSnapshot(snap)}
+	st := &state{snap: snap, cfg: cfg, tokens: tokens, counters: s.metrics.forSnapshot(snap),
+		audit: s.auditPolicyFor(cfg), deliveries: newDeliveryCounters(s.audit.deliveries, snap)}
 	s.state.Store(st)
 	retired := s.pool.commit(open)
 	s.metrics.retire(old, st)
+	if old != nil {
+		old.deliveries.retire(st.deliveries)
+	}
 	for _, o := range open.failedGit() {
 		s.metrics.gitSyncFailures.WithLabelValues(o).Inc()
 	}
