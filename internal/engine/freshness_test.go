@@ -281,3 +281,46 @@ func TestFreshnessHTTPAPI(t *testing.T) {
 		})
 	}
 }
+
+// TestFreshnessMeasuredAtQueryTime: one snapshot, served while its clock
+// moves on, flags the same chunk stale once it passes maxAge, and Drop then
+// leaves it out; nothing is recompiled.
+func TestFreshnessMeasuredAtQueryTime(t *testing.T) {
+	src, recent, _ := ageDirectory(t)
+	for _, action := range []v1alpha1.StaleAction{v1alpha1.StaleFlag, v1alpha1.StaleDrop} {
+		t.Run(string(action), func(t *testing.T) {
+			clock := &fakeClock{t: recent.Add(time.Hour)}
+			cfg := &Config{Router: router(nil), Routes: []v1alpha1.ContextRoute{routeTo("all", "", "wiki")},
+				Sources: []v1alpha1.ContextSource{withFreshness(src, 24*time.Hour, action)}}
+			snap, err := Compile(context.Background(), cfg, Options{Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recentOf := func(resp *Response) *Chunk {
+				for i := range resp.Chunks {
+					if resp.Chunks[i].Path == "recent.md" {
+						return &resp.Chunks[i]
+					}
+				}
+				return nil
+			}
+			c := recentOf(query(t, snap, Request{Text: "winter hives"}))
+			if c == nil || *c.Metadata.AgeSeconds != 3600 || *c.Metadata.Stale {
+				t.Fatalf("an hour after it was written: %+v, want 3600 s, not stale", c)
+			}
+			clock.Advance(24 * time.Hour)
+			resp := query(t, snap, Request{Text: "winter hives"})
+			c = recentOf(resp)
+			switch action {
+			case v1alpha1.StaleFlag:
+				if c == nil || *c.Metadata.AgeSeconds != 25*3600 || !*c.Metadata.Stale {
+					t.Errorf("a day later: %+v, want 90000 s, stale", c)
+				}
+			case v1alpha1.StaleDrop:
+				if c != nil || resp.Stats.Dropped.Stale != 2 {
+					t.Errorf("a day later under Drop: chunk %+v, stats %+v; want both files dropped as stale", c, resp.Stats)
+				}
+			}
+		})
+	}
+}

@@ -311,7 +311,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	// 4. Path, freshness and sensitivity filters. The clock is read once per query.
 	var now time.Time
 	if s.hasFreshness {
-		now = time.Now()
+		now = s.now()
 	}
 	kept := cands[:0]
 	for _, c := range cands {

@@ -56,6 +56,8 @@ type Options struct {
 	// Cache answers httpAPI sources before they are fetched (nil = no cache).
 	// The server shares one across snapshots; see ResultCache.
 	Cache ResultCache
+	// Now is the clock chunk ages are measured with (nil = time.Now; api.md §4.7).
+	Now func() time.Time
 }
 
 // SourceStatus describes one source of a snapshot.
@@ -152,6 +154,7 @@ type Snapshot struct {
 	hasFallback, hasTimeouts, hasAlternates bool
 	// hasFreshness: some source sets spec.freshness, so a query reads the clock.
 	hasFreshness bool
+	now          func() time.Time
 
 	routes  []route
 	perms   []v1alpha1.AgentPermission
@@ -257,6 +260,10 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		sources:    map[string]*sourceState{},
 		built:      time.Now(),
 		cache:      opts.Cache,
+		now:        opts.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	routerKind := v1alpha1.KindContextRouter
 	s.setRouter(r, func(field, msg string) { add(routerKind, r.Name, field, msg) })
