@@ -90,5 +90,8 @@ spec:
 		if want := int64(time.Since(tc.newest) / time.Second); *s.ContentAgeSeconds > want || *s.ContentAgeSeconds < want-60 {
 			t.Errorf("status of %s: content_age_seconds %d, want about %d", tc.name, *s.ContentAgeSeconds, want)
 		}
+		if v, ok := ts.metric("contextrouter_source_content_age_seconds", "source", tc.name); !ok || v < float64(*s.ContentAgeSeconds) || v > float64(*s.ContentAgeSeconds)+60 {
+			t.Errorf("contextrouter_source_content_age_seconds{source=%q} = %v (%v), want about %d", tc.name, v, ok, *s.ContentAgeSeconds)
+		}
 	}
 }
