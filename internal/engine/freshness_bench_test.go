@@ -22,5 +22,7 @@ func BenchmarkQueryQuickstartFreshness(b *testing.B) {
 			}
 		}
 	})
-	benchQuestion(b, s, func(resp *engine.Response) bool { return len(resp.Chunks) > 1 && resp.Chunks[1].Metadata.AgeSeconds != nil })
+	benchQuestion(b, s, func(resp *engine.Response) bool {
+		return len(resp.Chunks) > 1 && resp.Chunks[1].Metadata.AgeSeconds != nil
+	})
 }
