@@ -382,3 +382,13 @@ func TestAuditWriteFailure(t *testing.T) {
 		t.Errorf("audit_write_errors_total = %v after the failed reopen, want still 2 (the open file takes the line)", v)
 	}
 }
+
+// TestAuditLogOpenError: a file that cannot be opened stops the server from
+// starting, with a message naming the flag and the path.
+func TestAuditLogOpenError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "audit.jsonl")
+	_, err := New(Options{Paths: []string{quickstart}, AuditLog: path})
+	if err == nil || !strings.Contains(err.Error(), "--audit-log") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("New = %v, want an error naming --audit-log and %s", err, path)
+	}
+}
