@@ -742,9 +742,12 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 func toChunk(c *candidate) Chunk {
 	md := ChunkMetadata{Chunk: c.chunk.Index, Commit: c.chunk.Commit, Redacted: c.redacted}
 	if c.aged {
-		age := c.age
-		md.AgeSeconds = &age
-		md.Stale = boolPtr(c.stale)
+		// One allocation for both fields; the caller owns them.
+		a := &struct {
+			age   int64
+			stale bool
+		}{c.age, c.stale}
+		md.AgeSeconds, md.Stale = &a.age, &a.stale
 	}
 	if !c.chunk.ModTime.IsZero() {
 		md.MTime = c.chunk.ModTime.UTC().Format(time.RFC3339)
@@ -829,16 +832,6 @@ func (h *rankHeap) Pop() any {
 	x := h.idx[n]
 	h.idx = h.idx[:n]
 	return x
-}
-
-var trueVal, falseVal = true, false
-
-// boolPtr shares two values instead of allocating one per chunk.
-func boolPtr(b bool) *bool {
-	if b {
-		return &trueVal
-	}
-	return &falseVal
 }
 
 // unnamedAgentWarning says that no permission names the agent and the
