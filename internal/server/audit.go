@@ -43,9 +43,20 @@ const maxRequestIDBytes = 128
 // otherAgent is the agent label of deliveries to agents no AgentPermission names.
 const otherAgent = "other"
 
-// Delivery is what one answered request delivered to an agent. Endpoints
-// that deliver context (and session packs) fill one and call
-// Server.deliver with it.
+// Delivery is what one answered request delivered to an agent. Every
+// endpoint that delivers context fills one and calls Server.deliver after
+// the answer is made and before it is written, then sets X-Request-Id to
+// the id deliver returns (when not ""). A session pack endpoint does:
+//
+//	d := Delivery{Endpoint: "session", Agent: agent, Text: query, Routes: routes,
+//		Chunks: chunksOfThePack, DeniedSources: denied, Tokens: pack.TotalTokens}
+//	if id := s.deliver(r.Header, st, &d, start); id != "" {
+//		w.Header().Set(RequestIDHeader, id)
+//	}
+//
+// where each chunk of the pack is an engine.Chunk with the Source, Path,
+// Metadata.Chunk and Content the agent received (only the content's hash is
+// recorded).
 type Delivery struct {
 	// Endpoint: "query", "tools", "mcp:get_context", "mcp:find_tools", "session".
 	Endpoint string
