@@ -211,7 +211,17 @@ func TestFreshnessGitRepo(t *testing.T) {
 func gitRepoAt(t *testing.T, when time.Time, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	repo, err := git.PlainInit(dir, false)
+	if _, err := git.PlainInit(dir, false); err != nil {
+		t.Fatal(err)
+	}
+	commitAt(t, dir, when, files)
+	return dir
+}
+
+// commitAt commits files to the repository in dir at the given time.
+func commitAt(t *testing.T, dir string, when time.Time, files map[string]string) {
+	t.Helper()
+	repo, err := git.PlainOpen(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +241,38 @@ func gitRepoAt(t *testing.T, when time.Time, files map[string]string) string {
 	if _, err := wt.Commit("content", &git.CommitOptions{Author: sig, Committer: sig}); err != nil {
 		t.Fatal(err)
 	}
-	return dir
+}
+
+// TestFreshnessGitRepoServedCommit: chunks are as old as the commit served,
+// not as the commit that last touched their file (api.md §4.7): a file
+// committed ten days ago is fresh once a later commit an hour ago is served.
+func TestFreshnessGitRepoServedCommit(t *testing.T) {
+	now := time.Now()
+	dir := gitRepoAt(t, now.Add(-240*time.Hour), map[string]string{"a.md": "# Swarms\n\nSwarms in spring.\n"})
+	served := now.Add(-time.Hour).Truncate(time.Second)
+	commitAt(t, dir, served, map[string]string{"b.md": "# Queens\n\nQueens and swarms.\n"})
+	src := withFreshness(v1alpha1.ContextSource{ObjectMeta: meta("repo"), Spec: v1alpha1.ContextSourceSpec{
+		Type: v1alpha1.SourceGitRepo, GitRepo: &v1alpha1.GitRepoSource{URL: "file://" + dir},
+		Chunking: v1alpha1.ChunkingSpec{Strategy: v1alpha1.ChunkingWholeFile, MaxChunkTokens: 512},
+	}}, 24*time.Hour, v1alpha1.StaleDrop)
+	snap, err := Compile(context.Background(), &Config{Router: router(nil), Routes: []v1alpha1.ContextRoute{routeTo("all", "", "repo")},
+		Sources: []v1alpha1.ContextSource{src}}, Options{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := query(t, snap, Request{Text: "swarms"})
+	ages := chunkAges(t, resp)
+	if len(ages) != 2 || resp.Stats.Dropped.Stale != 0 {
+		t.Fatalf("chunks %+v, stats %+v: want both files, none stale", ages, resp.Stats)
+	}
+	for _, a := range ages {
+		if a.stale || !near(a.age, int64(time.Since(served)/time.Second)-1) {
+			t.Errorf("chunk %s: age %d stale %v; want the served commit's age, about 3600 s", a.path, a.age, a.stale)
+		}
+	}
+	if got := snap.Sources()[0].NewestContent; !got.Equal(served) {
+		t.Errorf("newest content %v, want the served commit's time %v", got, served)
+	}
 }
 
 // TestFreshnessHTTPAPI: a fetched answer is 0 seconds old; one served from
