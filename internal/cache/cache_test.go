@@ -50,7 +50,7 @@ func result(query string, n int) []sources.Chunk {
 	out := make([]sources.Chunk, n)
 	for i := range out {
 		out[i] = sources.Chunk{Source: "kb", Title: fmt.Sprintf("%s #%d", query, i), Path: fmt.Sprintf("docs/%d.md", i), Content: "answer to " + query, Index: i,
-			FetchedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+			Fetched: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()}
 	}
 	return out
 }

@@ -54,7 +54,7 @@ func ContentTime(c *sources.Chunk) time.Time {
 	if !c.ModTime.IsZero() {
 		return c.ModTime
 	}
-	return c.FetchedAt
+	return c.FetchedAt()
 }
 
 // Staleness is the one rule of freshness: the age of content last current

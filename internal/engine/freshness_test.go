@@ -303,7 +303,7 @@ func TestFreshnessHTTPAPI(t *testing.T) {
 			}
 
 			old := "queens " + string(action)
-			rc.Put(SourceFingerprint(&cfg.Sources[0]), old, []sources.Chunk{{Source: "kb-search", Content: "Queens are reared in spring.", FetchedAt: fetchedAt}})
+			rc.Put(SourceFingerprint(&cfg.Sources[0]), old, []sources.Chunk{{Source: "kb-search", Content: "Queens are reared in spring.", Fetched: fetchedAt.UnixNano()}})
 			resp = query(t, snap, Request{Text: old})
 			if n := api.count(old); n != 0 {
 				t.Fatalf("the API was asked %d times; the answer must come from the cache", n)

@@ -173,10 +173,9 @@ type candidate struct {
 	redacted bool
 	// pinned: an Inline chunk, taken before every other candidate.
 	pinned bool
-	// aged: the source sets freshness and the content time is known; then
-	// age is in seconds and stale says whether it is over maxAge.
+	// aged: the source sets freshness and the content time is known; stale:
+	// older than its maxAge. (Bools fill the padding: no bigger candidate.)
 	aged, stale bool
-	age         int64
 }
 
 // Query runs the pipeline. Request errors (wrapping ErrBadRequest) and a
@@ -322,7 +321,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		st := s.sources[c.chunk.Source]
 		if st.fresh.maxAge > 0 {
 			if t := ContentTime(&c.chunk); !t.IsZero() {
-				c.age, c.stale = Staleness(t, now, st.fresh.maxAge)
+				_, c.stale = Staleness(t, now, st.fresh.maxAge)
 				c.aged = true
 				if c.stale && st.fresh.drop {
 					resp.Stats.Dropped.Stale++
@@ -365,7 +364,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	if limit < 0 {
 		limit = 0
 	}
-	s.fill(resp, cands, limit, req.MaxChunks, strategy)
+	s.fill(resp, cands, limit, req.MaxChunks, strategy, now)
 
 	// 8. Assemble.
 	parts := make([]string, len(resp.Chunks))
@@ -532,7 +531,7 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 				if chunks, ok := s.cache.Get(st.cacheKey, text); ok {
 					g.results[i] = fetched{chunks: chunks}
 					if len(chunks) > 0 {
-						st.fresh.observe(chunks[0].FetchedAt)
+						st.fresh.observe(chunks[0].FetchedAt())
 					}
 					return
 				}
@@ -553,7 +552,7 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 				// An answer is as old as its fetch; a cached one keeps that time.
 				at := time.Now()
 				for j := range chunks {
-					chunks[j].FetchedAt = at
+					chunks[j].Fetched = at.UnixNano()
 				}
 				st.fresh.observe(at)
 			}
@@ -650,7 +649,7 @@ const minUsefulTokens = 8
 // or a redacted chunk under any mode) or cut to the remaining budget
 // (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
-func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, strategy v1alpha1.RankingStrategy) {
+func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, strategy v1alpha1.RankingStrategy, now time.Time) {
 	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: lessFunc(strategy)}
 	for i := range h.idx {
 		h.idx[i] = int32(i)
@@ -735,18 +734,21 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 			dedup.Add(c.terms)
 		}
 		included = append(included, &cc)
-		resp.Chunks = append(resp.Chunks, toChunk(&cc))
+		resp.Chunks = append(resp.Chunks, toChunk(&cc, now))
 	}
 }
 
-func toChunk(c *candidate) Chunk {
+// toChunk makes the answer's chunk; now is the query's clock reading (zero
+// when no source sets freshness).
+func toChunk(c *candidate, now time.Time) Chunk {
 	md := ChunkMetadata{Chunk: c.chunk.Index, Commit: c.chunk.Commit, Redacted: c.redacted}
 	if c.aged {
 		// One allocation for both fields; the caller owns them.
+		age, _ := Staleness(ContentTime(&c.chunk), now, 0)
 		a := &struct {
 			age   int64
 			stale bool
-		}{c.age, c.stale}
+		}{age, c.stale}
 		md.AgeSeconds, md.Stale = &a.age, &a.stale
 	}
 	if !c.chunk.ModTime.IsZero() {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math"
 	"net/http"
@@ -364,16 +365,42 @@ func (s *Server) authOf(st *state) string {
 // log: the first 16 hex digits (64 bits) of the SHA-256 of its content as
 // delivered (after redaction or truncation).
 func ChunkHash(content string) string {
-	sum := sha256.Sum256([]byte(content))
-	return hex.EncodeToString(sum[:8])
+	h := newHasher()
+	return hex.EncodeToString(h.sum(content)[:8])
+}
+
+// hasher hashes strings without copying each to the heap as []byte(s)
+// would (a record hashes every delivered chunk); pooled, so a record
+// allocates nothing for it.
+type hasher struct {
+	h   hash.Hash
+	buf [512]byte
+	out [sha256.Size]byte
+}
+
+var hasherPool = sync.Pool{New: func() any { return newHasher() }}
+
+func newHasher() *hasher { return &hasher{h: sha256.New()} }
+
+// sum is the SHA-256 of s; the result is valid until the next call.
+func (x *hasher) sum(s string) []byte {
+	x.h.Reset()
+	for len(s) > 0 {
+		n := copy(x.buf[:], s)
+		x.h.Write(x.buf[:n])
+		s = s[n:]
+	}
+	return x.h.Sum(x.out[:0])
 }
 
 // appendAuditRecord appends one audit line (api.md §6.5), keys in a fixed order.
 func (s *Server) appendAuditRecord(b []byte, st *state, p *auditPolicy, d *Delivery, id string, start time.Time) []byte {
 	now := time.Now()
-	b = append(b, `{"time":`...)
-	b = appendString(b, now.UTC().Format(time.RFC3339Nano))
-	b = append(b, `,"type":"`+AuditRecordType+`","request_id":`...)
+	h := hasherPool.Get().(*hasher)
+	defer hasherPool.Put(h)
+	b = append(b, `{"time":"`...)
+	b = now.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","type":"`+AuditRecordType+`","request_id":`...)
 	b = appendString(b, id)
 	b = append(b, `,"endpoint":`...)
 	b = appendString(b, d.Endpoint)
@@ -389,9 +416,8 @@ func (s *Server) appendAuditRecord(b []byte, st *state, p *auditPolicy, d *Deliv
 	b = appendString(b, s.authOf(st))
 	switch p.queryText {
 	case v1alpha1.AuditQueryHash:
-		sum := sha256.Sum256([]byte(d.Text))
 		b = append(b, `,"query_sha256":"`...)
-		b = hex.AppendEncode(b, sum[:])
+		b = hex.AppendEncode(b, h.sum(d.Text))
 		b = append(b, '"')
 	case v1alpha1.AuditQueryFull:
 		b = append(b, `,"query":`...)
@@ -432,8 +458,7 @@ func (s *Server) appendAuditRecord(b []byte, st *state, p *auditPolicy, d *Deliv
 		b = append(b, `,"chunk":`...)
 		b = strconv.AppendInt(b, int64(c.Metadata.Chunk), 10)
 		b = append(b, `,"sha256":"`...)
-		sum := sha256.Sum256([]byte(c.Content))
-		b = hex.AppendEncode(b, sum[:8])
+		b = hex.AppendEncode(b, h.sum(c.Content)[:8])
 		b = append(b, '"')
 		if c.Metadata.Stale != nil && *c.Metadata.Stale {
 			b = append(b, `,"stale":true`...)
