@@ -253,6 +253,10 @@ type HTTPAPISource struct {
 	// PathField is the dotted path of a path inside each result; it enables denyPaths.
 	// +optional
 	PathField string `json:"pathField,omitempty"`
+	// TimeField is the dotted path of each result's date (an RFC 3339 string
+	// or Unix seconds); it is the chunk's mtime, for Recency and freshness.
+	// +optional
+	TimeField string `json:"timeField,omitempty"`
 	// Timeout of one request.
 	// +optional
 	// +kubebuilder:default="5s"

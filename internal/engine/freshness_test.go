@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -363,5 +366,27 @@ func TestFreshnessMeasuredAtQueryTime(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFreshnessHTTPAPITimeField: with timeField, a result is as old as its
+// own date, not its fetch: a fresh fetch of a three-day-old article is stale.
+func TestFreshnessHTTPAPITimeField(t *testing.T) {
+	old, recent := time.Now().Add(-72*time.Hour).UTC().Truncate(time.Second), time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"results": [{"text": "Swarm season report.", "date": %q}, {"text": "Swarm alert today.", "date": %q}]}`,
+			old.Format(time.RFC3339), recent.Format(time.RFC3339))
+	}))
+	t.Cleanup(srv.Close)
+	src := withFreshness(v1alpha1.ContextSource{ObjectMeta: meta("news"), Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceHTTPAPI,
+		HTTPAPI: &v1alpha1.HTTPAPISource{URL: srv.URL + "/?q={{query}}", ResponsePath: "results", TextField: "text", TimeField: "date",
+			MaxResults: 10, Timeout: &metav1.Duration{Duration: 2 * time.Second}}}}, 24*time.Hour, v1alpha1.StaleDrop)
+	snap := compile(t, &Config{Router: router(nil), Routes: []v1alpha1.ContextRoute{routeTo("all", "", "news")}, Sources: []v1alpha1.ContextSource{src}})
+	resp := query(t, snap, Request{Text: "swarm"})
+	if len(resp.Chunks) != 1 || resp.Chunks[0].Content != "Swarm alert today." || resp.Stats.Dropped.Stale != 1 {
+		t.Fatalf("chunks %+v, stats %+v: want the recent result, the old one dropped as stale", resp.Chunks, resp.Stats)
+	}
+	if c := resp.Chunks[0]; c.Metadata.MTime != recent.Format(time.RFC3339) || !near(*c.Metadata.AgeSeconds, 3599) {
+		t.Errorf("metadata %+v: want mtime %s and about 3600 s", c.Metadata, recent.Format(time.RFC3339))
 	}
 }
