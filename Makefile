@@ -86,6 +86,7 @@ FUZZ_TARGETS := \
 	./internal/sources:FuzzParseCatalog \
 	./internal/session:FuzzSessionFile \
 	./internal/session:FuzzJSONSummary \
+	./internal/session:FuzzJSONPath \
 	./internal/convert:FuzzTheaios \
 	./internal/convert:FuzzCondition \
 	./internal/server/fuzz:FuzzQuery

@@ -22,6 +22,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/memlimit"
 	"github.com/contextrouter/contextrouter/internal/server"
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
 // serveFlags are the flags of `contextrouter serve`.
@@ -41,6 +42,7 @@ type serveFlags struct {
 	allowEmpty      bool
 	expandEnv       bool
 	auditLog        string
+	sessionDir      string
 	cache           *routerCache
 	// Process-wide memory settings, applied by RunE.
 	memLimit        memlimit.Limit
@@ -58,6 +60,10 @@ manifest files change (a mounted ConfigMap included) and when a GitRepo source g
 a new commit; a configuration that fails to load leaves the previous one serving. So
 does one that no ContextRoute attaches to (an emptied file), unless the router sets
 spec.allowEmpty or --allow-empty is given.
+
+It also keeps agents' sessions and builds their context packs (/v1/sessions/{id}/...,
+GET /v1/artifacts/{ref}; api.md §11.9) in memory, or with --session-dir in files
+that a restart reads back.
 
 --agent pins the agent identity, as the injected sidecar does: requests without an
 agent are answered as that agent and requests naming another get 403. Otherwise a
@@ -113,6 +119,7 @@ heap between collections, which saves CPU when the live heap is small.`,
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.BoolVar(&f.expandEnv, "expand-env", true, "replace ${NAME} in the manifest fields that take it from the environment (api.md §1.0); router pods set it to false")
 	fl.StringVar(&f.auditLog, "audit-log", "", `write the audit log (one JSON line per delivery, api.md §6.5) to this file, or "-" for standard output, whatever the router's spec.audit.enabled says; the file is reopened on SIGHUP (log rotation)`)
+	fl.StringVar(&f.sessionDir, "session-dir", "", "keep the sessions of the embedded session store in files in this directory, so a restart loses none (api.md §11.9); default: memory only")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "serve a configuration that no ContextRoute attaches to (it answers every query with no context); without it such a configuration is refused like an invalid one")
 	return cmd
 }
@@ -189,6 +196,7 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		Kube:             func() (*rest.Config, error) { return restConfig(kubeconfig) },
 		AuditLog:         f.auditLog,
 		AuditOutput:      cmd.OutOrStdout(),
+		Sessions:         session.StoreConfig{Dir: f.sessionDir},
 	}, nil
 }
 

@@ -291,6 +291,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"serve", "-f", quickstart, "--shutdown-delay", "-1s"}, "--shutdown-delay: -1s must not be negative"},
 		{[]string{"serve", "-f", quickstart, "--listen", "127.0.0.1:99999"}, "--listen: listen tcp: address 99999: invalid port"},
 		{[]string{"serve", "-f", quickstart, "extra"}, `unknown command "extra"`},
+		{[]string{"serve", "-f", quickstart, "--session-dir", "serve_test.go"}, "session directory: mkdir serve_test.go: not a directory"},
 	} {
 		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
 			_, stderr, code := run(t, tc.args...)
@@ -316,5 +317,37 @@ func TestServeAllowEmpty(t *testing.T) {
 	}
 	if !st.Ready || len(st.Routes) != 0 || st.LastReloadError != "" {
 		t.Fatalf("status %+v: want ready with no route", st)
+	}
+}
+
+// --session-dir keeps sessions across a restart of serve.
+func TestServeSessions(t *testing.T) {
+	dir := t.TempDir()
+	call := func(s *serving, method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	s := startServe(t, "-f", quickstart, "--session-dir", dir)
+	if code, out := call(s, "POST", "/v1/sessions/s1/items", `{"agent": "hr-assistant", "items": [{"id": "u1", "kind": "user_turn", "text": "How many vacation days do I have?"}]}`); code != 200 {
+		t.Fatalf("%d %s", code, out)
+	}
+	const pack = `{"agent": "hr-assistant", "phase": "answer"}`
+	_, before := call(s, "POST", "/v1/sessions/s1/context", pack)
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	s = startServe(t, "-f", quickstart, "--session-dir", dir)
+	if code, after := call(s, "POST", "/v1/sessions/s1/context", pack); code != 200 || after != before || !strings.Contains(after, "user: How many vacation days do I have?") {
+		t.Fatalf("after a restart: %d %s\nbefore: %s", code, after, before)
 	}
 }

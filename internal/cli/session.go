@@ -68,32 +68,19 @@ in the route phase).`,
 			if err != nil {
 				return err
 			}
-			access := snap.AccessFor(agent)
-			opts := session.Options{Phase: ph, Query: query, Tags: tags, MaxTokens: maxTokens,
-				Access: &access, Estimator: snap.Estimator()}
-			var resp *engine.Response
-			if query != "" {
-				req := engine.Request{Text: query, Agent: agent, Tags: tags, MaxTokens: session.DefaultBudget(ph)}
-				if maxTokens > 0 {
-					req.MaxTokens = min(req.MaxTokens, maxTokens)
-				}
-				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-				defer cancel()
-				if resp, err = snap.Query(ctx, req); err != nil {
-					return timeoutError(err, timeout)
-				}
-				printWarnings(cmd.ErrOrStderr(), snap, &req, resp)
-				opts.Knowledge = resp.Chunks
-			}
-			pack, err := session.Build(sess, opts)
-			if err != nil {
+			req := session.Request{Phase: ph, Query: query, Agent: agent, Tags: tags, MaxTokens: maxTokens}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			pack, resp, err := session.BuildFor(ctx, snap, sess, req)
+			switch {
+			case session.IsQueryError(err):
+				return timeoutError(err, timeout)
+			case err != nil:
 				return fmt.Errorf("%s: %w", itemsFile, err)
 			}
 			if resp != nil {
-				pack.Chunks = resp.Chunks
-				if ph == session.PhaseRoute {
-					pack.Tools = resp.Tools
-				}
+				qr := req.QueryRequest()
+				printWarnings(cmd.ErrOrStderr(), snap, &qr, resp)
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), pack)

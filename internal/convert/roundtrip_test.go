@@ -190,6 +190,71 @@ routes:
   - {name: second, sources: [b, a, c]}
 budget: {ranking: manual}
 `
+	snap := compileTheaios(t, in)
+	resp, err := snap.Query(context.Background(), engine.Request{Text: "text"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range resp.Chunks {
+		got = append(got, c.Source)
+	}
+	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("chunks from %v, want %v", got, want)
+	}
+}
+
+// A converted configuration ranks questions as the reference keyword score
+// does. Each case differs between the reference tokenization and a
+// plausible other one, and the wrong answer would win the tie-break (source
+// name): "#" and "+" stay part of a keyword, "not" is a reference stopword,
+// U+001C separates words as Python's str.split does, and a text whose
+// content holds no keyword scores 0.
+func TestKeywordRankingMatchesReference(t *testing.T) {
+	in := "sources:\n" +
+		"  a-ops: {type: inline, content: \"Our on-call channel is ops, not pager.\"}\n" +
+		"  b-hash-ops: {type: inline, content: \"Post escalations in #ops.\"}\n" +
+		"  a-not: {type: inline, content: \"Do not email; not ever; not now.\"}\n" +
+		"  b-vacation: {type: inline, content: \"Vacation requests need approval.\"}\n" +
+		"  a-c: {type: inline, content: \"Errors in C code.\"}\n" +
+		"  b-cpp: {type: inline, content: \"C++ errors are compiler output.\"}\n" +
+		"  a-glued: {type: inline, content: \"rota\\u001cschedule here\"}\n" +
+		"  b-schedule: {type: inline, content: \"The schedule is weekly.\"}\n" +
+		"routes:\n" +
+		"  - {name: all, sources: [a-ops, b-hash-ops, a-not, b-vacation, a-c, b-cpp, a-glued, b-schedule]}\n" +
+		"budget: {ranking: relevance}\n"
+	snap := compileTheaios(t, in)
+	// Reference scores (|question keywords in the chunk| / |question keywords|), worked by hand.
+	tests := []struct {
+		question, top string
+		score         float64
+	}{
+		{"Where is #ops?", "b-hash-ops", 1},         // {#ops}: a-ops holds "ops", not "#ops"
+		{"not vacation", "b-vacation", 1},           // {vacation}: "not" is a stopword
+		{"c++ errors", "b-cpp", 1},                  // {c++, errors}: a-c has errors only, 0.5
+		{"weekly schedule", "b-schedule", 1},        // a-glued holds "schedule" too (U+001C splits), 0.5
+		{"rota\u001cschedule", "a-glued", 1},        // {rota, schedule}: b-schedule 0.5
+		{"(approval)! [requests]", "b-vacation", 1}, // brackets and marks are trimmed
+	}
+	for _, tt := range tests {
+		t.Run(tt.question, func(t *testing.T) {
+			resp, err := snap.Query(context.Background(), engine.Request{Text: tt.question})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Chunks) == 0 {
+				t.Fatal("no chunks")
+			}
+			if c := resp.Chunks[0]; c.Source != tt.top || c.RelevanceScore != tt.score {
+				t.Errorf("top = %s (%v), want %s (%v); all: %+v", c.Source, c.RelevanceScore, tt.top, tt.score, resp.Chunks)
+			}
+		})
+	}
+}
+
+// compileTheaios converts a theaios file and compiles the result.
+func compileTheaios(t *testing.T, in string) *engine.Snapshot {
+	t.Helper()
 	res, err := Theaios("f.yaml", []byte(in), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -206,15 +271,5 @@ budget: {ranking: manual}
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := snap.Query(context.Background(), engine.Request{Text: "text"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, c := range resp.Chunks {
-		got = append(got, c.Source)
-	}
-	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
-		t.Errorf("chunks from %v, want %v", got, want)
-	}
+	return snap
 }

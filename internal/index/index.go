@@ -117,9 +117,16 @@ func (b *Builder) Add(group uint16, title, body string) uint32 {
 	return doc
 }
 
+// addKeywords posts the keywords of title ∪ body. As in the reference
+// score, a body without keywords scores 0 whatever its title holds, so such a
+// document gets no postings.
 func (b *Builder) addKeywords(doc uint32, title, body string) {
+	kw := tokenize.Keywords(body)
+	if len(kw) == 0 {
+		return
+	}
 	seen := map[uint32]struct{}{}
-	for _, k := range append(tokenize.Keywords(title), tokenize.Keywords(body)...) {
+	for _, k := range append(kw, tokenize.Keywords(title)...) {
 		id, ok := b.kwDict[k]
 		if !ok {
 			id = uint32(len(b.kwPostings))
@@ -407,15 +414,16 @@ func (ix *Index) Keyword(dst []Hit, q *Query, allowed []bool) []Hit {
 }
 
 // KeywordText scores a text that is not in the index with the Keyword formula.
-func KeywordText(q *Query, title, body string) float64 {
+func KeywordText(q *Query, title, text string) float64 {
 	if len(q.kw) == 0 {
 		return 0
 	}
-	have := map[string]struct{}{}
-	for _, k := range tokenize.Keywords(title) {
-		have[k] = struct{}{}
+	body := tokenize.Keywords(text)
+	if len(body) == 0 {
+		return 0 // as addKeywords
 	}
-	for _, k := range tokenize.Keywords(body) {
+	have := map[string]struct{}{}
+	for _, k := range append(body, tokenize.Keywords(title)...) {
 		have[k] = struct{}{}
 	}
 	found := 0

@@ -121,6 +121,7 @@ func TestKeywordHandComputed(t *testing.T) {
 		[2]string{"Remote Work", "Employees may work remotely three days a week."},
 		[2]string{"Vacation", "Twenty-five days of paid vacation per year."},
 		[2]string{"", "policy"},
+		[2]string{"Empty Title", "The a of, it is."},
 	)
 	tests := []struct {
 		query string
@@ -133,11 +134,18 @@ func TestKeywordHandComputed(t *testing.T) {
 		// "remotely" is a different keyword from "remote": no stemming in the reference formula
 		{"remotely", map[uint32]float64{0: 1}},
 		{"the a of", map[uint32]float64{}},
+		// As in the reference, a content without keywords scores 0 even when its title matches.
+		{"empty title", map[uint32]float64{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			q := ix.NewQuery(tt.query, true)
 			hits := ix.Keyword(nil, q, []bool{true, true})
+			if tt.query == "empty title" {
+				if got := KeywordText(q, "Empty Title", "The a of, it is."); got != 0 {
+					t.Errorf("KeywordText = %v, want 0", got)
+				}
+			}
 			if len(hits) != len(tt.want) {
 				t.Fatalf("hits = %+v, want %v", hits, tt.want)
 			}

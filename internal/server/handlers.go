@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -55,8 +54,11 @@ func (s *Server) routes() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := table[r.URL.Path]
+		if counter, h, session := s.sessionRoute(r.URL.Path); !ok && session {
+			rt, ok = route{"", counter, h}, true
+		}
 		if !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, POST /v1/tools, GET /v1/tools/tree, GET /v1/status, /mcp, /healthz, /readyz and /metrics", r.URL.Path))
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: the API serves POST /v1/query, POST /v1/tools, GET /v1/tools/tree, GET /v1/status, /v1/sessions/{id}/…, GET /v1/artifacts/{ref}, /mcp, /healthz, /readyz and /metrics", r.URL.Path))
 			count("other", http.StatusNotFound)
 			return
 		}
@@ -215,6 +217,13 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 	if err != nil {
 		return nil, s.queryError(err, start)
 	}
+	s.observeResponse(st, resp)
+	return resp, nil
+}
+
+// observeResponse counts what a query's response reports: routes, sources,
+// tools and classifiers.
+func (s *Server) observeResponse(st *state, resp *engine.Response) {
 	st.counters.observe(resp.MatchedRoutes, resp.RouteErrors, resp.FailedSources)
 	st.counters.observeRoutes(resp.RouteMatches, time.Duration(resp.EvaluationTimeMS*float64(time.Millisecond)))
 	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
@@ -227,7 +236,6 @@ func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, st
 			}
 		}
 	}
-	return resp, nil
 }
 
 // runFindTools shortlists the tools of a request whose agent is settled
@@ -340,29 +348,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, limit int64) (engine.
 // arguments share: the same rules and messages.
 func decodeQuery(body io.Reader, limit int64) (engine.Request, *httpError) {
 	var req engine.Request
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
-	if err == nil {
-		// Anything after the object is a malformed request, not a second query.
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = terr
-			if err == nil {
-				err = errors.New("unexpected data after the JSON object")
-			}
-		}
-	}
-	if err == nil {
-		return req, nil
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return req, errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", limit)
-	case errors.Is(err, io.EOF):
-		return req, errorf(http.StatusBadRequest, `request body is empty: send a JSON object such as {"text": "..."}`)
-	}
-	return req, errorf(http.StatusBadRequest, "invalid request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	return req, decodeStrict(body, limit, &req, `{"text": "..."}`)
 }
 
 func (s *Server) notReadyMessage() string {

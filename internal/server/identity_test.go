@@ -15,6 +15,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -112,6 +113,76 @@ spec:
   allowSources: [notes]
 `
 
+// agentsNamespace is the namespace of the router and its agents in token tests.
+const agentsNamespace = "agents"
+
+// tokenCluster is a real API server issuing ServiceAccount tokens, with
+// the router's own ServiceAccount "router" of agentsNamespace bound to
+// system:auth-delegator only, as the operator sets it up.
+type tokenCluster struct {
+	t   *testing.T
+	env *testenv.Env
+	cs  *kubernetes.Clientset
+}
+
+func newTokenCluster(t *testing.T) *tokenCluster {
+	env := testenv.Start(t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &tokenCluster{t: t, env: env, cs: cs}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "router-auth-delegator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "router", Namespace: agentsNamespace}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// token issues a token of ServiceAccount ns/sa (created with its
+// namespace when missing) for audiences (none: the API server's own).
+func (c *tokenCluster) token(ns, sa string, audiences ...string) string {
+	c.t.Helper()
+	ctx := context.Background()
+	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		c.t.Fatal(err)
+	}
+	if _, err := c.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		c.t.Fatal(err)
+	}
+	tr, err := c.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// kube is the router's connection to the API server, as ServiceAccount
+// router, each request through wrap when given.
+func (c *tokenCluster) kube(wrap func(http.RoundTripper) http.RoundTripper) func() (*rest.Config, error) {
+	routerToken := c.token(agentsNamespace, "router")
+	return func() (*rest.Config, error) {
+		cfg := &rest.Config{Host: c.env.Config.Host, BearerToken: routerToken, TLSClientConfig: rest.TLSClientConfig{CAData: c.env.Config.CAData}}
+		if wrap != nil {
+			cfg.Wrap(wrap)
+		}
+		return cfg, nil
+	}
+}
+
+// routerDir writes the manifests of a token-mode router of agentsNamespace
+// with one source, notes, that hr-assistant may read.
+func (c *tokenCluster) routerDir() string {
+	dir := c.t.TempDir()
+	writeAtomic(c.t, filepath.Join(dir, "router.yaml"), strings.Replace(tokenRouter, "metadata: {name: secure}", "metadata: {name: secure, namespace: "+agentsNamespace+"}", 1)+"---\n"+inlineManifests("v1", "notes"))
+	return dir
+}
+
 // reviewCounter counts the TokenReviews that reach the API server.
 type reviewCounter struct{ tokenReviews atomic.Int64 }
 
@@ -134,61 +205,18 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // as a ServiceAccount bound to system:auth-delegator only, as the operator
 // sets it up.
 func TestTokenReviewWithAPIServer(t *testing.T) {
-	env := testenv.Start(t)
-	ctx := context.Background()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := "agents"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	token := func(sa string, audiences ...string) string {
-		t.Helper()
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, sa, metav1.GetOptions{}); err != nil {
-			if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](600)},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	hr := token("hr-assistant", Audience)
-	intruder := token("intruder", Audience)
-	otherAudience := token("hr-assistant", "https://kubernetes.default.svc")
+	c := newTokenCluster(t)
+	hr := c.token(agentsNamespace, "hr-assistant", Audience)
+	intruder := c.token(agentsNamespace, "intruder", Audience)
+	otherAudience := c.token(agentsNamespace, "hr-assistant", "https://kubernetes.default.svc")
 	// The API server's own audience: what Prometheus presents.
-	scraper := func() string { return token("prometheus") }
-	// The router's own credentials: system:auth-delegator, nothing else.
-	routerToken := token("router")
-	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "router-auth-delegator"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "router", Namespace: ns}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	scraper := func() string { return c.token(agentsNamespace, "prometheus") }
 	// The same ServiceAccount name in another namespace is another agent.
-	ns = "elsewhere"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	impostor := token("hr-assistant", Audience)
+	impostor := c.token("elsewhere", "hr-assistant", Audience)
 
-	dir := t.TempDir()
-	// The router lives in the agents' namespace.
-	writeAtomic(t, filepath.Join(dir, "router.yaml"), strings.Replace(tokenRouter, "metadata: {name: secure}", "metadata: {name: secure, namespace: agents}", 1)+"---\n"+inlineManifests("v1", "notes"))
+	dir := c.routerDir()
 	counter := &reviewCounter{}
-	kube := func() (*rest.Config, error) {
-		cfg := &rest.Config{Host: env.Config.Host, BearerToken: routerToken, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
-		cfg.Wrap(counter.RoundTrip)
-		return cfg, nil
-	}
+	kube := c.kube(counter.RoundTrip)
 	ts := startServer(t, Options{Paths: []string{dir}, Kube: kube})
 	ts.waitReady()
 	ask := func(method, path, auth, body string) (*http.Response, string) {
@@ -331,6 +359,7 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 			checkChallenge(t, resp)
 		})
 	}
+	ctx, cs := context.Background(), c.cs
 	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
 		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, reader, metav1.CreateOptions{}); err != nil {
@@ -339,7 +368,7 @@ func TestTokenReviewWithAPIServer(t *testing.T) {
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics-reader"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: ns}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: agentsNamespace}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

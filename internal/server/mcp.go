@@ -42,7 +42,7 @@ func (s *Server) newMCPHandler() http.Handler {
 		version = "dev"
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "contextrouter", Version: version}, &mcp.ServerOptions{
-		Instructions: "Call get_context with the user's question to get the documents this agent may read that fit it; find_tools to shortlist the tools that fit it, and describe_tool for the input schema of the one to call.",
+		Instructions: "Call get_context with the user's question to get the documents this agent may read that fit it; find_tools to shortlist the tools that fit it, and describe_tool for the input schema of the one to call; drilldown reads the parts of a tool result that a context pack stored as an artifact.",
 	})
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpToolGetContext,
@@ -52,6 +52,7 @@ func (s *Server) newMCPHandler() http.Handler {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
 	}, s.mcpHandler(mcpToolGetContext, s.getContext))
 	s.addMCPToolTools(srv)
+	s.addMCPDrilldown(srv)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
@@ -116,11 +117,29 @@ func (s *Server) findTools(ctx context.Context, call *mcp.CallToolRequest, start
 	}
 	d := toolsDelivery("mcp:find_tools", req, resp)
 	s.deliver(callHeader(call), st, &d, start)
-	b, err := json.Marshal(resp)
+	return jsonResult(resp)
+}
+
+// jsonResult answers a tool call with v, as structured content and as JSON text.
+func jsonResult(v any) (*mcp.CallToolResult, string) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return toolError("internal error: encoding the answer"), "failure"
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, "success"
+}
+
+// mcpCaller settles the state and the established agent of a tool call
+// that does not run a query; refusal is the answer when it cannot.
+func (s *Server) mcpCaller(call *mcp.CallToolRequest) (st *state, established string, refusal *mcp.CallToolResult, result string) {
+	if st = s.state.Load(); st == nil {
+		return nil, "", toolError(s.notReadyMessage()), "failure"
+	}
+	established, herr := s.mcpIdentity(call, st)
+	if herr != nil {
+		return nil, "", toolError(herr.msg), "refused"
+	}
+	return st, established, nil, ""
 }
 
 // describeArgs are describe_tool's arguments.
@@ -133,13 +152,9 @@ type describeArgs struct {
 // describeTool is describe_tool: a tool's full entry, if the agent may use
 // it; any other tool is "not found", whether it exists or not.
 func (s *Server) describeTool(_ context.Context, call *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, string) {
-	st := s.state.Load()
-	if st == nil {
-		return toolError(s.notReadyMessage()), "failure"
-	}
-	established, herr := s.mcpIdentity(call, st)
-	if herr != nil {
-		return toolError(herr.msg), "refused"
+	st, established, refusal, result := s.mcpCaller(call)
+	if refusal != nil {
+		return refusal, result
 	}
 	var args describeArgs
 	dec := json.NewDecoder(bytes.NewReader(call.Params.Arguments))
@@ -162,15 +177,11 @@ func (s *Server) describeTool(_ context.Context, call *mcp.CallToolRequest, _ ti
 	if t.InputSchema == nil {
 		t.InputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}
 	}
-	b, err := json.Marshal(struct {
+	return jsonResult(struct {
 		Source string `json:"source"`
 		ID     string `json:"id"`
 		v1alpha1.Tool
 	}{e.Source, t.ID(), t})
-	if err != nil {
-		return toolError("internal error: encoding the answer"), "failure"
-	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, "success"
 }
 
 // mcpHandler runs a tool of the endpoint and counts its calls by result.

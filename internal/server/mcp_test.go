@@ -110,7 +110,7 @@ func TestMCPGetContext(t *testing.T) {
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 	}
-	if !slices.Equal(names, []string{"describe_tool", "find_tools", "get_context"}) {
+	if !slices.Equal(names, []string{"describe_tool", "drilldown", "find_tools", "get_context"}) {
 		t.Errorf("tools/list: %v", names)
 	}
 

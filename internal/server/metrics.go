@@ -37,6 +37,8 @@ type metrics struct {
 	toolsReturned   prometheus.Histogram
 	// classifierConfidence: the confidence of each classifier that ran, by classifier.
 	classifierConfidence *prometheus.HistogramVec
+	sessionPacks         *prometheus.CounterVec
+	packDuration         prometheus.Histogram
 }
 
 // stateCounters are the per-route and per-source counters of one snapshot,
@@ -132,6 +134,17 @@ func newMetrics(s *Server) *metrics {
 		Help:    "Confidence of a ContextClassifier's label in the queries that ran it (api.md §1.5).",
 		Buckets: []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1},
 	}, []string{"classifier"})
+	m.sessionPacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "session_packs_total",
+		Help: "Context packs built by POST /v1/sessions/{id}/context, by phase.",
+	}, []string{"phase"})
+	m.packDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Name: "session_pack_duration_seconds",
+		Help:    "Time to build a context pack, from reading the request to the pack (the query pipeline included when the request has a query).",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	})
+	m.reg.MustRegister(m.sessionPacks, m.packDuration)
+	m.reg.MustRegister(sessionsCollector{s})
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
 // Defaults of Options.
@@ -108,6 +109,11 @@ type Options struct {
 	AuditLog string
 	// AuditOutput is the standard output of audit lines (nil = os.Stdout).
 	AuditOutput io.Writer
+	// Sessions bounds the embedded session store (api.md §11.9) and sets
+	// the firewall threshold of packs.
+	Sessions session.StoreConfig
+	// SessionStore, when set, replaces the embedded store; its owner closes it.
+	SessionStore session.Store
 }
 
 // state is one serving configuration: queries load it once and use it to the end.
@@ -147,6 +153,9 @@ type Server struct {
 	// auditLog receives audit lines; audit counts deliveries and lines.
 	auditLog *auditLog
 	audit    *auditMetrics
+	// sessions is the session store; ownStore when the server opened it.
+	sessions session.Store
+	ownStore bool
 
 	// firstGuard is the guard of the last configuration read while none
 	// serves yet, so that a token-mode router's status and metrics are not
@@ -213,8 +222,6 @@ func New(opts Options) (*Server, error) {
 		wake:  make(chan struct{}, 1),
 		loops: map[any]*syncLoop{},
 	}
-	s.metrics = newMetrics(s)
-	s.audit = newAuditMetrics(s.metrics.reg)
 	out := opts.AuditOutput
 	if out == nil {
 		out = os.Stdout
@@ -227,6 +234,12 @@ func New(opts Options) (*Server, error) {
 	if s.auditLog, err = openAuditLog(path, out); err != nil {
 		return nil, err
 	}
+	if err := s.openSessionStore(); err != nil {
+		s.auditLog.close()
+		return nil, err
+	}
+	s.metrics = newMetrics(s)
+	s.audit = newAuditMetrics(s.metrics.reg)
 	s.auth = newTokenAuth(s.metrics)
 	s.mcp = s.newMCPHandler()
 	s.handler = s.routes()
@@ -534,6 +547,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	stopBG()
 	s.bgWG.Wait()
 	s.stopLoops()
+	s.closeSessionStore()
 	return err
 }
 

@@ -36,17 +36,23 @@ type Artifact struct {
 	Content   string `json:"content"`
 }
 
+// ArtifactRef names the artifact of a tool result's text: "sha256:" and
+// the hex SHA-256 of the text. Stores index tool results by it.
+func ArtifactRef(text string) string {
+	// Hash the string's bytes in place: a copy of every oversized result
+	// was a quarter of a pack's allocations. Sum256 only reads them.
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // firewall stores an oversized tool result as an artifact and returns the
 // summary that stands in for it: a header with the artifact ref and size,
 // for JSON the shape (top-level keys and kinds, array lengths) and scalar
 // facts, then the first lines. The summary is cut to about half of maxChars
 // at a line boundary.
 func firewall(id, text string, maxChars int) (string, Artifact) {
-	// Hash the string's bytes in place: a copy of every oversized result
-	// was a quarter of a pack's allocations. Sum256 only reads them.
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
 	lines := strings.Count(text, "\n") + 1
-	a := Artifact{Ref: "sha256:" + hex.EncodeToString(sum[:]), ItemID: id, MediaType: "text/plain",
+	a := Artifact{Ref: ArtifactRef(text), ItemID: id, MediaType: "text/plain",
 		Bytes: len(text), Lines: lines, Content: text}
 	out := []string{fmt.Sprintf("[%d bytes, %d lines; stored as artifact %s]", a.Bytes, lines, a.Ref)}
 	if shape, facts, ok := jsonSummary(text); ok {

@@ -92,6 +92,9 @@ type Error struct {
 	Index int
 	Field string
 	Msg   string
+	// TooLarge marks a size limit (a text, or the session's entries or
+	// bytes) rather than a malformed entry: HTTP answers it 413.
+	TooLarge bool
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s[%d].%s: %s", e.Entry, e.Index, e.Field, e.Msg) }
@@ -123,7 +126,9 @@ func ValidateItem(i int, it *Item) *Error {
 	case !knownKind(it.Kind):
 		return bad("kind", "unknown kind %q: want one of %s", it.Kind, kindList())
 	case len(it.Text) > MaxItemBytes:
-		return bad("text", "%d bytes; an item's text is limited to %d bytes", len(it.Text), MaxItemBytes)
+		e := bad("text", "%d bytes; an item's text is limited to %d bytes", len(it.Text), MaxItemBytes)
+		e.TooLarge = true
+		return e
 	case it.ParentID == it.ID:
 		return bad("parent_id", "an item cannot be its own parent")
 	case it.TokenEstimate < 0 || it.TokenEstimate > MaxTokenEstimate:
@@ -167,13 +172,13 @@ func kindList() string {
 // not loop.
 func Validate(s *Session) error {
 	if len(s.Items) > MaxItems {
-		return &Error{Entry: "items", Index: MaxItems, Field: "id", Msg: fmt.Sprintf("a session holds at most %d items", MaxItems)}
+		return &Error{Entry: "items", Index: MaxItems, Field: "id", Msg: fmt.Sprintf("a session holds at most %d items", MaxItems), TooLarge: true}
 	}
 	if len(s.Facts) > MaxFacts {
-		return &Error{Entry: "facts", Index: MaxFacts, Field: "key", Msg: fmt.Sprintf("a session holds at most %d facts", MaxFacts)}
+		return &Error{Entry: "facts", Index: MaxFacts, Field: "key", Msg: fmt.Sprintf("a session holds at most %d facts", MaxFacts), TooLarge: true}
 	}
 	if len(s.Episodes) > MaxEpisodes {
-		return &Error{Entry: "episodes", Index: MaxEpisodes, Field: "id", Msg: fmt.Sprintf("a session holds at most %d episodes", MaxEpisodes)}
+		return &Error{Entry: "episodes", Index: MaxEpisodes, Field: "id", Msg: fmt.Sprintf("a session holds at most %d episodes", MaxEpisodes), TooLarge: true}
 	}
 	total := 0
 	pos := make(map[string]int, len(s.Items))
@@ -188,7 +193,7 @@ func Validate(s *Session) error {
 		pos[it.ID] = i
 		total += len(it.Text)
 		if total > MaxSessionBytes {
-			return &Error{Entry: "items", Index: i, Field: "text", Msg: fmt.Sprintf("the session's texts pass %d bytes", MaxSessionBytes)}
+			return &Error{Entry: "items", Index: i, Field: "text", Msg: fmt.Sprintf("the session's texts pass %d bytes", MaxSessionBytes), TooLarge: true}
 		}
 	}
 	for i := range s.Items {
@@ -216,7 +221,9 @@ func Validate(s *Session) error {
 			case e.key == "" || len(e.key) > maxKey:
 				return bad(keyField, "%d bytes; %ss are 1 to %d bytes", len(e.key), keyField, maxKey)
 			case len(e.text) > maxText:
-				return bad(textField, "%d bytes; %s is limited to %d bytes", len(e.text), what, maxText)
+				err := bad(textField, "%d bytes; %s is limited to %d bytes", len(e.text), what, maxText).(*Error)
+				err.TooLarge = true
+				return err
 			}
 			if j, dup := seen[e.key]; dup {
 				return bad(keyField, "%q is also the %s of %s[%d]", e.key, keyField, entry, j)

@@ -157,15 +157,105 @@ func WordStems(s string) []string {
 	return out
 }
 
-// Keywords implements the reference projects' keyword extraction: whitespace
-// tokens, lower-cased, surrounding punctuation trimmed, without stopwords and
-// one-character tokens. Distinct, in first-seen order.
+// keywordStopwords is the reference project's (theaios-context-router)
+// stopword list for its keyword score, word for word: imported
+// configurations must rank as they did there. It differs from stopwords
+// (which keeps "not" and was tuned for BM25) on purpose.
+var keywordStopwords = func() map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, w := range strings.Fields(`a an the and or but in on at to for of with by from is it that this
+		was are be have has had do does did will would could should may might can not no so if then
+		than too very just about up out all its my your our their we they he she i me him her us them
+		what which who when where how as into through during before after above below between each
+		every both few more most other some such only own same also any been being here there`) {
+		m[w] = struct{}{}
+	}
+	return m
+}()
+
+// keywordTrim is the punctuation the reference strips from both ends of a
+// keyword; anything else (#, @, $, …) stays part of it.
+const keywordTrim = ".,;:!?\"'()[]{}/-"
+
+// isKeywordSpace is the reference's separator: Python's str.split(), which
+// is Unicode White_Space plus the ASCII separators U+001C–U+001F.
+func isKeywordSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
+
+// pythonLower is Python's str.lower(), which the reference applies: Go's
+// strings.ToLower except for the two special casings of Unicode's
+// SpecialCasing.txt that are not language-specific: İ (U+0130) becomes
+// "i̇" (i and a combining dot), and Σ at the end of a word becomes final ς.
+func pythonLower(s string) string {
+	if !strings.ContainsAny(s, "\u0130\u03a3") {
+		return strings.ToLower(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	for i, r := range s {
+		switch r {
+		case '\u0130':
+			b.WriteString("i\u0307")
+		case '\u03a3':
+			if finalSigma(s, i) {
+				b.WriteRune('ς')
+			} else {
+				b.WriteRune('σ')
+			}
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// finalSigma is Unicode's Final_Sigma condition for the Σ at byte i: a cased
+// letter before it and none after it, skipping case-ignorable characters.
+func finalSigma(s string, i int) bool {
+	before := false
+	for j := i; j > 0; {
+		r, n := utf8.DecodeLastRuneInString(s[:j])
+		j -= n
+		if !caseIgnorable(r) {
+			before = cased(r)
+			break
+		}
+	}
+	if !before {
+		return false
+	}
+	for _, r := range s[i+len("Σ"):] {
+		if !caseIgnorable(r) {
+			return !cased(r)
+		}
+	}
+	return true
+}
+
+func cased(r rune) bool { return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) }
+
+// caseIgnorable approximates Unicode's Case_Ignorable: marks, format
+// characters, modifiers, and the apostrophes and dots inside words.
+func caseIgnorable(r rune) bool {
+	switch r {
+	case '\'', '.', ':', '^', '`', '\u00b7', '\u2018', '\u2019', '\u2024', '\u2027', '\u0387', '\u05f4', '\ufe13', '\ufe52', '\ufe55', '\uff07', '\uff0e', '\uff1a':
+		return true
+	}
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
+}
+
+// Keywords implements the reference project's keyword extraction exactly:
+// the text lower-cased, split on whitespace, each token trimmed of
+// keywordTrim at both ends, minus its stopwords and one-character tokens.
+// Distinct, in first-seen order.
 func Keywords(s string) []string {
 	var out []string
 	seen := map[string]struct{}{}
-	for _, f := range strings.Fields(s) {
-		k := strings.ToLower(strings.TrimFunc(f, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSymbol(r) }))
-		if utf8.RuneCountInString(k) <= 1 || IsStopword(k) {
+	for _, f := range strings.FieldsFunc(pythonLower(s), isKeywordSpace) {
+		k := strings.Trim(f, keywordTrim)
+		if utf8.RuneCountInString(k) <= 1 {
+			continue
+		}
+		if _, stop := keywordStopwords[k]; stop {
 			continue
 		}
 		if _, dup := seen[k]; !dup {

@@ -68,6 +68,18 @@ func TestKeywords(t *testing.T) {
 		{"(PTO) pto, PTO!", []string{"pto"}},
 		{"a b c I x", nil},
 		{"Deploy \"staging\" now...", []string{"deploy", "staging", "now"}},
+		// The reference trims only .,;:!?"'()[]{}/- : other marks stay.
+		{"Ask #ops or @alice about C++ and $100", []string{"ask", "#ops", "@alice", "c++", "$100"}},
+		{"e.g. U.S. --flag /path/ [x] {y}", []string{"e.g", "u.s", "flag", "path"}},
+		{"don't stop—now «quoted»", []string{"don't", "stop—now", "«quoted»"}},
+		// Its stopwords, "not" and "here" among them.
+		{"not here: no, very few!", nil},
+		// Python's str.split also splits on U+001C–U+001F.
+		{"rota\u001cschedule\u001fdays", []string{"rota", "schedule", "days"}},
+		{"ÉTÉ Ünïcode", []string{"été", "ünïcode"}},
+		// Python's lower(): a final capital sigma becomes ς, İ becomes i and a combining dot.
+		{"ΟΔΟΣ ΣΑΣ. Σα ΑΣ'Β", []string{"οδος", "σας", "σα", "ασ'β"}},
+		{"İstanbul", []string{"i\u0307stanbul"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

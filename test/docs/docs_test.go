@@ -457,15 +457,20 @@ func startServe(t *testing.T, args []string) string {
 	return ""
 }
 
-// curl sends `curl -s URL -d BODY` to the block's server.
+// curl sends `curl -s [-X METHOD] URL -d BODY` to the block's server: a
+// query must answer chunks, any other call 2xx.
 func curl(t *testing.T, base string, args []string) {
 	t.Helper()
 	var url, body string
+	method := http.MethodPost
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "-s":
 		case a == "-d" && i+1 < len(args):
 			body = args[i+1]
+			i++
+		case a == "-X" && i+1 < len(args):
+			method = args[i+1]
 			i++
 		default:
 			url = a
@@ -476,12 +481,22 @@ func curl(t *testing.T, base string, args []string) {
 	} else {
 		t.Fatalf("curl to %q: want a /v1/ path", url)
 	}
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
+	if !strings.HasSuffix(url, "/v1/query") {
+		if resp.StatusCode/100 != 2 {
+			t.Errorf("%s %s %s: %s\n%s", method, url, body, resp.Status, data)
+		}
+		return
+	}
 	var r struct {
 		Chunks []json.RawMessage `json:"chunks"`
 	}

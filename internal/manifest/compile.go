@@ -1,0 +1,42 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+)
+
+// Compile loads the manifests under paths, checks them as validate does
+// (an invalid object never reaches the engine; warnings go to opts.Logger)
+// and compiles the router named router ("" = the only one). It is the
+// one-shot path of the CLI's commands and the Go API; serve reloads through
+// its own watcher.
+func Compile(ctx context.Context, paths []string, router string, opts engine.Options) (*engine.Snapshot, error) {
+	set, err := Load(paths...)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var errs []string
+	for _, p := range set.Check() {
+		if p.IsWarning() {
+			log.Warn(p.Error())
+			continue
+		}
+		errs = append(errs, p.Error())
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
+	}
+	cfg, err := set.Config(router)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Compile(ctx, cfg, opts)
+}

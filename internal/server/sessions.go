@@ -1,0 +1,547 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/session"
+)
+
+// The session API (api.md §11.9): writes to an agent's session, context
+// packs built from it, and drill-down into the artifacts of its tool
+// results. The caller's identity is settled as for a query (identify): the
+// pinned agent, the token's ServiceAccount, or with auth.mode None the
+// agent the request names; it owns the sessions it creates.
+
+// MaxSessionWriteBytes bounds the body of a session write or context
+// request: an item at session.MaxItemBytes with room for JSON escapes, and
+// more items beside it.
+const MaxSessionWriteBytes = 4 << 20
+
+const (
+	sessionsPrefix  = "/v1/sessions/"
+	artifactsPrefix = "/v1/artifacts/"
+)
+
+// sessionRoute is the handler of a path under the session prefixes.
+func (s *Server) sessionRoute(path string) (counter string, h http.HandlerFunc, ok bool) {
+	switch {
+	case strings.HasPrefix(path, sessionsPrefix):
+		return "sessions", s.handleSessions, true
+	case strings.HasPrefix(path, artifactsPrefix):
+		return "artifacts", s.handleArtifact, true
+	}
+	return "", nil, false
+}
+
+// openSessionStore sets the server's store: the one given, or an embedded
+// store bounded by opts.Sessions.
+func (s *Server) openSessionStore() error {
+	if s.opts.SessionStore != nil {
+		s.sessions = s.opts.SessionStore
+		return nil
+	}
+	m, err := session.NewMemStore(s.opts.Sessions)
+	if err != nil {
+		return err
+	}
+	for _, err := range m.Skipped() {
+		s.log.Error("session file not read; its session is left out", "error", err.Error())
+	}
+	s.sessions, s.ownStore = m, true
+	return nil
+}
+
+// sessionStore is the store requests use: every request asks here, so a
+// store that changes with the configuration is picked up per request.
+func (s *Server) sessionStore() session.Store { return s.sessions }
+
+// closeSessionStore closes the store the server opened.
+func (s *Server) closeSessionStore() {
+	if s.ownStore {
+		if err := s.sessions.Close(); err != nil {
+			s.log.Error("closing the session store", "error", err.Error())
+		}
+	}
+}
+
+// pathSegments splits the escaped path after prefix into unescaped
+// segments, so that a fact key may hold '/' as %2F.
+func pathSegments(r *http.Request, prefix string) ([]string, error) {
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), prefix)
+	parts := strings.Split(rest, "/")
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			return nil, err
+		}
+		parts[i] = u
+	}
+	return parts, nil
+}
+
+// handleSessions dispatches /v1/sessions/{id}[/items|/facts/{key}|/episodes|/context].
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
+	parts, err := pathSegments(r, sessionsPrefix)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed path %s: %v", r.URL.Path, err))
+		return
+	}
+	type endpoint struct {
+		method string
+		h      func(http.ResponseWriter, *http.Request, string, []string)
+	}
+	var ep endpoint
+	switch {
+	case len(parts) == 1:
+		ep = endpoint{http.MethodDelete, s.deleteSession}
+	case len(parts) == 2 && parts[1] == "items":
+		ep = endpoint{http.MethodPost, s.appendItems}
+	case len(parts) == 2 && parts[1] == "episodes":
+		ep = endpoint{http.MethodPost, s.appendEpisode}
+	case len(parts) == 2 && parts[1] == "context":
+		ep = endpoint{http.MethodPost, s.sessionContext}
+	case len(parts) == 3 && parts[1] == "facts":
+		ep = endpoint{http.MethodPut, s.putFact}
+	default:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: sessions serve DELETE /v1/sessions/{id}, POST …/items, PUT …/facts/{key}, POST …/episodes and POST …/context", r.URL.Path))
+		return
+	}
+	if r.Method != ep.method {
+		w.Header().Set("Allow", ep.method)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.Path, ep.method))
+		return
+	}
+	if err := session.ValidateSessionID(parts[0]); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ep.h(w, r, parts[0], parts[1:])
+}
+
+// sessionCaller settles the serving state and the caller's identity, the
+// agent the request names (body or ?agent=) reconciled with it.
+func (s *Server) sessionCaller(w http.ResponseWriter, r *http.Request) (*state, string, bool) {
+	st := s.state.Load()
+	if st == nil {
+		writeError(w, http.StatusServiceUnavailable, s.notReadyMessage())
+		return nil, "", false
+	}
+	established, herr := s.identify(r.Context(), r, st)
+	if herr != nil {
+		writeAuthError(w, herr)
+		return nil, "", false
+	}
+	return st, established, true
+}
+
+// settleAgent reconciles the agent a request names with the caller's.
+func settleAgent(established, requested string) (string, *httpError) {
+	if n := len(requested); n > engine.MaxAgentBytes {
+		return "", errorf(http.StatusBadRequest, "%s: agent is %d bytes; it is limited to %d bytes", engine.ErrBadRequest, n, engine.MaxAgentBytes)
+	}
+	return reconcileAgent(established, requested)
+}
+
+// readSessionBody settles the caller and decodes a JSON body into v, whose
+// agent field (*string) names the agent the request speaks for.
+func (s *Server) readSessionBody(w http.ResponseWriter, r *http.Request, v any, agentField *string, example string) (*state, string, bool) {
+	st, established, ok := s.sessionCaller(w, r)
+	if !ok {
+		return nil, "", false
+	}
+	if herr := decodeStrict(http.MaxBytesReader(w, r.Body, MaxSessionWriteBytes), MaxSessionWriteBytes, v, example); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return nil, "", false
+	}
+	agent, herr := settleAgent(established, *agentField)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return nil, "", false
+	}
+	return st, agent, true
+}
+
+// sessionError is the one place a store's error becomes a status and a message.
+func (s *Server) sessionError(id string, err error) *httpError {
+	var limit *session.LimitError
+	var bad *session.Error
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return errorf(http.StatusNotFound, "session %q not found", id)
+	case errors.Is(err, session.ErrForbidden):
+		return errorf(http.StatusForbidden, "session %q belongs to another agent", id)
+	case errors.Is(err, session.ErrUnavailable):
+		s.log.Warn("session store unavailable", "error", err.Error())
+		return errorf(http.StatusServiceUnavailable, "%v; nothing was written, retry later", err)
+	case errors.As(err, &limit):
+		if limit.Limit == "maxSessions" || limit.Limit == "maxBytes" {
+			return errorf(http.StatusInsufficientStorage, "%s", limit.Msg)
+		}
+		return errorf(http.StatusRequestEntityTooLarge, "%s", limit.Msg)
+	case errors.As(err, &bad):
+		if bad.TooLarge {
+			return errorf(http.StatusRequestEntityTooLarge, "%v", err)
+		}
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	s.log.Error("session store failed", "error", err.Error())
+	return errorf(http.StatusInternalServerError, "internal error")
+}
+
+// appended is the answer of a session write.
+type appended struct {
+	Session string   `json:"session"`
+	Items   []string `json:"items"`
+	Fact    string   `json:"fact,omitempty"`
+	Episode string   `json:"episode,omitempty"`
+}
+
+// write appends d to a session and answers the write.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, id, agent string, d session.Delta, ans appended) {
+	ids, err := s.sessionStore().Append(r.Context(), id, agent, d)
+	if err != nil {
+		herr := s.sessionError(id, err)
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	ans.Session, ans.Items = id, ids
+	if ans.Items == nil {
+		ans.Items = []string{}
+	}
+	writeJSON(w, http.StatusOK, ans, false)
+}
+
+// POST /v1/sessions/{id}/items {"items": [...], "agent": A}
+func (s *Server) appendItems(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+	var body struct {
+		Items []session.Item `json:"items"`
+		Agent string         `json:"agent"`
+	}
+	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"items": [{"id": "u1", "kind": "user_turn", "text": "..."}]}`); ok {
+		if len(body.Items) == 0 {
+			writeError(w, http.StatusBadRequest, "items: the list is empty: send at least one item")
+			return
+		}
+		s.write(w, r, id, agent, session.Delta{Items: body.Items}, appended{})
+	}
+}
+
+// PUT /v1/sessions/{id}/facts/{key} {"value": V, "agent": A}
+func (s *Server) putFact(w http.ResponseWriter, r *http.Request, id string, rest []string) {
+	var body struct {
+		Value *string `json:"value"`
+		Agent string  `json:"agent"`
+	}
+	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"value": "..."}`); ok {
+		if body.Value == nil {
+			writeError(w, http.StatusBadRequest, "value: required")
+			return
+		}
+		key := rest[1]
+		s.write(w, r, id, agent, session.Delta{Facts: []session.Fact{{Key: key, Value: *body.Value}}}, appended{Fact: key})
+	}
+}
+
+// POST /v1/sessions/{id}/episodes {"id": E, "text": T, "agent": A}
+func (s *Server) appendEpisode(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+	var body struct {
+		session.Episode
+		Agent string `json:"agent"`
+	}
+	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"id": "e1", "text": "..."}`); ok {
+		s.write(w, r, id, agent, session.Delta{Episodes: []session.Episode{body.Episode}}, appended{Episode: body.ID})
+	}
+}
+
+// DELETE /v1/sessions/{id}?agent=A
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+	_, established, ok := s.sessionCaller(w, r)
+	if !ok {
+		return
+	}
+	q, herr := onlyParams(r, "agent")
+	if herr == nil {
+		var agent string
+		if agent, herr = settleAgent(established, q.Get("agent")); herr == nil {
+			if err := s.sessionStore().Delete(r.Context(), id, agent); err != nil {
+				herr = s.sessionError(id, err)
+			}
+		}
+	}
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// onlyParams refuses query parameters other than names.
+func onlyParams(r *http.Request, names ...string) (url.Values, *httpError) {
+	q := r.URL.Query()
+	for name := range q {
+		known := false
+		for _, n := range names {
+			known = known || n == name
+		}
+		if !known {
+			return nil, errorf(http.StatusBadRequest, "unknown query parameter %q: %s takes %s", name, r.URL.Path, strings.Join(names, ", "))
+		}
+	}
+	return q, nil
+}
+
+// contextRequest is the body of POST /v1/sessions/{id}/context.
+type contextRequest struct {
+	Phase     string   `json:"phase"`
+	Query     string   `json:"query"`
+	Agent     string   `json:"agent"`
+	MaxTokens int      `json:"max_tokens"`
+	Tags      []string `json:"tags"`
+}
+
+// packRequest is the one place the server turns a context request into a
+// pack request; the router's own settings apply in session.BuildFor.
+func packRequest(agent string, req *contextRequest) (session.Request, *httpError) {
+	ph, err := session.ParsePhase(req.Phase)
+	if err != nil {
+		return session.Request{}, errorf(http.StatusBadRequest, "phase: %v", err)
+	}
+	if req.MaxTokens < 0 || req.MaxTokens > session.MaxBudget {
+		return session.Request{}, errorf(http.StatusBadRequest, "max_tokens: %d must be between 0 and %d", req.MaxTokens, session.MaxBudget)
+	}
+	if n := len(req.Tags); n > engine.MaxTags {
+		return session.Request{}, errorf(http.StatusBadRequest, "tags: %d tags; at most %d are allowed", n, engine.MaxTags)
+	}
+	return session.Request{Phase: ph, Query: req.Query, Agent: agent, Tags: req.Tags, MaxTokens: req.MaxTokens}, nil
+}
+
+// POST /v1/sessions/{id}/context: the pack (api.md §11.5).
+func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+	start := time.Now()
+	var req contextRequest
+	st, agent, ok := s.readSessionBody(w, r, &req, &req.Agent, `{"phase": "answer", "query": "..."}`)
+	if !ok {
+		return
+	}
+	pack, herr := s.buildPack(r.Context(), st, id, agent, &req, start)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, pack, false)
+}
+
+// buildPack loads the session and builds its pack as `session build`
+// does, with the query pipeline under the query timeout when the request
+// has a query.
+func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req *contextRequest, start time.Time) (*session.Pack, *httpError) {
+	preq, herr := packRequest(agent, req)
+	if herr != nil {
+		return nil, herr
+	}
+	sess, err := s.sessionStore().Load(ctx, id, agent)
+	if err != nil {
+		return nil, s.sessionError(id, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
+	defer cancel()
+	pack, resp, err := session.BuildFor(ctx, st.snap, sess, preq)
+	switch {
+	case session.IsQueryError(err):
+		return nil, s.queryError(err, start)
+	case err != nil:
+		return nil, s.sessionError(id, err)
+	}
+	if resp != nil {
+		s.observeResponse(st, resp)
+	}
+	s.metrics.sessionPacks.WithLabelValues(string(preq.Phase)).Inc()
+	s.metrics.packDuration.Observe(time.Since(start).Seconds())
+	return pack, nil
+}
+
+// artifactRef checks a ref: "sha256:" and 64 lower-case hex digits.
+func artifactRef(ref string) *httpError {
+	hexPart, ok := strings.CutPrefix(ref, "sha256:")
+	if ok && len(hexPart) == 64 && strings.Trim(hexPart, "0123456789abcdef") == "" {
+		return nil
+	}
+	return errorf(http.StatusBadRequest, "artifact ref %q: want sha256: and 64 lower-case hex digits, as a pack's artifacts name it", ref)
+}
+
+// drill answers a drill-down for the agent (GET /v1/artifacts/{ref}, MCP
+// drilldown): the artifact of one of its live sessions, never another's.
+func (s *Server) drill(ctx context.Context, agent, ref string, req session.DrillRequest) (*session.Drill, *httpError) {
+	if herr := artifactRef(ref); herr != nil {
+		return nil, herr
+	}
+	content, err := s.sessionStore().Artifact(ctx, agent, ref)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return nil, errorf(http.StatusNotFound, "artifact %s not found in this agent's sessions", ref)
+	case err != nil:
+		return nil, s.sessionError("", err)
+	}
+	d, err := session.DrillDown(ref, content, req)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "%v", err)
+	}
+	return d, nil
+}
+
+// GET /v1/artifacts/{ref}?view=head|json|csv|columns&lines=N&path=P&agent=A
+func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use GET", r.Method, r.URL.Path))
+		return
+	}
+	_, established, ok := s.sessionCaller(w, r)
+	if !ok {
+		return
+	}
+	parts, err := pathSegments(r, artifactsPrefix)
+	if err != nil || len(parts) != 1 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: use GET /v1/artifacts/{ref}", r.URL.Path))
+		return
+	}
+	q, herr := onlyParams(r, "view", "lines", "path", "agent")
+	var agent string
+	if herr == nil {
+		agent, herr = settleAgent(established, q.Get("agent"))
+	}
+	req := session.DrillRequest{View: q.Get("view"), Path: q.Get("path")}
+	if req.View == "" {
+		req.View = session.ViewHead
+	}
+	if l := q.Get("lines"); herr == nil && l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > session.MaxDrillLines {
+			herr = errorf(http.StatusBadRequest, "lines: %q must be a number between 1 and %d", l, session.MaxDrillLines)
+		}
+		req.Lines = n
+	}
+	var d *session.Drill
+	if herr == nil {
+		d, herr = s.drill(r.Context(), agent, parts[0], req)
+	}
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, d, false)
+}
+
+// decodeStrict reads one JSON object into v, strictly: unknown fields,
+// trailing data and bodies over limit are refused; example is what an
+// empty body is told to send.
+func decodeStrict(body io.Reader, limit int64, v any, example string) *httpError {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// Anything after the object is a malformed request, not a second one.
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = terr
+			if err == nil {
+				err = errors.New("unexpected data after the JSON object")
+			}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", limit)
+	case errors.Is(err, io.EOF):
+		return errorf(http.StatusBadRequest, "request body is empty: send a JSON object such as %s", example)
+	}
+	return errorf(http.StatusBadRequest, "invalid request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// mcpToolDrilldown is the MCP tool of GET /v1/artifacts/{ref}.
+const mcpToolDrilldown = "drilldown"
+
+// drilldownArgs are the drilldown tool's arguments.
+type drilldownArgs struct {
+	Ref   string `json:"ref"`
+	View  string `json:"view"`
+	Path  string `json:"path"`
+	Lines int    `json:"lines"`
+	Agent string `json:"agent"`
+}
+
+var drilldownSchema = objectSchema("ref",
+	`"ref": {"type": "string", "description": "The artifact's ref, as a context pack's artifacts name it: sha256:<hex>."}`,
+	`"view": {"type": "string", "enum": ["head", "json", "csv", "columns"], "description": "head: the first lines; json: the value at path; csv: rows, columns and first rows; columns: column names and types. Default head."}`,
+	`"path": {"type": "string", "description": "For view json: the value to return, such as .items[0].name or .[\"a key\"] (default: the whole document)."}`,
+	`"lines": {"type": "integer", "minimum": 0, "maximum": 200, "description": "Lines of head, rows of csv (default 20)."}`,
+	argAgent)
+
+// addMCPDrilldown registers drilldown (api.md §11.9).
+func (s *Server) addMCPDrilldown(srv *mcp.Server) {
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpToolDrilldown,
+		Title:       "Drill down into an artifact",
+		Description: "Reads part of a tool result that a context pack replaced by a summary (its artifact): the first lines, a JSON value by path, or a CSV table's shape, within bounds. Only artifacts of this agent's sessions are found.",
+		InputSchema: drilldownSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
+	}, s.mcpHandler(mcpToolDrilldown, s.mcpDrill))
+}
+
+// mcpDrill is drilldown: GET /v1/artifacts/{ref} over MCP, with the same
+// identity rules and answers.
+func (s *Server) mcpDrill(ctx context.Context, call *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, string) {
+	_, established, refusal, result := s.mcpCaller(call)
+	if refusal != nil {
+		return refusal, result
+	}
+	var args drilldownArgs
+	if herr := decodeStrict(bytes.NewReader(call.Params.Arguments), s.opts.MaxBodyBytes, &args, `{"ref": "sha256:..."}`); herr != nil {
+		return toolError(herr.msg), "refused"
+	}
+	agent, herr := settleAgent(established, args.Agent)
+	if herr != nil {
+		return toolError(herr.msg), "refused"
+	}
+	if args.View == "" {
+		args.View = session.ViewHead
+	}
+	d, herr := s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines})
+	if herr != nil {
+		return toolError(herr.msg), resultOf(herr)
+	}
+	return jsonResult(d)
+}
+
+// sessionsCollector reports the live sessions of a store that counts them
+// (the embedded one), read at scrape time.
+type sessionsCollector struct{ s *Server }
+
+var sessionsDesc = prometheus.NewDesc(metricsNamespace+"_sessions",
+	"Live sessions of the embedded session store (idle ones past the TTL are swept first).", nil, nil)
+
+func (c sessionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sessionsDesc }
+
+func (c sessionsCollector) Collect(ch chan<- prometheus.Metric) {
+	if l, ok := c.s.sessionStore().(interface{ Len() int }); ok {
+		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(l.Len()))
+	}
+}

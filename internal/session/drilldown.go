@@ -1,0 +1,486 @@
+package session
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Drill-down of an artifact (api.md §11.4): bounded views of a tool result
+// the firewall took out of the prompt.
+
+// Drill-down views.
+const (
+	ViewHead    = "head"
+	ViewJSON    = "json"
+	ViewCSV     = "csv"
+	ViewColumns = "columns"
+)
+
+// Drill-down bounds: whatever the artifact, an answer stays small.
+const (
+	DefaultDrillLines = 20
+	MaxDrillLines     = 200
+	// MaxDrillLineRunes cuts each line (and each CSV cell) of an answer.
+	MaxDrillLineRunes = 500
+	// MaxDrillValueBytes bounds the value of the json view; a larger one is
+	// answered by its shape.
+	MaxDrillValueBytes = 64 << 10
+	// MaxPathBytes and MaxPathSteps bound a json path.
+	MaxPathBytes = 1024
+	MaxPathSteps = 64
+	// MaxDrillColumns bounds the columns listed.
+	MaxDrillColumns = 256
+)
+
+// DrillRequest asks for one view.
+type DrillRequest struct {
+	View string
+	// Lines: lines of head, rows of csv (0: DefaultDrillLines).
+	Lines int
+	// Path selects a value in the json view (ParsePath).
+	Path string
+}
+
+// Drill is a view of an artifact.
+type Drill struct {
+	Ref       string `json:"ref"`
+	View      string `json:"view"`
+	MediaType string `json:"media_type"`
+	Bytes     int    `json:"bytes"`
+	Lines     int    `json:"lines"`
+	// Head: the first lines (head view).
+	Head []string `json:"head,omitempty"`
+	// Path and Value (json view); Summary stands for a value over
+	// MaxDrillValueBytes.
+	Path    string          `json:"path,omitempty"`
+	Value   json.RawMessage `json:"value,omitempty"`
+	Summary string          `json:"summary,omitempty"`
+	// Rows, Columns and FirstRows (csv and columns views).
+	Rows      int        `json:"rows,omitempty"`
+	Columns   []Column   `json:"columns,omitempty"`
+	FirstRows [][]string `json:"first_rows,omitempty"`
+	// Truncated: the view left something out (lines cut, rows or columns
+	// past the bounds, a value too large).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Column is a column of a table: a CSV header or a key of a JSON array of
+// objects, with the type its values share: integer, number, boolean,
+// string, null, object, array, or mixed; empty when it has no values.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// DrillError is a view that does not apply to the artifact or a bad
+// request (HTTP 400).
+type DrillError struct{ Msg string }
+
+func (e *DrillError) Error() string { return e.Msg }
+
+func drillErrorf(format string, args ...any) error {
+	return &DrillError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// DrillDown answers one view of an artifact's content.
+func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
+	if req.Lines < 0 || req.Lines > MaxDrillLines {
+		return nil, drillErrorf("lines is %d; it must be between 1 and %d", req.Lines, MaxDrillLines)
+	}
+	if req.Lines == 0 {
+		req.Lines = DefaultDrillLines
+	}
+	if req.Path != "" && req.View != ViewJSON && req.View != ViewColumns {
+		return nil, drillErrorf("path applies to view=json and view=columns only")
+	}
+	d := &Drill{Ref: ref, View: req.View, MediaType: "text/plain", Bytes: len(content), Lines: strings.Count(content, "\n") + 1}
+	isJSON := json.Valid([]byte(content))
+	if isJSON {
+		d.MediaType = "application/json"
+	}
+	switch req.View {
+	case ViewHead:
+		rest := content
+		for n := 0; n < req.Lines && rest != ""; n++ {
+			line, after, _ := strings.Cut(rest, "\n")
+			rest = after
+			cut := cutRunes(strings.TrimRight(line, "\r"), MaxDrillLineRunes)
+			d.Truncated = d.Truncated || len(cut) != len(strings.TrimRight(line, "\r"))
+			d.Head = append(d.Head, cut)
+		}
+		d.Truncated = d.Truncated || rest != ""
+		return d, nil
+	case ViewJSON:
+		if !isJSON {
+			return nil, drillErrorf("view=json: the artifact is not JSON (%s)", d.MediaType)
+		}
+		steps, v, err := selectString(content, req.Path)
+		if err != nil {
+			return nil, err
+		}
+		d.Path = FormatPath(steps)
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, v); err != nil {
+			return nil, drillErrorf("view=json: %v", err)
+		}
+		if buf.Len() > MaxDrillValueBytes {
+			d.Truncated = true
+			d.Summary, _, _ = jsonSummary(buf.String())
+			return d, nil
+		}
+		d.Value = buf.Bytes()
+		return d, nil
+	case ViewCSV:
+		if err := csvView(d, content, req.Lines, true); err != nil {
+			return nil, err
+		}
+		return d, nil
+	case ViewColumns:
+		if isJSON {
+			steps, v, err := selectString(content, req.Path)
+			if err != nil {
+				return nil, err
+			}
+			if err := jsonColumns(d, string(v)); err == nil {
+				if len(steps) > 0 {
+					d.Path = FormatPath(steps)
+				}
+				return d, nil
+			}
+			if len(steps) > 0 {
+				return nil, drillErrorf("view=columns: the value at %s is not an array of objects", FormatPath(steps))
+			}
+		} else if req.Path != "" {
+			return nil, drillErrorf("view=columns: path applies to JSON artifacts; this one is %s", d.MediaType)
+		}
+		if err := csvView(d, content, 0, false); err != nil {
+			return nil, drillErrorf("view=columns: the artifact is neither CSV nor a JSON array of objects (%s)", strings.TrimPrefix(err.Error(), "view=csv: "))
+		}
+		return d, nil
+	}
+	return nil, drillErrorf("unknown view %q: want head, json, csv or columns", req.View)
+}
+
+// csvView reads content as CSV (tab-separated when its first line has tabs
+// and no commas), the first record being the header.
+func csvView(d *Drill, content string, rows int, withRows bool) error {
+	first, _, _ := strings.Cut(content, "\n")
+	r := csv.NewReader(strings.NewReader(content))
+	if strings.Contains(first, "\t") && !strings.Contains(first, ",") {
+		r.Comma = '\t'
+	}
+	r.FieldsPerRecord = -1
+	r.ReuseRecord = true
+	header, err := r.Read()
+	if err != nil {
+		return drillErrorf("view=csv: the artifact is not CSV: %v", err)
+	}
+	if len(header) < 2 {
+		return drillErrorf("view=csv: the artifact is not CSV: its first line has one field")
+	}
+	n := min(len(header), MaxDrillColumns)
+	d.Truncated = len(header) > n
+	types := make([]string, n)
+	d.Columns = make([]Column, n)
+	for i := range n {
+		d.Columns[i].Name = cutRunes(header[i], MaxDrillLineRunes)
+	}
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return drillErrorf("view=csv: the artifact is not CSV: %v", err)
+		}
+		d.Rows++
+		for i := 0; i < n && i < len(rec); i++ {
+			types[i] = mergeType(types[i], cellType(rec[i]))
+		}
+		if withRows && len(d.FirstRows) < rows {
+			row := make([]string, min(len(rec), n))
+			for i := range row {
+				row[i] = cutRunes(rec[i], MaxDrillLineRunes)
+			}
+			d.FirstRows = append(d.FirstRows, row)
+		}
+	}
+	if withRows && d.Rows > len(d.FirstRows) {
+		d.Truncated = true
+	}
+	for i := range n {
+		d.Columns[i].Type = types[i]
+	}
+	return nil
+}
+
+// cellType is the type of a CSV cell; "" for an empty one.
+func cellType(s string) string {
+	switch {
+	case s == "":
+		return ""
+	case s == "true" || s == "false":
+		return "boolean"
+	}
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return "integer"
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return "number"
+	}
+	return "string"
+}
+
+// mergeType is the type of a column that had type a and sees b.
+func mergeType(a, b string) string {
+	switch {
+	case a == "" || a == b:
+		return b
+	case b == "":
+		return a
+	case (a == "integer" && b == "number") || (a == "number" && b == "integer"):
+		return "number"
+	}
+	return "mixed"
+}
+
+// jsonColumns lists the keys of a JSON array of objects, in first-seen
+// order, with the types of their values.
+func jsonColumns(d *Drill, content string) error {
+	notTable := errors.New("not an array of objects")
+	dec := json.NewDecoder(strings.NewReader(content))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return notTable
+	}
+	var order []string
+	types := map[string]string{}
+	rows := 0
+	for dec.More() {
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return notTable
+		}
+		rows++
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			k, _ := kt.(string)
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return err
+			}
+			if _, seen := types[k]; !seen {
+				order = append(order, k)
+			}
+			types[k] = mergeType(types[k], rawType(v))
+		}
+		if _, err := dec.Token(); err != nil { // '}'
+			return err
+		}
+	}
+	if rows == 0 {
+		return notTable
+	}
+	d.Rows = rows
+	n := min(len(order), MaxDrillColumns)
+	d.Truncated = len(order) > n
+	for _, k := range order[:n] {
+		d.Columns = append(d.Columns, Column{Name: cutRunes(k, MaxDrillLineRunes), Type: types[k]})
+	}
+	return nil
+}
+
+// rawType is the type of a JSON value.
+func rawType(v json.RawMessage) string {
+	s := bytes.TrimSpace(v)
+	if len(s) == 0 {
+		return ""
+	}
+	switch s[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	if bytes.ContainsAny(s, ".eE") {
+		return "number"
+	}
+	return "integer"
+}
+
+// A json path selects a value: "" or "." is the whole document; then steps
+// of .name (letters, digits, '_', '-' and '$'), ["any name"] (a JSON
+// string) and [N] (an array index, 0-based; [-1] is the last element).
+// Example: .items[0].name, .["a.b"][2].
+
+// PathStep is one step of a path: a key, or an index when IsIndex.
+type PathStep struct {
+	Key     string
+	Index   int
+	IsIndex bool
+}
+
+// ParsePath reads a json path.
+func ParsePath(p string) ([]PathStep, error) {
+	if len(p) > MaxPathBytes {
+		return nil, drillErrorf("path is %d bytes; it is limited to %d bytes", len(p), MaxPathBytes)
+	}
+	bad := func(at int, what string) error {
+		return drillErrorf("path %q: %s at byte %d; a path is like .items[0].name or .[\"a key\"]", p, what, at)
+	}
+	var steps []PathStep
+	i := 0
+	if p == "." {
+		return nil, nil
+	}
+	for i < len(p) {
+		if len(steps) == MaxPathSteps {
+			return nil, drillErrorf("path has more than %d steps", MaxPathSteps)
+		}
+		switch p[i] {
+		case '.':
+			i++
+			if i < len(p) && p[i] == '[' {
+				continue // .["key"]
+			}
+			j := i
+			for j < len(p) && isNameByte(p[j]) {
+				j++
+			}
+			if j == i {
+				return nil, bad(i, "a name is missing")
+			}
+			steps = append(steps, PathStep{Key: p[i:j]})
+			i = j
+		case '[':
+			i++
+			if i < len(p) && p[i] == '"' {
+				dec := json.NewDecoder(strings.NewReader(p[i:]))
+				var key string
+				if err := dec.Decode(&key); err != nil {
+					return nil, bad(i, "a JSON string is malformed")
+				}
+				i += int(dec.InputOffset())
+				steps = append(steps, PathStep{Key: key})
+			} else {
+				j := i
+				if j < len(p) && p[j] == '-' {
+					j++
+				}
+				for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+					j++
+				}
+				n, err := strconv.Atoi(p[i:j])
+				if err != nil || j-i > 9 {
+					return nil, bad(i, "an index or a quoted name is missing")
+				}
+				steps = append(steps, PathStep{Index: n, IsIndex: true})
+				i = j
+			}
+			if i >= len(p) || p[i] != ']' {
+				return nil, bad(i, "']' is missing")
+			}
+			i++
+		default:
+			return nil, bad(i, fmt.Sprintf("unexpected %q", p[i]))
+		}
+	}
+	return steps, nil
+}
+
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '$'
+}
+
+// FormatPath writes steps back in the canonical form ParsePath reads.
+func FormatPath(steps []PathStep) string {
+	if len(steps) == 0 {
+		return "."
+	}
+	var b strings.Builder
+	for _, s := range steps {
+		switch {
+		case s.IsIndex:
+			b.WriteString("[" + strconv.Itoa(s.Index) + "]")
+		case s.Key != "" && strings.IndexFunc(s.Key, func(r rune) bool { return r >= utf8.RuneSelf || !isNameByte(byte(r)) }) < 0:
+			b.WriteString("." + s.Key)
+		default:
+			q, _ := json.Marshal(s.Key)
+			b.WriteString(`.[` + string(q) + `]`)
+		}
+	}
+	return b.String()
+}
+
+// selectString parses path and selects it in the JSON document content.
+func selectString(content, path string) ([]PathStep, json.RawMessage, error) {
+	steps, err := ParsePath(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := selectPath(json.RawMessage(content), steps)
+	return steps, v, err
+}
+
+// selectPath follows steps into v, decoding one level at a time so the
+// value found keeps its bytes (and its keys their order).
+func selectPath(v json.RawMessage, steps []PathStep) (json.RawMessage, error) {
+	for k, s := range steps {
+		at := FormatPath(steps[:k+1])
+		if s.IsIndex {
+			var arr []json.RawMessage
+			if err := json.Unmarshal(v, &arr); err != nil {
+				return nil, drillErrorf("path %s: not an array (a %s)", at, kindOf(v))
+			}
+			i := s.Index
+			if i < 0 {
+				i += len(arr)
+			}
+			if i < 0 || i >= len(arr) {
+				return nil, drillErrorf("path %s: index out of range: the array has %d elements", at, len(arr))
+			}
+			v = arr[i]
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(v, &obj); err != nil || obj == nil {
+			return nil, drillErrorf("path %s: not an object (a %s)", at, kindOf(v))
+		}
+		next, ok := obj[s.Key]
+		if !ok {
+			keys := make([]string, 0, len(obj))
+			for key := range obj {
+				keys = append(keys, key)
+			}
+			slices.Sort(keys)
+			if len(keys) > 16 {
+				keys = append(keys[:16], "…")
+			}
+			return nil, drillErrorf("path %s: no key %q; the object has %s", at, s.Key, strings.Join(keys, ", "))
+		}
+		v = next
+	}
+	return v, nil
+}
+
+func kindOf(v json.RawMessage) string {
+	if t := rawType(v); t != "" {
+		return t
+	}
+	return "nothing"
+}

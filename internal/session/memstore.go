@@ -1,0 +1,479 @@
+package session
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Defaults of StoreConfig (api.md §11.9): the one place they are defined
+// in Go; spec.sessions's schema defaults are the same values.
+const (
+	DefaultTTL         = 24 * time.Hour
+	DefaultMaxSessions = 10_000
+	DefaultMaxBytes    = 256 << 20
+	// MaxSessionIDBytes bounds a session id; see ValidateSessionID.
+	MaxSessionIDBytes = 128
+)
+
+// StoreConfig bounds a session store.
+type StoreConfig struct {
+	// TTL is how long a session may stay idle (no write, no pack) before it
+	// is removed (0: DefaultTTL).
+	TTL time.Duration
+	// MaxSessions bounds the live sessions (0: DefaultMaxSessions).
+	MaxSessions int
+	// MaxBytes bounds the bytes of all sessions together, as Bytes counts
+	// them (0: DefaultMaxBytes).
+	MaxBytes int64
+	// Dir, when set, keeps every session in a file there (embedded store):
+	// a store opened on the same directory has them back.
+	Dir string
+	// Now is the clock (nil: time.Now); tests move it instead of sleeping.
+	Now func() time.Time
+}
+
+// WithDefaults fills the zero fields.
+func (c StoreConfig) WithDefaults() StoreConfig {
+	if c.TTL <= 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// ValidateSessionID checks a session id: 1–128 bytes of ASCII letters,
+// digits, '.', '_' and '-', not starting with '.' (it names a file of the
+// embedded store and a key of Redis).
+func ValidateSessionID(id string) error {
+	if id == "" || len(id) > MaxSessionIDBytes {
+		return fmt.Errorf("session id is %d bytes; it must be 1 to %d bytes", len(id), MaxSessionIDBytes)
+	}
+	if id[0] == '.' {
+		return fmt.Errorf("session id %q must not start with '.'", id)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("session id %q: only ASCII letters, digits, '.', '_' and '-' are allowed", id)
+		}
+	}
+	return nil
+}
+
+// Bytes is the size a session counts against a store's MaxBytes: its ids,
+// texts, tags, metadata, facts and episodes.
+func (s *Session) Bytes() int64 {
+	var n int64
+	for i := range s.Items {
+		n += itemBytes(&s.Items[i])
+	}
+	for _, f := range s.Facts {
+		n += int64(len(f.Key) + len(f.Value))
+	}
+	for _, e := range s.Episodes {
+		n += int64(len(e.ID) + len(e.Text))
+	}
+	return n
+}
+
+func itemBytes(it *Item) int64 {
+	n := len(it.ID) + len(it.Text) + len(it.ParentID)
+	for _, t := range it.Tags {
+		n += len(t)
+	}
+	for k, v := range it.Metadata {
+		n += len(k) + len(v)
+	}
+	return int64(n)
+}
+
+// MemStore is the embedded store: sessions in the process's memory,
+// optionally kept in files (StoreConfig.Dir). One mutex guards it; a write
+// validates the session it makes, which for the limits of §11.7 takes
+// microseconds to about a millisecond.
+//
+// Bounds: a write that would pass MaxSessions (a new session) or MaxBytes
+// is refused with a *LimitError (507): live sessions are never evicted to
+// make room, only sessions idle for TTL are removed. Expired sessions are
+// swept by every call, oldest first from a list kept in order of use, so no
+// timer or goroutine runs per session.
+type MemStore struct {
+	cfg StoreConfig
+
+	mu       sync.Mutex
+	sessions map[string]*memSession
+	// idle orders the sessions by last use, least recent first.
+	idle *list.List
+	// byAgent indexes sessions by owner, for Artifact.
+	byAgent map[string]map[string]*memSession
+	bytes   int64
+	closed  bool
+	skipped []error
+}
+
+type memSession struct {
+	id, owner string
+	s         Session
+	bytes     int64
+	// refs maps the SHA-256 of each tool result to its item, computed when
+	// it is written so that Artifact neither hashes nor copies; the digest
+	// is the key, not the 71-byte ref, to keep idle sessions small.
+	refs map[[sha256.Size]byte]int32
+	used time.Time
+	elem *list.Element
+}
+
+var _ Store = (*MemStore)(nil)
+
+// NewMemStore opens an embedded store. With cfg.Dir it reads the sessions
+// kept there (their idle time starts anew); a directory it cannot use is
+// an error, a file it cannot read is set aside and listed by Skipped.
+func NewMemStore(cfg StoreConfig) (*MemStore, error) {
+	m := &MemStore{cfg: cfg.WithDefaults(), sessions: map[string]*memSession{}, idle: list.New(),
+		byAgent: map[string]map[string]*memSession{}}
+	if m.cfg.Dir == "" {
+		return m, nil
+	}
+	if err := os.MkdirAll(m.cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	names, err := filepath.Glob(filepath.Join(m.cfg.Dir, "*"+logSuffix))
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if err := m.replay(name); err != nil {
+			m.skipped = append(m.skipped, err)
+		}
+	}
+	return m, nil
+}
+
+// Skipped are the session files NewMemStore could not read, set aside as
+// .bad files; the caller logs them.
+func (m *MemStore) Skipped() []error { return m.skipped }
+
+// Len is the number of live sessions (expired ones are swept first).
+func (m *MemStore) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sweep()
+	return len(m.sessions)
+}
+
+// sweep removes the sessions idle for longer than the TTL. The caller holds mu.
+func (m *MemStore) sweep() {
+	deadline := m.cfg.Now().Add(-m.cfg.TTL)
+	for e := m.idle.Front(); e != nil; e = m.idle.Front() {
+		ms := e.Value.(*memSession)
+		if ms.used.After(deadline) {
+			return
+		}
+		m.remove(ms)
+	}
+}
+
+func (m *MemStore) remove(ms *memSession) {
+	m.idle.Remove(ms.elem)
+	delete(m.sessions, ms.id)
+	if a := m.byAgent[ms.owner]; a != nil {
+		delete(a, ms.id)
+		if len(a) == 0 {
+			delete(m.byAgent, ms.owner)
+		}
+	}
+	m.bytes -= ms.bytes
+	if m.cfg.Dir != "" {
+		_ = os.Remove(m.logPath(ms.id))
+	}
+}
+
+func (m *MemStore) touch(ms *memSession) {
+	ms.used = m.cfg.Now()
+	m.idle.MoveToBack(ms.elem)
+}
+
+// get finds a live session of agent; the caller holds mu.
+func (m *MemStore) get(id, agent string) (*memSession, error) {
+	if m.closed {
+		return nil, fmt.Errorf("%w: the store is closed", ErrUnavailable)
+	}
+	m.sweep()
+	ms := m.sessions[id]
+	switch {
+	case ms == nil:
+		return nil, ErrNotFound
+	case ms.owner != agent:
+		return nil, ErrForbidden
+	}
+	return ms, nil
+}
+
+// Append implements Store.
+func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]string, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ms, err := m.get(id, agent)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if len(m.sessions) >= m.cfg.MaxSessions {
+			return nil, &LimitError{Limit: "maxSessions", Max: int64(m.cfg.MaxSessions),
+				Msg: fmt.Sprintf("the session store is full: it holds %d sessions, its maxSessions; sessions idle for %s are removed", len(m.sessions), m.cfg.TTL)}
+		}
+		ms = &memSession{id: id, owner: agent}
+	case err != nil:
+		return nil, err
+	}
+	next, err := Merge(&ms.s, d)
+	if err != nil {
+		return nil, err
+	}
+	grow := next.Bytes() - ms.bytes
+	if m.bytes+grow > m.cfg.MaxBytes {
+		return nil, &LimitError{Limit: "maxBytes", Max: m.cfg.MaxBytes,
+			Msg: fmt.Sprintf("the session store is full: this write needs %d bytes and %d of its maxBytes %d are in use", grow, m.bytes, m.cfg.MaxBytes)}
+	}
+	if m.cfg.Dir != "" {
+		if err := m.writeLog(ms, d); err != nil {
+			// The answer names the cause, not the server's paths.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("%w: writing the session's file: %v", ErrUnavailable, err)
+		}
+	}
+	m.commit(ms, *next, grow)
+	ids := make([]string, len(d.Items))
+	for i := range d.Items {
+		ids[i] = d.Items[i].ID
+	}
+	return ids, nil
+}
+
+// commit makes next the content of ms (new or not); the caller holds mu.
+func (m *MemStore) commit(ms *memSession, next Session, grow int64) {
+	for i := len(ms.s.Items); i < len(next.Items); i++ {
+		it := &next.Items[i]
+		if it.Kind != KindToolResult {
+			continue
+		}
+		if ms.refs == nil {
+			ms.refs = map[[sha256.Size]byte]int32{}
+		}
+		sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(it.Text), len(it.Text)))
+		if _, dup := ms.refs[sum]; !dup {
+			ms.refs[sum] = int32(i)
+		}
+	}
+	ms.s = next
+	ms.bytes += grow
+	m.bytes += grow
+	if ms.elem == nil {
+		ms.elem = m.idle.PushBack(ms)
+		m.sessions[ms.id] = ms
+		a := m.byAgent[ms.owner]
+		if a == nil {
+			a = map[string]*memSession{}
+			m.byAgent[ms.owner] = a
+		}
+		a[ms.id] = ms
+	}
+	m.touch(ms)
+}
+
+// Load implements Store. The session returned is the caller's: its
+// slices and maps are copies (texts, immutable, are shared).
+func (m *MemStore) Load(_ context.Context, id, agent string) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ms, err := m.get(id, agent)
+	if err != nil {
+		return nil, err
+	}
+	m.touch(ms)
+	s := &Session{Items: slices.Clone(ms.s.Items), Facts: slices.Clone(ms.s.Facts), Episodes: slices.Clone(ms.s.Episodes)}
+	for i := range s.Items {
+		it := &s.Items[i]
+		it.Tags = slices.Clone(it.Tags)
+		it.Metadata = maps.Clone(it.Metadata)
+	}
+	return s, nil
+}
+
+// Delete implements Store.
+func (m *MemStore) Delete(_ context.Context, id, agent string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ms, err := m.get(id, agent)
+	if err != nil {
+		return err
+	}
+	m.remove(ms)
+	return nil
+}
+
+// Artifact implements Store: the agent's live sessions, in id order so the
+// same ref in two sessions resolves the same way each time.
+func (m *MemStore) Artifact(_ context.Context, agent, ref string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return "", fmt.Errorf("%w: the store is closed", ErrUnavailable)
+	}
+	m.sweep()
+	var sum [sha256.Size]byte
+	if h, ok := strings.CutPrefix(ref, "sha256:"); !ok || len(h) != hex.EncodedLen(len(sum)) {
+		return "", ErrNotFound
+	} else if _, err := hex.Decode(sum[:], []byte(h)); err != nil {
+		return "", ErrNotFound
+	}
+	var found *memSession
+	for id, ms := range m.byAgent[agent] {
+		if _, ok := ms.refs[sum]; ok && (found == nil || id < found.id) {
+			found = ms
+		}
+	}
+	if found == nil {
+		return "", ErrNotFound
+	}
+	return found.s.Items[found.refs[sum]].Text, nil
+}
+
+// Close implements Store. Every write is in its file already, so there is
+// nothing to flush.
+func (m *MemStore) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// Persistence: one append-only file per session, <id>.jsonl. Its first
+// line is {"owner": AGENT}; each further line one write (a Delta), as the
+// API received it. A write reaches the file before the memory, so a
+// refused file write leaves the session as it was. A last line cut short
+// (the process died mid-write) is ignored when the file is read back.
+
+const logSuffix = ".jsonl"
+
+type logHeader struct {
+	Owner string `json:"owner"`
+}
+
+type logDelta struct {
+	Items    []Item    `json:"items,omitempty"`
+	Facts    []Fact    `json:"facts,omitempty"`
+	Episodes []Episode `json:"episodes,omitempty"`
+}
+
+func (m *MemStore) logPath(id string) string { return filepath.Join(m.cfg.Dir, id+logSuffix) }
+
+func (m *MemStore) writeLog(ms *memSession, d Delta) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	flags := os.O_WRONLY | os.O_APPEND
+	if ms.elem == nil {
+		// A new session: a file left by a session removed while its write
+		// failed half-way is replaced.
+		flags |= os.O_CREATE | os.O_TRUNC
+		_ = enc.Encode(logHeader{Owner: ms.owner})
+	}
+	if err := enc.Encode(logDelta(d)); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(m.logPath(ms.id), flags, 0o600)
+	if err != nil {
+		return err
+	}
+	size, werr := f.Seek(0, io.SeekEnd)
+	if werr == nil {
+		if _, werr = f.Write(buf.Bytes()); werr != nil {
+			// A line cut short would break the lines after it.
+			_ = f.Truncate(size)
+		}
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
+}
+
+// replay reads one session file back. A file it cannot read whole is set
+// aside as <name>.bad and its session left out: one bad file must not keep
+// the router from starting or cost the other sessions.
+func (m *MemStore) replay(name string) error {
+	id := strings.TrimSuffix(filepath.Base(name), logSuffix)
+	if ValidateSessionID(id) != nil {
+		return nil // not a session file of ours
+	}
+	var ms *memSession
+	fail := func(err error) error {
+		_ = os.Rename(name, name+".bad")
+		if ms != nil && ms.elem != nil {
+			m.remove(ms)
+		}
+		return fmt.Errorf("%v; set aside as %s.bad", err, filepath.Base(name))
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return fail(fmt.Errorf("session file: %w", err))
+	}
+	lines := bytes.Split(b, []byte("\n"))
+	// The last piece follows the last line break: empty, or a write the
+	// process did not finish, which goes so the next write starts a line.
+	if cut := lines[len(lines)-1]; len(cut) > 0 {
+		if err := os.Truncate(name, int64(len(b)-len(cut))); err != nil {
+			return fail(fmt.Errorf("session file: %w", err))
+		}
+	}
+	lines = lines[:len(lines)-1]
+	for n, line := range lines {
+		if ms == nil {
+			var h logHeader
+			if err := json.Unmarshal(line, &h); err != nil {
+				return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
+			}
+			ms = &memSession{id: id, owner: h.Owner}
+			continue
+		}
+		var d logDelta
+		if err := json.Unmarshal(line, &d); err != nil {
+			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
+		}
+		next, err := Merge(&ms.s, Delta(d))
+		if err != nil {
+			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
+		}
+		m.commit(ms, *next, next.Bytes()-ms.bytes)
+	}
+	return nil
+}

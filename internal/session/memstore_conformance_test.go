@@ -1,0 +1,29 @@
+package session_test
+
+import (
+	"testing"
+
+	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/storetest"
+)
+
+// The embedded store passes the conformance table every store runs, in
+// memory and with a directory.
+func TestMemStoreConformance(t *testing.T) {
+	for name, dir := range map[string]bool{"memory": false, "directory": true} {
+		t.Run(name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) session.Store {
+				cfg := session.StoreConfig{}
+				if dir {
+					cfg.Dir = t.TempDir()
+				}
+				m, err := session.NewMemStore(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = m.Close() })
+				return m
+			})
+		})
+	}
+}

@@ -1,0 +1,430 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock is a settable time for TTL tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func openStore(t *testing.T, cfg StoreConfig) *MemStore {
+	t.Helper()
+	m, err := NewMemStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func delta(its ...Item) Delta { return Delta{Items: its} }
+
+var bigResult = `{"rows": [` + strings.Repeat(`{"a": 1, "b": "xyz"}, `, 200) + `{"a": 2}]}`
+
+func TestMemStoreWrites(t *testing.T) {
+	ctx := context.Background()
+	m := openStore(t, StoreConfig{})
+	ids, err := m.Append(ctx, "s1", "hr", delta(Item{ID: "u1", Kind: KindUserTurn, Text: "hi"}, Item{ID: "c1", Kind: KindToolCall, Text: "f()"}))
+	if err != nil || strings.Join(ids, ",") != "u1,c1" {
+		t.Fatalf("append: %v %v", ids, err)
+	}
+	// The result names the call of the earlier write.
+	if _, err := m.Append(ctx, "s1", "hr", delta(Item{ID: "r1", Kind: KindToolResult, ParentID: "c1", Text: bigResult})); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := m.Load(ctx, "s1", "hr")
+	if _, err := m.Append(ctx, "s1", "hr", Delta{Facts: []Fact{{Key: "k", Value: "v1"}}, Episodes: []Episode{{ID: "e1", Text: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Append(ctx, "s1", "hr", Delta{Facts: []Fact{{Key: "k", Value: "v2"}, {Key: "j", Value: "w"}}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Load(ctx, "s1", "hr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Items) != 3 || s.Items[2].ParentID != "c1" || fmt.Sprint(s.Facts) != "[{k v2} {j w}]" || len(s.Episodes) != 1 {
+		t.Fatalf("session: %+v", s)
+	}
+	// A session loaded earlier does not see later writes.
+	if len(before.Items) != 3 || len(before.Facts) != 0 || len(before.Episodes) != 0 {
+		t.Fatalf("an earlier Load changed: %+v", before)
+	}
+	// The oversized result is an artifact of the agent, and only of it.
+	ref := ArtifactRef(bigResult)
+	if got, err := m.Artifact(ctx, "hr", ref); err != nil || got != bigResult {
+		t.Fatalf("artifact: %v", err)
+	}
+	if _, err := m.Artifact(ctx, "intruder", ref); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another agent's artifact: %v, want ErrNotFound", err)
+	}
+	// The pack names the same ref the store finds.
+	p, err := Build(s, Options{Phase: PhaseInterpret})
+	if err != nil || len(p.Artifacts) != 1 || p.Artifacts[0].Ref != ref {
+		t.Fatalf("pack artifacts: %+v %v", p.Artifacts, err)
+	}
+	for name, call := range map[string]func() error{
+		"append": func() error {
+			_, err := m.Append(ctx, "s1", "intruder", delta(Item{ID: "x", Kind: KindUserTurn}))
+			return err
+		},
+		"load":   func() error { _, err := m.Load(ctx, "s1", "intruder"); return err },
+		"delete": func() error { return m.Delete(ctx, "s1", "intruder") },
+	} {
+		t.Run("another agent "+name, func(t *testing.T) {
+			if err := call(); !errors.Is(err, ErrForbidden) {
+				t.Fatalf("%v, want ErrForbidden", err)
+			}
+		})
+	}
+	if err := m.Delete(ctx, "s1", "hr"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Load(ctx, "s1", "hr"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+	if _, err := m.Artifact(ctx, "hr", ref); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("artifact after delete: %v", err)
+	}
+	if m.Len() != 0 || m.bytes != 0 {
+		t.Fatalf("len %d, bytes %d after delete", m.Len(), m.bytes)
+	}
+}
+
+func TestMemStoreBadWrites(t *testing.T) {
+	ctx := context.Background()
+	m := openStore(t, StoreConfig{})
+	if _, err := m.Append(ctx, "s", "a", delta(Item{ID: "u1", Kind: KindUserTurn, Text: "hi"}, Item{ID: "c1", Kind: KindToolCall})); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		id       string
+		d        Delta
+		want     string
+		tooLarge bool
+	}{
+		{"unknown kind", "s", delta(Item{ID: "x", Kind: "thought"}), `items[0].kind: unknown kind "thought"`, false},
+		{"missing parent", "s", delta(Item{ID: "ok", Kind: KindUserTurn}, Item{ID: "r", Kind: KindToolResult, ParentID: "nope"}), `items[1].parent_id: no item has id "nope"`, false},
+		{"cycle", "s", delta(Item{ID: "a", Kind: KindUserTurn, ParentID: "b"}, Item{ID: "b", Kind: KindUserTurn, ParentID: "a"}), "parent chain loops: a → b → a", false},
+		{"id of an earlier write", "s", delta(Item{ID: "u1", Kind: KindUserTurn}), `items[0].id: "u1" is already in the session`, false},
+		{"oversized text", "s", delta(Item{ID: "big", Kind: KindToolResult, Text: strings.Repeat("x", MaxItemBytes+1)}), "items[0].text: 262145 bytes; an item's text is limited to 262144 bytes", true},
+		{"oversized fact", "s", Delta{Facts: []Fact{{Key: "k", Value: strings.Repeat("x", MaxFactBytes+1)}}}, "facts[0].value: 4097 bytes", true},
+		{"duplicate episode in one write", "s", Delta{Episodes: []Episode{{ID: "e", Text: "1"}, {ID: "e", Text: "2"}}}, `episodes[1].id: "e" is also the id of episodes[0]`, false},
+		{"bad session id", "../etc", delta(Item{ID: "x", Kind: KindUserTurn}), "must not start with '.'", false},
+		{"session id charset", "a/b", delta(Item{ID: "x", Kind: KindUserTurn}), "only ASCII letters", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := m.Append(ctx, tc.id, "a", tc.d)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			var e *Error
+			if errors.As(err, &e) && e.TooLarge != tc.tooLarge {
+				t.Errorf("TooLarge = %v", e.TooLarge)
+			}
+			// Nothing was written.
+			s, _ := m.Load(ctx, "s", "a")
+			if len(s.Items) != 2 || len(s.Facts) != 0 || len(s.Episodes) != 0 {
+				t.Fatalf("a refused write changed the session: %+v", s)
+			}
+		})
+	}
+	// The session keeps taking good writes.
+	if _, err := m.Append(ctx, "s", "a", delta(Item{ID: "r1", Kind: KindToolResult, ParentID: "c1"})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMemStoreTTL(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	m := openStore(t, StoreConfig{TTL: time.Minute, Now: c.Now})
+	for _, id := range []string{"old", "used"} {
+		if _, err := m.Append(ctx, id, "a", delta(Item{ID: "u", Kind: KindUserTurn, Text: "x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Add(50 * time.Second)
+	// A pack refreshes the idle time.
+	if _, err := m.Load(ctx, "used", "a"); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(20 * time.Second)
+	if _, err := m.Load(ctx, "old", "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a session idle past the TTL: %v, want ErrNotFound", err)
+	}
+	if _, err := m.Load(ctx, "used", "a"); err != nil {
+		t.Fatalf("a session used within the TTL: %v", err)
+	}
+	if m.Len() != 1 {
+		t.Fatalf("%d live sessions, want 1", m.Len())
+	}
+	c.Add(61 * time.Second)
+	if m.Len() != 0 || m.bytes != 0 {
+		t.Fatalf("%d sessions, %d bytes after every TTL passed", m.Len(), m.bytes)
+	}
+}
+
+func TestMemStoreFull(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	m := openStore(t, StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 100, Now: c.Now})
+	for _, id := range []string{"a", "b"} {
+		if _, err := m.Append(ctx, id, "x", delta(Item{ID: "u", Kind: KindUserTurn, Text: "0123456789"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var le *LimitError
+	_, err := m.Append(ctx, "c", "x", delta(Item{ID: "u", Kind: KindUserTurn}))
+	if !errors.As(err, &le) || le.Limit != "maxSessions" || le.Max != 2 || !strings.Contains(err.Error(), "the session store is full") {
+		t.Fatalf("a third session: %v", err)
+	}
+	// Live sessions keep working, within maxBytes.
+	if _, err := m.Append(ctx, "a", "x", delta(Item{ID: "u2", Kind: KindUserTurn, Text: "more"})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Append(ctx, "a", "x", delta(Item{ID: "u3", Kind: KindUserTurn, Text: strings.Repeat("y", 80)}))
+	if !errors.As(err, &le) || le.Limit != "maxBytes" || le.Max != 100 {
+		t.Fatalf("past maxBytes: %v", err)
+	}
+	// Once the others expire there is room again.
+	c.Add(2 * time.Minute)
+	if _, err := m.Append(ctx, "c", "x", delta(Item{ID: "u", Kind: KindUserTurn, Text: strings.Repeat("y", 80)})); err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+}
+
+func TestMemStorePersistence(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m, err := NewMemStore(StoreConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(_ []string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(m.Append(ctx, "s1", "hr", delta(Item{ID: "c1", Kind: KindToolCall, Text: "f()"})))
+	must(m.Append(ctx, "s1", "hr", delta(Item{ID: "r1", Kind: KindToolResult, ParentID: "c1", Text: bigResult, Tags: []string{"t"}, Metadata: map[string]string{"k": "v"}})))
+	must(m.Append(ctx, "s1", "hr", Delta{Facts: []Fact{{Key: "k", Value: "1"}}}))
+	must(m.Append(ctx, "s1", "hr", Delta{Facts: []Fact{{Key: "k", Value: "2"}}, Episodes: []Episode{{ID: "e", Text: "t"}}}))
+	must(m.Append(ctx, "gone", "hr", delta(Item{ID: "u", Kind: KindUserTurn})))
+	// A refused write leaves no trace in the file either.
+	if _, err := m.Append(ctx, "s1", "hr", delta(Item{ID: "bad", Kind: "thought"})); err == nil {
+		t.Fatal("bad write accepted")
+	}
+	if err := m.Delete(ctx, "gone", "hr"); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := m.Load(ctx, "s1", "hr")
+	wantBytes := m.bytes
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Load(ctx, "s1", "hr"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("load after close: %v", err)
+	}
+	// A write the process did not finish: the last line is cut short.
+	f, err := os.OpenFile(filepath.Join(dir, "s1.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(`{"items":[{"id":"half`)
+	f.Close()
+
+	m2 := openStore(t, StoreConfig{Dir: dir})
+	got, err := m2.Load(ctx, "s1", "hr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("reopened:\n%+v\nwant\n%+v", got, want)
+	}
+	if _, err := m2.Load(ctx, "gone", "hr"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a deleted session came back: %v", err)
+	}
+	if _, err := m2.Load(ctx, "s1", "other"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("owner lost: %v", err)
+	}
+	if a, err := m2.Artifact(ctx, "hr", ArtifactRef(bigResult)); err != nil || a != bigResult {
+		t.Fatalf("artifact after reopen: %v", err)
+	}
+	if m2.bytes != wantBytes {
+		t.Fatalf("bytes %d after reopen, want %d", m2.bytes, wantBytes)
+	}
+	if len(m2.Skipped()) != 0 {
+		t.Fatalf("skipped: %v", m2.Skipped())
+	}
+	// The next write goes after the cut line, which a third open still skips.
+	must(m2.Append(ctx, "s1", "hr", delta(Item{ID: "u9", Kind: KindUserTurn})))
+	// A file broken in its middle (or naming a parent it lacks) is set
+	// aside whole; the other sessions load.
+	for name, content := range map[string]string{
+		"bad.jsonl":    `{"owner":"hr"}` + "\n" + `{"items":[{"id":"a","kind":"user_turn"}]}` + "\n" + `{"items":[{"id":` + "\n" + `{"items":[{"id":"b","kind":"user_turn"}]}` + "\n",
+		"orphan.jsonl": `{"owner":"hr"}` + "\n" + `{"items":[{"id":"r","kind":"tool_result","parent_id":"gone"}]}` + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m3 := openStore(t, StoreConfig{Dir: dir})
+	if s, err := m3.Load(ctx, "s1", "hr"); err != nil || len(s.Items) != 3 {
+		t.Fatalf("third open: %v %+v", err, s)
+	}
+	skipped := fmt.Sprint(m3.Skipped())
+	for _, want := range []string{"bad.jsonl:3: unexpected end of JSON input; set aside as bad.jsonl.bad", `orphan.jsonl:2: items[0].parent_id: no item has id "gone"; set aside as orphan.jsonl.bad`} {
+		if !strings.Contains(skipped, want) {
+			t.Errorf("skipped %s\nwant %s", skipped, want)
+		}
+	}
+	for _, id := range []string{"bad", "orphan"} {
+		if _, err := m3.Load(ctx, id, "hr"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", id, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, id+".jsonl.bad")); err != nil {
+			t.Errorf("%s not set aside: %v", id, err)
+		}
+	}
+	if m3.Len() != 1 || m3.bytes != wantBytes+int64(len("u9")) {
+		t.Errorf("%d sessions, %d bytes", m3.Len(), m3.bytes)
+	}
+	// The id of a set-aside session can start anew.
+	must(m3.Append(ctx, "bad", "hr", delta(Item{ID: "x", Kind: KindUserTurn})))
+}
+
+func TestMemStoreConcurrentAppends(t *testing.T) {
+	ctx := context.Background()
+	m := openStore(t, StoreConfig{Dir: t.TempDir()})
+	const writers, each = 8, 25
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				if _, err := m.Append(ctx, "s", "a", delta(Item{ID: id, Kind: KindUserTurn, Text: id})); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := m.Load(ctx, "s", "a"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s, err := m.Load(ctx, "s", "a")
+	if err != nil || len(s.Items) != writers*each {
+		t.Fatalf("%d items, want %d (%v)", len(s.Items), writers*each, err)
+	}
+	if err := Validate(s); err != nil {
+		t.Fatal(err)
+	}
+	m2 := openStore(t, StoreConfig{Dir: m.cfg.Dir})
+	if s2, err := m2.Load(ctx, "s", "a"); err != nil || len(s2.Items) != writers*each {
+		t.Fatalf("reopened: %v", err)
+	}
+}
+
+// idleSession is a session of 50 items as an agent leaves it: turns,
+// tool calls and results (two of them over the firewall threshold).
+func idleSession(n int) Delta {
+	var d Delta
+	for i := range 50 {
+		it := Item{ID: fmt.Sprintf("i%02d", i), Kind: KindUserTurn, Text: fmt.Sprintf("turn %d of session %d: what is the status of ticket %d?", i, n, i*7)}
+		switch i % 5 {
+		case 1:
+			it.Kind, it.Text = KindToolCall, fmt.Sprintf(`tickets.get(id=%d)`, i*7)
+		case 2:
+			it.Kind, it.ParentID, it.Text = KindToolResult, fmt.Sprintf("i%02d", i-1), fmt.Sprintf(`{"id": %d, "status": "open", "owner": "team-%d", "updated": "2026-01-%02d"}`, i*7, n%10, i%28+1)
+		case 3:
+			it.Kind, it.Text = KindAgentMessage, "The ticket is open; the owning team has been notified and will answer today."
+		}
+		d.Items = append(d.Items, it)
+	}
+	for _, i := range []int{12, 37} {
+		d.Items[i].Text = fmt.Sprintf(`{"rows": [%s{"n": %d}]}`, strings.Repeat(`{"a": 1, "b": "xyz"}, `, 120), n)
+	}
+	return d
+}
+
+// BenchmarkIdleSessions measures the heap of 10,000 idle sessions of 50
+// items (api.md §11.8 target: < 500 MiB): heap-MiB after a GC, bytes the
+// store counts, and the time to write them.
+func BenchmarkIdleSessions(b *testing.B) {
+	ctx := context.Background()
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m, _ := NewMemStore(StoreConfig{MaxBytes: 1 << 30})
+		for n := range 10_000 {
+			// Written as an agent writes: 10 writes of 5 items.
+			d := idleSession(n)
+			for w := 0; w < len(d.Items); w += 5 {
+				if _, err := m.Append(ctx, fmt.Sprintf("s%05d", n), "agent", Delta{Items: d.Items[w : w+5]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(m.bytes)/(1<<20), "counted-MiB")
+		runtime.KeepAlive(m)
+	}
+}
+
+// BenchmarkAppend is one write of 5 items to a session that grows to 200.
+func BenchmarkAppend(b *testing.B) {
+	ctx := context.Background()
+	m, _ := NewMemStore(StoreConfig{})
+	d := idleSession(0)
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("s%d", i/40)
+		k := i % 40
+		w := Delta{Items: make([]Item, 5)}
+		for j := range 5 {
+			w.Items[j] = d.Items[(k*5+j)%50]
+			w.Items[j].ID = fmt.Sprintf("%d-%d", k, j)
+			w.Items[j].ParentID = ""
+		}
+		if _, err := m.Append(ctx, id, "a", w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package session
+
+import (
+	"context"
+	"errors"
+)
+
+// Store keeps sessions between requests (docs/api.md §11.8). Two
+// implementations share this contract: the embedded store of the process
+// (the default, and the sidecar's) and a Redis/Valkey store for router
+// Deployments with more than one replica.
+//
+// Every method names the session by its id and the agent that calls: the
+// first write records that agent as the session's owner, and any later call
+// by another agent fails with ErrForbidden, so one agent never reads or
+// changes another's session. Writes are all or nothing: the session after
+// the write must pass Validate (and the store's own bounds), otherwise
+// nothing is written and the error says why.
+type Store interface {
+	// Append adds to a session, creating it on first write. Items are
+	// appended in order (an id already in the session is an error); facts
+	// replace facts of the same key; episodes are appended (an id already in
+	// the session is an error). It returns the ids of the stored items, in
+	// order.
+	Append(ctx context.Context, id, agent string, d Delta) ([]string, error)
+	// Load returns the whole session for a pack; it refreshes the session's
+	// idle time. ErrNotFound when there is none.
+	Load(ctx context.Context, id, agent string) (*Session, error)
+	// Delete removes a session and its artifacts. ErrNotFound when there is none.
+	Delete(ctx context.Context, id, agent string) error
+	// Artifact returns the content of a tool_result of one of the agent's
+	// sessions by its ref ("sha256:" and the hex SHA-256 of the text, as a
+	// pack's artifacts name it). ErrNotFound when no live session of the
+	// agent holds it: refs of other agents' sessions are not found, not
+	// forbidden, so a ref reveals nothing.
+	Artifact(ctx context.Context, agent, ref string) (string, error)
+	// Close releases the store; an embedded store with a directory writes
+	// its sessions there first.
+	Close() error
+}
+
+// Delta is one write to a session.
+type Delta struct {
+	Items    []Item
+	Facts    []Fact
+	Episodes []Episode
+}
+
+var (
+	// ErrNotFound: no such session (or artifact) for this agent.
+	ErrNotFound = errors.New("session not found")
+	// ErrForbidden: the session belongs to another agent.
+	ErrForbidden = errors.New("the session belongs to another agent")
+	// ErrUnavailable wraps failures of a remote store (Redis down): the
+	// request may be retried, and nothing was written.
+	ErrUnavailable = errors.New("session store unavailable")
+)
+
+// LimitError is a write refused by a bound of the store (sessions, bytes):
+// HTTP 413 (a session too large) or 507 (the store is full), with the limit.
+type LimitError struct {
+	Limit string // the bound, as documented: "maxSessions", "maxBytes", …
+	Max   int64
+	Msg   string
+}
+
+func (e *LimitError) Error() string { return e.Msg }

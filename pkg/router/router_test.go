@@ -1,0 +1,132 @@
+package router_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/contextrouter/contextrouter/pkg/router"
+)
+
+const manifests = `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: r}
+spec: {defaultAccess: Allow}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: notes}
+spec:
+  type: Inline
+  inline: {title: Notes, content: "The deploy freeze starts on Friday."}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: search}
+spec:
+  type: HTTPAPI
+  httpAPI: {url: "SEARCH_URL", responsePath: results, textField: text}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: all}
+spec:
+  parentRefs: [{name: r}]
+  sources: [{name: notes}, {name: search}]
+`
+
+func write(t *testing.T, dir, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "router.yaml"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The embedded router answers, reports a failing source while the rest
+// answers, reloads a changed file, and keeps serving the old configuration
+// when the new one is invalid.
+func TestLoadQueryReload(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // nothing listens: the source fails
+	dir := t.TempDir()
+	write(t, dir, strings.Replace(manifests, "SEARCH_URL", down.URL, 1))
+	ctx := context.Background()
+	r, err := router.Load(ctx, []string{dir}, router.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name() != "r" {
+		t.Errorf("Name = %q, want r", r.Name())
+	}
+	ask := func() *router.Response {
+		t.Helper()
+		resp, err := r.Query(ctx, router.Request{Text: "when does the deploy freeze start?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := ask()
+	if len(resp.Chunks) != 1 || !strings.Contains(resp.Chunks[0].Content, "Friday") {
+		t.Fatalf("chunks = %+v, want the notes", resp.Chunks)
+	}
+	if len(resp.FailedSources) != 1 || resp.FailedSources[0].Source != "search" {
+		t.Errorf("failed sources = %+v, want search", resp.FailedSources)
+	}
+
+	write(t, dir, strings.NewReplacer("SEARCH_URL", down.URL, "Friday", "Thursday").Replace(manifests))
+	if err := r.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := ask().Chunks; len(c) != 1 || !strings.Contains(c[0].Content, "Thursday") {
+		t.Fatalf("after reload: chunks = %+v, want Thursday", c)
+	}
+
+	write(t, dir, strings.NewReplacer("SEARCH_URL", down.URL, "type: Inline", "type: Carrier pigeon").Replace(manifests))
+	err = r.Reload(ctx)
+	if err == nil || !strings.Contains(err.Error(), "router.yaml") || !strings.Contains(err.Error(), "spec.type") {
+		t.Fatalf("Reload of an invalid file = %v, want an error naming the file and spec.type", err)
+	}
+	if c := ask().Chunks; len(c) != 1 || !strings.Contains(c[0].Content, "Thursday") {
+		t.Fatalf("after a bad reload: chunks = %+v, want the previous configuration", c)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	ctx := context.Background()
+	if _, err := router.Load(ctx, nil, router.Options{}); err == nil {
+		t.Error("Load with no paths: no error")
+	}
+	missing := filepath.Join(t.TempDir(), "absent")
+	if _, err := router.Load(ctx, []string{missing}, router.Options{}); err == nil || !strings.Contains(err.Error(), "absent") {
+		t.Errorf("Load of a missing path = %v, want an error naming it", err)
+	}
+}
+
+// A pack names what is wrong with a session, and the phase.
+func TestBuildPackErrors(t *testing.T) {
+	ctx := context.Background()
+	r, err := router.Load(ctx, []string{"../../examples/quickstart"}, router.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &router.Session{Items: []router.Item{{ID: "r1", Kind: "tool_result", ParentID: "c9", Text: "ok"}}}
+	if _, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseAnswer}); err == nil || !strings.Contains(err.Error(), `items[0].parent_id: no item has id "c9"`) {
+		t.Errorf("BuildPack with a missing parent = %v", err)
+	}
+	ok := &router.Session{Items: []router.Item{{ID: "u1", Kind: "user_turn", Text: "How many vacation days do I get?"}}}
+	if _, err := r.BuildPack(ctx, ok, router.PackRequest{Phase: "plan"}); err == nil || !strings.Contains(err.Error(), `unknown phase "plan"`) {
+		t.Errorf("BuildPack with an unknown phase = %v", err)
+	}
+	pack, err := r.BuildPack(ctx, ok, router.PackRequest{Phase: router.PhaseAnswer, Agent: "hr-assistant", Query: "How many vacation days do I get?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pack.Chunks) == 0 || !strings.Contains(pack.Text, "28 working days") || !strings.Contains(pack.Text, "user: How many vacation days") {
+		t.Errorf("pack with a query lacks the turn or the knowledge:\n%s", pack.Text)
+	}
+}
