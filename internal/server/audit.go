@@ -23,6 +23,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/redact"
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
 // The audit log (api.md §6.5): one JSON line per delivery of context to an
@@ -45,19 +46,11 @@ const maxRequestIDBytes = 128
 const otherAgent = "other"
 
 // Delivery is what one answered request delivered to an agent. Every
-// endpoint that delivers context fills one and calls Server.deliver after
-// the answer is made and before it is written, then sets X-Request-Id to
-// the id deliver returns (when not ""). A session pack endpoint does:
-//
-//	d := Delivery{Endpoint: "session", Agent: agent, Text: query, Routes: routes,
-//		Chunks: chunksOfThePack, DeniedSources: denied, Tokens: pack.TotalTokens}
-//	if id := s.deliver(r.Header, st, &d, start); id != "" {
-//		w.Header().Set(RequestIDHeader, id)
-//	}
-//
-// where each chunk of the pack is an engine.Chunk with the Source, Path,
-// Metadata.Chunk and Content the agent received (only the content's hash is
-// recorded).
+// endpoint that delivers context (query, tools, MCP get_context and
+// find_tools, session packs: packDelivery) fills one and calls
+// Server.deliver after the answer is made and before it is written, then
+// sets X-Request-Id to the id deliver returns (when not ""). Only the hashes
+// of the chunks' contents are recorded.
 type Delivery struct {
 	// Endpoint: "query", "tools", "mcp:get_context", "mcp:find_tools", "session".
 	Endpoint string
@@ -71,12 +64,25 @@ type Delivery struct {
 	DeniedSources []string
 	FailedSources []engine.SourceFailure
 	Tokens        int
+	// Session is the session a pack was built from ("" for other endpoints).
+	Session string
 }
 
 // DeliveryFromResponse is the Delivery of an answered query.
 func DeliveryFromResponse(endpoint, text string, agent string, r *engine.Response) Delivery {
 	return Delivery{Endpoint: endpoint, Agent: agent, Text: text, Routes: r.MatchedRoutes, Chunks: r.Chunks, Tools: r.Tools,
 		DeniedSources: r.DeniedSources, FailedSources: r.FailedSources, Tokens: r.TotalTokens}
+}
+
+// packDelivery is the Delivery of a session pack: its knowledge chunks and
+// tool cards (the session's own items are the agent's, not delivered
+// context) and, when the pack ran a query, that query's routes and sources.
+func packDelivery(sessionID, agent, query string, p *session.Pack, r *engine.Response) Delivery {
+	d := Delivery{Endpoint: "session", Session: sessionID, Agent: agent, Text: query, Chunks: p.Chunks, Tools: p.Tools, Tokens: p.TotalTokens}
+	if r != nil {
+		d.Routes, d.DeniedSources, d.FailedSources = r.MatchedRoutes, r.DeniedSources, r.FailedSources
+	}
+	return d
 }
 
 // toolsDelivery is the Delivery of an answered tool shortlist.
@@ -404,6 +410,10 @@ func (s *Server) appendAuditRecord(b []byte, st *state, p *auditPolicy, d *Deliv
 	b = appendString(b, id)
 	b = append(b, `,"endpoint":`...)
 	b = appendString(b, d.Endpoint)
+	if d.Session != "" {
+		b = append(b, `,"session":`...)
+		b = appendString(b, d.Session)
+	}
 	b = append(b, `,"router":`...)
 	b = appendString(b, st.cfg.Router.Name)
 	b = append(b, `,"namespace":`...)

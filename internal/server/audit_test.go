@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
 // auditQuickstart copies the quickstart and gives its router the audit
@@ -47,6 +48,7 @@ type auditRecord struct {
 	Type        string  `json:"type"`
 	RequestID   string  `json:"request_id"`
 	Endpoint    string  `json:"endpoint"`
+	Session     string  `json:"session"`
 	Router      string  `json:"router"`
 	Namespace   string  `json:"namespace"`
 	Snapshot    string  `json:"snapshot"`
@@ -390,5 +392,43 @@ func TestAuditLogOpenError(t *testing.T) {
 	_, err := New(Options{Paths: []string{quickstart}, AuditLog: path})
 	if err == nil || !strings.Contains(err.Error(), "--audit-log") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("New = %v, want an error naming --audit-log and %s", err, path)
+	}
+}
+
+// TestAuditSessionPack: a session pack is a delivery too: one line naming the
+// session, with the pack's knowledge chunks by hash and its query's routes.
+func TestAuditSessionPack(t *testing.T) {
+	dir := auditQuickstart(t, "    enabled: true\n")
+	var out syncBuffer
+	ts := startServer(t, Options{Paths: []string{dir}, AuditOutput: &out})
+	ts.waitReady()
+	const hr = "hr-assistant"
+	ts.mustCall(200, "POST", "/v1/sessions/pto-9/items", sessionItems{Agent: hr, Items: []session.Item{
+		{ID: "u1", Kind: session.KindUserTurn, Text: "How many vacation days do I have left?"},
+	}}, nil)
+	if out.String() != "" {
+		t.Fatalf("writing session items is not a delivery, but was recorded: %s", out.String())
+	}
+	body := ts.mustCall(200, "POST", "/v1/sessions/pto-9/context", map[string]any{"phase": "interpret", "agent": hr, "query": "Can I carry vacation days over?"},
+		http.Header{RequestIDHeader: {"pack-1"}})
+	p := decodePack(t, body)
+	recs := readAudit(t, []byte(out.String()))
+	if len(recs) != 1 {
+		t.Fatalf("%d lines, want 1: %s", len(recs), out.String())
+	}
+	r := recs[0]
+	if r.Endpoint != "session" || r.Session != "pto-9" || r.RequestID != "pack-1" || r.Agent != hr || r.Tokens != p.TotalTokens || len(r.Routes) == 0 {
+		t.Errorf("record %+v", r)
+	}
+	if len(r.Chunks) != len(p.Chunks) || len(p.Chunks) == 0 {
+		t.Fatalf("%d chunk entries for %d pack chunks", len(r.Chunks), len(p.Chunks))
+	}
+	for i, c := range p.Chunks {
+		if r.Chunks[i].SHA256 != ChunkHash(c.Content) {
+			t.Errorf("chunk %d hash %s, want %s", i, r.Chunks[i].SHA256, ChunkHash(c.Content))
+		}
+	}
+	if strings.Contains(out.String(), "vacation") {
+		t.Errorf("the record holds the question or the session's text: %s", out.String())
 	}
 }
