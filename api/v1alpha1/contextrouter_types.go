@@ -110,6 +110,10 @@ type ContextRouterSpec struct {
 	// +kubebuilder:default={}
 	Auth AuthSpec `json:"auth,omitempty"`
 
+	// Audit writes one JSON line per delivery of context (api.md §6.5).
+	// +optional
+	Audit *AuditSpec `json:"audit,omitempty"`
+
 	// Deployment configures the router Deployment the operator creates.
 	// +optional
 	// +kubebuilder:default={}

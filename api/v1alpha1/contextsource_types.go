@@ -61,6 +61,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="(self.type == 'HTTPAPI') == has(self.httpAPI)",message="httpAPI must be set exactly when type is HTTPAPI"
 // +kubebuilder:validation:XValidation:rule="(self.type == 'Tools') == has(self.tools)",message="tools must be set exactly when type is Tools"
 // +kubebuilder:validation:XValidation:rule="(self.type == 'MCP') == has(self.mcp)",message="mcp must be set exactly when type is MCP"
+// +kubebuilder:validation:XValidation:rule="!has(self.freshness) || self.type in ['Directory', 'GitRepo', 'HTTPAPI']",message="freshness applies to Directory, GitRepo and HTTPAPI sources only"
 type ContextSourceSpec struct {
 	// Type names the block that is set: Inline, Directory, GitRepo, HTTPAPI, Tools or MCP.
 	// +required
@@ -89,6 +90,11 @@ type ContextSourceSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Chunking ChunkingSpec `json:"chunking,omitempty"`
+
+	// Freshness flags or drops chunks older than maxAge (Directory, GitRepo
+	// and HTTPAPI sources only).
+	// +optional
+	Freshness *FreshnessSpec `json:"freshness,omitempty"`
 
 	// Inline holds text written in the manifest.
 	// +optional
@@ -247,6 +253,10 @@ type HTTPAPISource struct {
 	// PathField is the dotted path of a path inside each result; it enables denyPaths.
 	// +optional
 	PathField string `json:"pathField,omitempty"`
+	// TimeField is the dotted path of each result's date (an RFC 3339 string
+	// or Unix seconds); it is the chunk's mtime, for Recency and freshness.
+	// +optional
+	TimeField string `json:"timeField,omitempty"`
 	// Timeout of one request.
 	// +optional
 	// +kubebuilder:default="5s"

@@ -112,6 +112,7 @@ func (r *ContextRouter) Default() {
 	defaultQuantity(&s.Cache.MaxBytes, defaultCacheMaxBytes)
 
 	setDefault(&s.Auth.Mode, AuthNone)
+	s.Audit.Default()
 
 	defaultInt32Ptr(&s.Deployment.Replicas, defaultReplicas)
 
@@ -139,6 +140,7 @@ func (r *ContextSource) Default() {
 	setDefault(&s.Sensitivity, SensitivityInternal)
 	setDefault(&s.Chunking.Strategy, ChunkingMarkdownSections)
 	setDefault(&s.Chunking.MaxChunkTokens, defaultMaxChunkTokens)
+	s.Freshness.Default()
 
 	defaultDirectory(s.Directory, defaultInclude)
 	defaultGitRepo(s.GitRepo, defaultInclude)

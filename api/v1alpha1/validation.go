@@ -180,6 +180,7 @@ func (r *ContextRouter) Validate() field.ErrorList {
 	allErrs = append(allErrs, validatePositiveQuantity(c.Child("maxBytes"), s.Cache.MaxBytes)...)
 
 	allErrs = append(allErrs, validateEnum(spec.Child("auth", "mode"), s.Auth.Mode, authModes)...)
+	allErrs = append(allErrs, validateAudit(spec.Child("audit"), s.Audit)...)
 
 	d := spec.Child("deployment")
 	if s.Deployment.Replicas == nil {
@@ -276,6 +277,7 @@ func (r *ContextSource) Validate() field.ErrorList {
 		}
 	}
 
+	allErrs = append(allErrs, validateFreshness(spec.Child("freshness"), s)...)
 	if in := s.Inline; in != nil && strings.TrimSpace(in.Content) == "" {
 		allErrs = append(allErrs, field.Required(spec.Child("inline", "content"), "the text of the source, not blank"))
 	}
@@ -506,7 +508,11 @@ func validateRankingTimeout(p *field.Path, d *metav1.Duration) field.ErrorList {
 	return nil
 }
 
-func validDedupThreshold(s string) bool {
+func validDedupThreshold(s string) bool { return validFraction(s) }
+
+// validFraction reports whether s is a decimal from 0 to 1 (the pattern of
+// dedupThreshold and audit.sampleRate).
+func validFraction(s string) bool {
 	if !dedupThresholdPattern.MatchString(s) {
 		return false
 	}

@@ -49,7 +49,8 @@ func newCache(t testing.TB, o Options) *Cache {
 func result(query string, n int) []sources.Chunk {
 	out := make([]sources.Chunk, n)
 	for i := range out {
-		out[i] = sources.Chunk{Source: "kb", Title: fmt.Sprintf("%s #%d", query, i), Path: fmt.Sprintf("docs/%d.md", i), Content: "answer to " + query, Index: i}
+		out[i] = sources.Chunk{Source: "kb", Title: fmt.Sprintf("%s #%d", query, i), Path: fmt.Sprintf("docs/%d.md", i), Content: "answer to " + query, Index: i,
+			Fetched: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()}
 	}
 	return out
 }

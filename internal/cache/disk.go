@@ -55,6 +55,9 @@ type fileChunk struct {
 	Index   int       `json:"index,omitempty"`
 	ModTime time.Time `json:"mtime,omitzero"`
 	Commit  string    `json:"commit,omitempty"`
+	// FetchedAt is absent from files written before it existed: such an
+	// answer has no known age (api.md §4.7).
+	FetchedAt time.Time `json:"fetched,omitzero"`
 }
 
 // fileName is the file of a key. The source key's length is hashed too, so
@@ -91,7 +94,7 @@ func encodeEntry(e *entry) ([]byte, error) {
 	}
 	out := make([]fileChunk, len(e.chunks))
 	for i, c := range e.chunks {
-		out[i] = fileChunk{Source: c.Source, Title: c.Title, Path: c.Path, Content: c.Content, Index: c.Index, ModTime: c.ModTime, Commit: c.Commit}
+		out[i] = fileChunk{Source: c.Source, Title: c.Title, Path: c.Path, Content: c.Content, Index: c.Index, ModTime: c.ModTime, Commit: c.Commit, FetchedAt: c.FetchedAt()}
 	}
 	if err := enc.Encode(out); err != nil {
 		return nil, err
@@ -123,7 +126,7 @@ func decodeEntry(data []byte) (fileHeader, []sources.Chunk, error) {
 	}
 	out := make([]sources.Chunk, len(fcs))
 	for i, c := range fcs {
-		out[i] = sources.Chunk{Source: c.Source, Title: c.Title, Path: c.Path, Content: c.Content, Index: c.Index, ModTime: c.ModTime, Commit: c.Commit}
+		out[i] = sources.Chunk{Source: c.Source, Title: c.Title, Path: c.Path, Content: c.Content, Index: c.Index, ModTime: c.ModTime, Commit: c.Commit, Fetched: unixNano(c.FetchedAt)}
 	}
 	return h, out, nil
 }
@@ -529,4 +532,12 @@ func (d *disk) clear() error {
 	}
 	_, _, err := Purge(d.dir)
 	return err
+}
+
+// unixNano is t in Unix nanoseconds, 0 for the zero time (not fetched).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }

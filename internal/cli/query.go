@@ -91,7 +91,7 @@ func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full, det
 	for _, x := range []struct {
 		n    int
 		what string
-	}{{d.Budget, "budget"}, {d.Duplicate, "duplicate"}, {d.PathDenied, "path denied"}, {d.Sensitivity, "sensitivity"}} {
+	}{{d.Budget, "budget"}, {d.Duplicate, "duplicate"}, {d.PathDenied, "path denied"}, {d.Sensitivity, "sensitivity"}, {d.Stale, "stale"}} {
 		if x.n > 0 {
 			drops = append(drops, fmt.Sprintf("%d %s", x.n, x.what))
 		}
@@ -122,7 +122,14 @@ func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full, det
 		if c.Path != "" {
 			where += ":" + c.Path
 		}
-		fmt.Fprintf(w, "\n[%d] %s  (score %.2f, %d tokens)\n    %s\n", i+1, c.Title, c.RelevanceScore, c.TokenCount, where)
+		age := ""
+		if a := c.Metadata.AgeSeconds; a != nil {
+			age = ", " + (time.Duration(*a) * time.Second).String() + " old"
+			if *c.Metadata.Stale {
+				age += ", STALE"
+			}
+		}
+		fmt.Fprintf(w, "\n[%d] %s  (score %.2f, %d tokens%s)\n    %s\n", i+1, c.Title, c.RelevanceScore, c.TokenCount, age, where)
 		if full {
 			for _, line := range strings.Split(c.Content, "\n") {
 				fmt.Fprintf(w, "    | %s\n", line)

@@ -41,6 +41,7 @@ type serveFlags struct {
 	logFormat       string
 	allowEmpty      bool
 	expandEnv       bool
+	auditLog        string
 	sessionDir      string
 	cache           *routerCache
 	// Process-wide memory settings, applied by RunE.
@@ -92,6 +93,7 @@ heap between collections, which saves CPU when the live heap is small.`,
 			if err != nil {
 				return err
 			}
+			defer reopenOnHangup(srv)()
 			ln, err := net.Listen("tcp", f.listen)
 			if err != nil {
 				return fmt.Errorf("--listen: %w", err)
@@ -116,6 +118,7 @@ heap between collections, which saves CPU when the live heap is small.`,
 	fl.DurationVar(&f.pollInterval, "poll-interval", server.DefaultPollInterval, "how often the manifest files are checked for changes the file watcher missed (0 disables)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.BoolVar(&f.expandEnv, "expand-env", true, "replace ${NAME} in the manifest fields that take it from the environment (api.md §1.0); router pods set it to false")
+	fl.StringVar(&f.auditLog, "audit-log", "", `write the audit log (one JSON line per delivery, api.md §6.5) to this file, or "-" for standard output, whatever the router's spec.audit.enabled says; the file is reopened on SIGHUP (log rotation)`)
 	fl.StringVar(&f.sessionDir, "session-dir", "", "keep the sessions of the embedded session store in files in this directory, so a restart loses none (api.md §11.9); default: memory only")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "serve a configuration that no ContextRoute attaches to (it answers every query with no context); without it such a configuration is refused like an invalid one")
 	return cmd
@@ -191,6 +194,8 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		Configure:        f.cache.configure,
 		Cache:            f.cache,
 		Kube:             func() (*rest.Config, error) { return restConfig(kubeconfig) },
+		AuditLog:         f.auditLog,
+		AuditOutput:      cmd.OutOrStdout(),
 		Sessions:         session.StoreConfig{Dir: f.sessionDir},
 	}, nil
 }
@@ -275,4 +280,27 @@ func (r *routerCache) flush() {
 	c := r.c
 	r.mu.Unlock()
 	c.Flush()
+}
+
+// reopenOnHangup reopens the audit log file on SIGHUP, as log rotation
+// (logrotate's postrotate) expects; the returned func stops listening.
+func reopenOnHangup(srv *server.Server) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if err := srv.ReopenAuditLog(); err != nil {
+					slog.Error("SIGHUP: cannot reopen the audit log; writing to the old file", "error", err.Error())
+				} else {
+					slog.Info("SIGHUP: audit log reopened")
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }

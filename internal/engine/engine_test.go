@@ -74,7 +74,7 @@ func query(t testing.TB, s *Snapshot, req Request) *Response {
 func checkInvariants(t testing.TB, s *Snapshot, req Request, resp *Response) {
 	t.Helper()
 	d := resp.Stats.Dropped
-	if resp.Stats.Included+d.Budget+d.PathDenied+d.Sensitivity+d.Duplicate != resp.Stats.Candidates {
+	if resp.Stats.Included+d.Budget+d.PathDenied+d.Sensitivity+d.Duplicate+d.Stale != resp.Stats.Candidates {
 		t.Errorf("stats do not add up: %+v", resp.Stats)
 	}
 	if resp.Stats.PinnedDropped > d.Budget {

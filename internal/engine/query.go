@@ -85,6 +85,10 @@ type ChunkMetadata struct {
 	MTime string `json:"mtime,omitempty"`
 	// Redacted is set when the content was replaced under sensitivityAction: Redact.
 	Redacted bool `json:"redacted,omitempty"`
+	// AgeSeconds and Stale are set for the chunks of a source with
+	// spec.freshness whose content time is known (api.md §4.7).
+	AgeSeconds *int64 `json:"age_seconds,omitempty"`
+	Stale      *bool  `json:"stale,omitempty"`
 }
 
 // SourceFailure reports a source that could not answer.
@@ -148,6 +152,8 @@ type Dropped struct {
 	PathDenied  int `json:"path_denied"`
 	Sensitivity int `json:"sensitivity"`
 	Duplicate   int `json:"duplicate"`
+	// Stale counts chunks older than their source's freshness.maxAge under staleAction: Drop.
+	Stale int `json:"stale"`
 }
 
 // ErrBadRequest marks request errors (HTTP 400).
@@ -170,6 +176,9 @@ type candidate struct {
 	redacted bool
 	// pinned: an Inline chunk, taken before every other candidate.
 	pinned bool
+	// aged: the source sets freshness and the content time is known; stale:
+	// older than its maxAge. (Bools fill the padding: no bigger candidate.)
+	aged, stale bool
 }
 
 // Query runs the pipeline. Request errors (wrapping ErrBadRequest) and a
@@ -316,7 +325,11 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, g.toolSrcs)
 	}
 
-	// 4. Path and sensitivity filters.
+	// 4. Path, freshness and sensitivity filters. The clock is read once per query.
+	var now time.Time
+	if s.hasFreshness {
+		now = s.now()
+	}
 	kept := cands[:0]
 	for _, c := range cands {
 		if access.PathDenied(c.chunk.Source, c.chunk.Path) {
@@ -324,6 +337,16 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 			continue
 		}
 		st := s.sources[c.chunk.Source]
+		if st.fresh.maxAge > 0 {
+			if t := ContentTime(&c.chunk); !t.IsZero() {
+				_, c.stale = Staleness(t, now, st.fresh.maxAge)
+				c.aged = true
+				if c.stale && st.fresh.drop {
+					resp.Stats.Dropped.Stale++
+					continue
+				}
+			}
+		}
 		if !access.Cleared(st.sensitivity) {
 			if access.SensitivityAction != v1alpha1.SensitivityActionRedact {
 				resp.Stats.Dropped.Sensitivity++
@@ -356,7 +379,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		s.rerank(ctx, req.Text, cands, less, resp)
 		normalize(cands)
 	}
-	s.fill(resp, cands, limit, req.MaxChunks, less)
+	s.fill(resp, cands, limit, req.MaxChunks, less, now)
 
 	// 8. Assemble.
 	parts := make([]string, len(resp.Chunks))
@@ -522,6 +545,9 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			if cached {
 				if chunks, ok := s.cache.Get(st.cacheKey, text); ok {
 					g.results[i] = fetched{chunks: chunks}
+					if len(chunks) > 0 {
+						st.fresh.observe(chunks[0].FetchedAt())
+					}
 					return
 				}
 			}
@@ -537,6 +563,14 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			fctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			chunks, err := st.query.Fetch(fctx, text)
+			if err == nil {
+				// An answer is as old as its fetch; a cached one keeps that time.
+				at := time.Now()
+				for j := range chunks {
+					chunks[j].Fetched = at.UnixNano()
+				}
+				st.fresh.observe(at)
+			}
 			if err == nil && cached {
 				s.cache.Put(st.cacheKey, text, chunks)
 			}
@@ -630,7 +664,7 @@ const minUsefulTokens = 8
 // or a redacted chunk under any mode) or cut to the remaining budget
 // (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
-func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, less func(a, b *candidate) bool) {
+func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, less func(a, b *candidate) bool, now time.Time) {
 	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: less}
 	for i := range h.idx {
 		h.idx[i] = int32(i)
@@ -715,7 +749,7 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 			dedup.Add(c.terms)
 		}
 		included = append(included, &cc)
-		resp.Chunks = append(resp.Chunks, toChunk(&cc))
+		resp.Chunks = append(resp.Chunks, toChunk(&cc, now))
 	}
 }
 
@@ -732,8 +766,19 @@ func normalize(cands []candidate) {
 	}
 }
 
-func toChunk(c *candidate) Chunk {
+// toChunk makes the answer's chunk; now is the query's clock reading (zero
+// when no source sets freshness).
+func toChunk(c *candidate, now time.Time) Chunk {
 	md := ChunkMetadata{Chunk: c.chunk.Index, Commit: c.chunk.Commit, Redacted: c.redacted}
+	if c.aged {
+		// One allocation for both fields; the caller owns them.
+		age, _ := Staleness(ContentTime(&c.chunk), now, 0)
+		a := &struct {
+			age   int64
+			stale bool
+		}{age, c.stale}
+		md.AgeSeconds, md.Stale = &a.age, &a.stale
+	}
 	if !c.chunk.ModTime.IsZero() {
 		md.MTime = c.chunk.ModTime.UTC().Format(time.RFC3339)
 	}

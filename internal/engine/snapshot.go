@@ -56,6 +56,8 @@ type Options struct {
 	// Cache answers httpAPI sources before they are fetched (nil = no cache).
 	// The server shares one across snapshots; see ResultCache.
 	Cache ResultCache
+	// Now is the clock chunk ages are measured with (nil = time.Now; api.md §4.7).
+	Now func() time.Time
 }
 
 // SourceStatus describes one source of a snapshot.
@@ -71,6 +73,22 @@ type SourceStatus struct {
 	// Skipped accounts for the files the source left out at load (too large,
 	// binary, unreadable, …); nil when it left none out.
 	Skipped *sources.Skips `json:"skipped,omitempty"`
+	// NewestContent is the content time (ContentTime) of the source's newest
+	// chunk, or of its newest fetched answer; zero when unknown.
+	NewestContent time.Time `json:"newest_content,omitzero"`
+	// MaxAge is spec.freshness.maxAge (0 = not set).
+	MaxAge time.Duration `json:"-"`
+}
+
+// ContentAge is the age of the source's newest content at now in whole
+// seconds, and whether even that is older than spec.freshness.maxAge; ok is
+// false when the content time is unknown.
+func (ss *SourceStatus) ContentAge(now time.Time) (ageSeconds int64, stale, ok bool) {
+	if ss.NewestContent.IsZero() {
+		return 0, false, false
+	}
+	ageSeconds, stale = Staleness(ss.NewestContent, now, ss.MaxAge)
+	return ageSeconds, stale && ss.MaxAge > 0, true
 }
 
 type route struct {
@@ -108,6 +126,8 @@ type sourceState struct {
 	commit string
 	// skipped: the files the source left out at load; nil if none.
 	skipped *sources.Skips
+	// fresh is spec.freshness and the newest content time.
+	fresh freshness
 }
 
 type docInfo struct {
@@ -133,6 +153,9 @@ type Snapshot struct {
 	wordsOnText bool
 	// Whether any route uses a gate: a query pays for a gate only when one is configured.
 	hasFallback, hasTimeouts, hasAlternates bool
+	// hasFreshness: some source sets spec.freshness, so a query reads the clock.
+	hasFreshness bool
+	now          func() time.Time
 
 	routes  []route
 	perms   []v1alpha1.AgentPermission
@@ -200,7 +223,8 @@ func (s *Snapshot) Routes() []string {
 func (s *Snapshot) Sources() []SourceStatus {
 	out := make([]SourceStatus, 0, len(s.byGroup))
 	for _, st := range s.byGroup {
-		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit, Skipped: st.skipped}
+		ss := SourceStatus{Name: st.name, Type: st.typ, Chunks: st.chunks, Tools: st.tools.hi - st.tools.lo, Commit: st.commit, Skipped: st.skipped,
+			NewestContent: st.fresh.newestTime(), MaxAge: st.fresh.maxAge}
 		if st.loadErr != nil {
 			ss.Error = st.loadErr.Error()
 		}
@@ -244,6 +268,10 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		sources:    map[string]*sourceState{},
 		built:      time.Now(),
 		cache:      opts.Cache,
+		now:        opts.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	routerKind := v1alpha1.KindContextRouter
 	s.setRouter(r, func(field, msg string) { add(routerKind, r.Name, field, msg) })
@@ -337,6 +365,8 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			name: name, typ: spec.Spec.Type, group: uint16(i),
 			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity,
 		}
+		st.fresh.set(spec.Spec.Freshness)
+		s.hasFreshness = s.hasFreshness || st.fresh.maxAge > 0
 		env := sources.Env{
 			BaseDir: cfg.BaseDirs[name], CacheDir: opts.CacheDir, Secrets: opts.Secrets, Getenv: opts.Getenv,
 			HTTPClient: opts.HTTPClient, Logger: logger.With("source", name), CountTokens: est.Count,
@@ -420,6 +450,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			}
 			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", c.Source, c.Path, c.Title, c.Index, c.Commit)
 			h.Write([]byte(c.Content))
+			st.fresh.observe(c.ModTime)
 		}
 		if st.loadErr != nil {
 			// A source failing, or serving stale content, is a state callers see: a snapshot

@@ -124,6 +124,8 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = strconv.AppendInt(b, int64(s.Dropped.Sensitivity), 10)
 	b = append(b, `,"duplicate":`...)
 	b = strconv.AppendInt(b, int64(s.Dropped.Duplicate), 10)
+	b = append(b, `,"stale":`...)
+	b = strconv.AppendInt(b, int64(s.Dropped.Stale), 10)
 	b = append(b, `},"tools":{"candidates":`...)
 	b = strconv.AppendInt(b, int64(s.Tools.Candidates), 10)
 	b = append(b, `,"denied":`...)
@@ -249,6 +251,14 @@ func appendChunk(b []byte, c *engine.Chunk) []byte {
 	}
 	if c.Metadata.Redacted {
 		b = append(b, `,"redacted":true`...)
+	}
+	if c.Metadata.AgeSeconds != nil {
+		b = append(b, `,"age_seconds":`...)
+		b = strconv.AppendInt(b, *c.Metadata.AgeSeconds, 10)
+	}
+	if c.Metadata.Stale != nil {
+		b = append(b, `,"stale":`...)
+		b = strconv.AppendBool(b, *c.Metadata.Stale)
 	}
 	return append(b, "}}"...)
 }

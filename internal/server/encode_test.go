@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/classify"
 	"github.com/contextrouter/contextrouter/internal/engine"
@@ -128,6 +130,10 @@ func TestAppendResponseMatchesEncodingJSON(t *testing.T) {
 				SafetyTags: []string{"financial", "pii"}, CostHint: "$0.01/call"}, Score: 1e-7, Confidence: 0, Fallback: true},
 		}, Stats: engine.Stats{Tools: engine.ToolStats{Candidates: 7, Denied: 2, BelowThreshold: 1, Returned: 2}}},
 		"no tools": {Tools: []engine.ToolCard{}},
+		"freshness: a new chunk and a stale one": {Chunks: []engine.Chunk{
+			{Content: "new", Metadata: engine.ChunkMetadata{AgeSeconds: new(int64), Stale: new(bool)}},
+			{Content: "old", Metadata: engine.ChunkMetadata{AgeSeconds: ptr.To(int64(259200)), Stale: ptr.To(true)}},
+		}, Stats: engine.Stats{Dropped: engine.Dropped{Stale: 4}}},
 		"detection": {Detection: &engine.Detection{
 			Classifiers: map[string]engine.ClassifierResult{
 				"urgency": {Label: "high", Confidence: 0.5, Alternatives: []classify.Alternative{}},

@@ -162,9 +162,14 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herr.code, herr.msg)
 		return
 	}
+	d := DeliveryFromResponse("query", req.Text, req.Agent, resp)
+	id := s.deliver(r.Header, st, &d, start)
 	bp := respPool.Get().(*[]byte)
 	b := appendResponse((*bp)[:0], resp)
 	h := w.Header()
+	if id != "" {
+		h.Set(RequestIDHeader, id)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("Cache-Control", "no-store")
@@ -283,6 +288,10 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	if herr != nil {
 		writeError(w, herr.code, herr.msg)
 		return
+	}
+	d := toolsDelivery("tools", req, resp)
+	if id := s.deliver(r.Header, st, &d, start); id != "" {
+		w.Header().Set(RequestIDHeader, id)
 	}
 	writeJSON(w, http.StatusOK, resp, false)
 }
@@ -420,6 +429,12 @@ type SourceStatus struct {
 	SyncInterval  string     `json:"sync_interval,omitempty"`
 	// Skipped counts the files the source left out at load, by reason.
 	Skipped *SkipCounts `json:"skipped,omitempty"`
+	// NewestContentTime is the content time of the source's newest chunk
+	// (or fetched answer), ContentAgeSeconds its age now, and Stale is set
+	// when even that is older than spec.freshness.maxAge (api.md §4.7).
+	NewestContentTime *time.Time `json:"newest_content_time,omitempty"`
+	ContentAgeSeconds *int64     `json:"content_age_seconds,omitempty"`
+	Stale             bool       `json:"stale,omitempty"`
 }
 
 // SkipCounts is sources.Skips without the paths: /v1/status answers callers
@@ -456,8 +471,12 @@ func (s *Server) Status() Status {
 	out.Routes = snap.Routes()
 	out.Classifiers = snap.Classifiers()
 	out.Embedding = snap.Embedding()
+	now := time.Now()
 	for _, src := range snap.Sources() {
 		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
+		if age, stale, ok := src.ContentAge(now); ok {
+			ss.NewestContentTime, ss.ContentAgeSeconds, ss.Stale = timePtr(src.NewestContent), &age, stale
+		}
 		if k := src.Skipped; k != nil {
 			ss.Skipped = &SkipCounts{Files: k.Files, Reasons: k.Reasons}
 		}

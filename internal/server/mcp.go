@@ -115,6 +115,8 @@ func (s *Server) findTools(ctx context.Context, call *mcp.CallToolRequest, start
 	if herr != nil {
 		return toolError(herr.msg), resultOf(herr)
 	}
+	d := toolsDelivery("mcp:find_tools", req, resp)
+	s.deliver(callHeader(call), st, &d, start)
 	return jsonResult(resp)
 }
 
@@ -284,6 +286,8 @@ func (s *Server) getContext(ctx context.Context, call *mcp.CallToolRequest, star
 	if herr != nil {
 		return toolError(herr.msg), resultOf(herr)
 	}
+	d := DeliveryFromResponse("mcp:get_context", req.Text, req.Agent, resp)
+	s.deliver(callHeader(call), st, &d, start)
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: resp.Text}},
 		StructuredContent: json.RawMessage(appendResponse(nil, resp)),

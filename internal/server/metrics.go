@@ -294,6 +294,8 @@ var (
 		"1 when a snapshot is serving and the server is not shutting down.", nil, nil)
 	gitSyncAgeDesc = prometheus.NewDesc(metricsNamespace+"_git_sync_age_seconds",
 		"Seconds since a GitRepo source last synced successfully (+Inf before its first success).", []string{"source"}, nil)
+	contentAgeDesc = prometheus.NewDesc(metricsNamespace+"_source_content_age_seconds",
+		"Age of a source's newest content (file mtime, commit time, fetch time; api.md §4.7), for sources whose content time is known.", []string{"source"}, nil)
 )
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -302,6 +304,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- snapshotChunksDesc
 	ch <- readyDesc
 	ch <- gitSyncAgeDesc
+	ch <- contentAgeDesc
 }
 
 func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
@@ -320,6 +323,9 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(snapshotChunksDesc, prometheus.GaugeValue, float64(snap.Chunks()))
 	now := time.Now()
 	for _, info := range snap.Sources() {
+		if age, _, ok := info.ContentAge(now); ok {
+			ch <- prometheus.MustNewConstMetric(contentAgeDesc, prometheus.GaugeValue, float64(age), info.Name)
+		}
 		g, ok := snap.Source(info.Name).(interface{ Status() sources.GitStatus })
 		if !ok {
 			continue

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -102,6 +103,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is the server's version in the MCP handshake ("" = "dev").
 	Version string
+	// AuditLog is where audit lines go (serve --audit-log): a file path, or
+	// "-" for AuditOutput. Given, it turns auditing on whatever the router's
+	// spec.audit.enabled says; "" leaves that to spec.audit, whose lines go to
+	// AuditOutput (api.md §6.5).
+	AuditLog string
+	// AuditOutput is the standard output of audit lines (nil = os.Stdout).
+	AuditOutput io.Writer
 	// Sessions bounds the embedded session store (api.md §11.9) and sets
 	// the firewall threshold of packs.
 	Sessions session.StoreConfig
@@ -116,6 +124,10 @@ type state struct {
 	// tokens is set when callers must present a ServiceAccount token.
 	tokens   bool
 	counters *stateCounters
+	// audit is the router's audit policy (nil = off); deliveries counts
+	// deliveries by agent and source.
+	audit      *auditPolicy
+	deliveries *deliveryCounters
 }
 
 // guard is what a configuration asks of callers of /v1/query, /v1/status
@@ -139,6 +151,9 @@ type Server struct {
 	plainMetrics http.Handler
 	// mcp is the /mcp endpoint.
 	mcp http.Handler
+	// auditLog receives audit lines; audit counts deliveries and lines.
+	auditLog *auditLog
+	audit    *auditMetrics
 	// sessions is the store Options.SessionStore gave; otherwise holder
 	// keeps the store each configuration names.
 	sessions session.Store
@@ -209,15 +224,33 @@ func New(opts Options) (*Server, error) {
 		wake:  make(chan struct{}, 1),
 		loops: map[any]*syncLoop{},
 	}
+	out := opts.AuditOutput
+	if out == nil {
+		out = os.Stdout
+	}
+	path := opts.AuditLog
+	if path == "" {
+		path = "-"
+	}
+	var err error
+	if s.auditLog, err = openAuditLog(path, out); err != nil {
+		return nil, err
+	}
 	if err := s.openSessionStore(); err != nil {
+		s.auditLog.close()
 		return nil, err
 	}
 	s.metrics = newMetrics(s)
+	s.audit = newAuditMetrics(s.metrics.reg)
 	s.auth = newTokenAuth(s.metrics)
 	s.mcp = s.newMCPHandler()
 	s.handler = s.routes()
 	return s, nil
 }
+
+// ReopenAuditLog opens the --audit-log file again, after log rotation moved
+// it away (serve calls it on SIGHUP); on failure the old file stays in use.
+func (s *Server) ReopenAuditLog() error { return s.auditLog.Reopen() }
 
 // Handler serves the HTTP API.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -340,10 +373,14 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 		// Same configuration and content: keep the warm snapshot and its sources.
 		return false, nil
 	}
-	st := &state{snap: snap, cfg: cfg, tokens: tokens, counters: s.metrics.forSnapshot(snap)}
+	st := &state{snap: snap, cfg: cfg, tokens: tokens, counters: s.metrics.forSnapshot(snap),
+		audit: s.auditPolicyFor(cfg), deliveries: newDeliveryCounters(s.audit.deliveries, snap)}
 	s.state.Store(st)
 	retired := s.pool.commit(open)
 	s.metrics.retire(old, st)
+	if old != nil {
+		old.deliveries.retire(st.deliveries)
+	}
 	for _, o := range open.failedGit() {
 		s.metrics.gitSyncFailures.WithLabelValues(o).Inc()
 	}

@@ -356,10 +356,14 @@ func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id strin
 	if !ok {
 		return
 	}
-	pack, herr := s.buildPack(r.Context(), st, id, agent, &req, start)
+	pack, resp, herr := s.buildPack(r.Context(), st, id, agent, &req, start)
 	if herr != nil {
 		writeError(w, herr.code, herr.msg)
 		return
+	}
+	d := packDelivery(id, agent, req.Query, pack, resp)
+	if rid := s.deliver(r.Header, st, &d, start); rid != "" {
+		w.Header().Set(RequestIDHeader, rid)
 	}
 	writeJSON(w, http.StatusOK, pack, false)
 }
@@ -367,30 +371,30 @@ func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id strin
 // buildPack loads the session and builds its pack as `session build`
 // does, with the query pipeline under the query timeout when the request
 // has a query.
-func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req *contextRequest, start time.Time) (*session.Pack, *httpError) {
+func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req *contextRequest, start time.Time) (*session.Pack, *engine.Response, *httpError) {
 	preq, herr := packRequest(agent, req)
 	if herr != nil {
-		return nil, herr
+		return nil, nil, herr
 	}
 	sess, err := s.sessionStore().Load(ctx, id, agent)
 	if err != nil {
-		return nil, s.sessionError(id, err)
+		return nil, nil, s.sessionError(id, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
 	defer cancel()
 	pack, resp, err := session.BuildFor(ctx, st.snap, sess, preq)
 	switch {
 	case session.IsQueryError(err):
-		return nil, s.queryError(err, start)
+		return nil, nil, s.queryError(err, start)
 	case err != nil:
-		return nil, s.sessionError(id, err)
+		return nil, nil, s.sessionError(id, err)
 	}
 	if resp != nil {
 		s.observeResponse(st, resp)
 	}
 	s.metrics.sessionPacks.WithLabelValues(string(preq.Phase)).Inc()
 	s.metrics.packDuration.Observe(time.Since(start).Seconds())
-	return pack, nil
+	return pack, resp, nil
 }
 
 // artifactRef checks a ref: "sha256:" and 64 lower-case hex digits.

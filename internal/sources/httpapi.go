@@ -61,6 +61,7 @@ type HTTPAPI struct {
 	textPath    fieldPath
 	titlePath   fieldPath
 	pathPath    fieldPath
+	timePath    fieldPath
 	timeout     time.Duration
 	maxResults  int
 	maxSize     int64
@@ -174,6 +175,7 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		{"textField", s.TextField, &h.textPath},
 		{"titleField", s.TitleField, &h.titlePath},
 		{"pathField", s.PathField, &h.pathPath},
+		{"timeField", s.TimeField, &h.timePath},
 	} {
 		if *f.dst, err = parseFieldPath(f.raw); err != nil {
 			return nil, fmt.Errorf("%s.%s: %w", httpAPIFieldPrefix, f.name, err)
@@ -791,6 +793,12 @@ func (h *HTTPAPI) chunks(body []byte) ([]Chunk, error) {
 			p, _ := h.pathPath.lookup(item)
 			s, _ := scalarText(p)
 			c.Path = cleanResultPath(s)
+		}
+		if !h.timePath.isEmpty() {
+			v, _ := h.timePath.lookup(item)
+			if c.ModTime = resultTime(v); c.ModTime.IsZero() && v != nil {
+				h.logger.Debug("httpAPI result has a date that is not RFC 3339 or Unix seconds; left without mtime", "index", i, "timeField", h.timePath.String())
+			}
 		}
 		out = append(out, c)
 	}

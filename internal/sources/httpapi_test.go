@@ -1090,6 +1090,7 @@ func TestHTTPAPIValidation(t *testing.T) {
 		{"textField empty segment", &v1alpha1.HTTPAPISource{URL: u, TextField: "doc..text"}, `spec.httpAPI.textField: empty segment 2 in "doc..text"`},
 		{"responsePath empty segment", &v1alpha1.HTTPAPISource{URL: u, TextField: "text", ResponsePath: ".items"}, `spec.httpAPI.responsePath: empty segment 1 in ".items"`},
 		{"titleField empty segment", &v1alpha1.HTTPAPISource{URL: u, TextField: "text", TitleField: "t."}, `spec.httpAPI.titleField: empty segment 2 in "t."`},
+		{"timeField empty segment", &v1alpha1.HTTPAPISource{URL: u, TextField: "text", TimeField: ".t"}, `spec.httpAPI.timeField: empty segment 1 in ".t"`},
 		{"pathField empty segment", &v1alpha1.HTTPAPISource{URL: u, TextField: "text", PathField: "a..b"}, `spec.httpAPI.pathField: empty segment 2 in "a..b"`},
 		// Validate refuses it too; the factory must not let Fetch panic.
 		{"maxResults negative", &v1alpha1.HTTPAPISource{URL: u, TextField: "text", MaxResults: -1}, "spec.httpAPI.maxResults: -1 is not positive"},
@@ -1201,6 +1202,42 @@ func BenchmarkHTTPAPIFetch(b *testing.B) {
 		}
 		if len(chunks) != 20 {
 			b.Fatalf("got %d chunks, want 20", len(chunks))
+		}
+	}
+}
+
+// TestHTTPAPITimeField: each result's date becomes the chunk's mtime (for
+// Recency and freshness); a date that is neither RFC 3339 nor Unix seconds,
+// or none, leaves the chunk without one.
+func TestHTTPAPITimeField(t *testing.T) {
+	srv, _ := newHTTPTestServer(t, httpRespondJSON(`{"results": [
+	  {"text": "rfc 3339", "meta": {"updated": "2026-11-01T10:00:00Z"}},
+	  {"text": "with offset and fraction", "meta": {"updated": "2026-11-01T12:00:00.5+02:00"}},
+	  {"text": "unix seconds", "meta": {"updated": 1700000000}},
+	  {"text": "unix seconds with fraction", "meta": {"updated": 1700000000.25}},
+	  {"text": "digits in a string", "meta": {"updated": "1700000000"}},
+	  {"text": "words", "meta": {"updated": "yesterday"}},
+	  {"text": "negative", "meta": {"updated": -5}},
+	  {"text": "an object", "meta": {"updated": {"at": 1}}},
+	  {"text": "none"}
+	]}`))
+	h := newTestHTTPAPI(t, v1alpha1.HTTPAPISource{URL: srv.URL + "/?q={{query}}", ResponsePath: "results", TextField: "text", TimeField: "meta.updated"}, Env{})
+	got, err := h.Fetch(t.Context(), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Time{
+		"rfc 3339":                   time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC),
+		"with offset and fraction":   time.Date(2026, 11, 1, 10, 0, 0, 5e8, time.UTC),
+		"unix seconds":               time.Unix(1700000000, 0),
+		"unix seconds with fraction": time.Unix(1700000000, 25e7),
+	}
+	if len(got) != 9 {
+		t.Fatalf("%d chunks, want 9", len(got))
+	}
+	for _, c := range got {
+		if w, ok := want[c.Content]; ok != !c.ModTime.IsZero() || (ok && !c.ModTime.Equal(w)) {
+			t.Errorf("%s: mtime %v, want %v", c.Content, c.ModTime, w)
 		}
 	}
 }

@@ -3,8 +3,10 @@ package sources
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // fieldPath is a parsed dotted path into decoded JSON, such as "data.0.items".
@@ -99,6 +101,34 @@ func scalarText(v any) (string, bool) {
 	default:
 		return "", false
 	}
+}
+
+// resultTime reads a result's date (httpAPI.timeField): an RFC 3339 string,
+// or a number of Unix seconds (fractions allowed); zero otherwise.
+func resultTime(v any) time.Time {
+	switch x := v.(type) {
+	case string:
+		if t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(x)); err == nil {
+			return t
+		}
+	case json.Number:
+		if f, err := x.Float64(); err == nil {
+			return unixSeconds(f)
+		}
+	case float64:
+		return unixSeconds(x)
+	}
+	return time.Time{}
+}
+
+// unixSeconds is a Unix time in seconds; zero for a value no date has
+// (not finite, before 1970 or after 9999).
+func unixSeconds(f float64) time.Time {
+	if math.IsNaN(f) || f <= 0 || f > 253402300799 {
+		return time.Time{}
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)).UTC()
 }
 
 // jsonKind names the JSON type of a decoded value for error messages.

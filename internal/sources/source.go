@@ -34,6 +34,18 @@ type Chunk struct {
 	ModTime time.Time
 	// Commit is the git commit the chunk was read from ("" for other sources).
 	Commit string
+	// Fetched is when a per-query source's answer was fetched, in Unix
+	// nanoseconds (8 bytes, not a 24-byte time.Time: every chunk carries it);
+	// 0 for static sources. A cached answer keeps the time of its fetch.
+	Fetched int64
+}
+
+// FetchedAt is Fetched as a time; zero when the chunk was not fetched.
+func (c *Chunk) FetchedAt() time.Time {
+	if c.Fetched == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, c.Fetched)
 }
 
 // Source is a built ContextSource. It is a StaticSource or a QuerySource.

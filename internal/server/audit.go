@@ -1,0 +1,506 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/redact"
+	"github.com/contextrouter/contextrouter/internal/session"
+)
+
+// The audit log (api.md §6.5): one JSON line per delivery of context to an
+// agent, written by deliver. Everything here runs after the answer is made;
+// with auditing off a delivery costs the deliveries_total counter only.
+
+// AuditRecordType is the "type" of every audit line, so that a log store
+// can tell them from other lines of the same stream.
+const AuditRecordType = "contextrouter.audit.v1"
+
+// RequestIDHeader carries a caller's request id; an answer that was audited
+// carries the id it was recorded under.
+const RequestIDHeader = "X-Request-Id"
+
+// maxRequestIDBytes bounds a caller's request id; a longer or odd one is
+// replaced by a generated id.
+const maxRequestIDBytes = 128
+
+// otherAgent is the agent label of deliveries to agents no AgentPermission names.
+const otherAgent = "other"
+
+// Delivery is what one answered request delivered to an agent. Every
+// endpoint that delivers context (query, tools, MCP get_context and
+// find_tools, session packs: packDelivery) fills one and calls
+// Server.deliver after the answer is made and before it is written, then
+// sets X-Request-Id to the id deliver returns (when not ""). Only the hashes
+// of the chunks' contents are recorded.
+type Delivery struct {
+	// Endpoint: "query", "tools", "mcp:get_context", "mcp:find_tools", "session".
+	Endpoint string
+	// Agent is the settled agent ("" when none was named or pinned).
+	Agent string
+	// Text is the question; the audit policy decides whether it is kept.
+	Text          string
+	Routes        []string
+	Chunks        []engine.Chunk
+	Tools         []engine.ToolCard
+	DeniedSources []string
+	FailedSources []engine.SourceFailure
+	Tokens        int
+	// Session is the session a pack was built from ("" for other endpoints).
+	Session string
+}
+
+// DeliveryFromResponse is the Delivery of an answered query.
+func DeliveryFromResponse(endpoint, text string, agent string, r *engine.Response) Delivery {
+	return Delivery{Endpoint: endpoint, Agent: agent, Text: text, Routes: r.MatchedRoutes, Chunks: r.Chunks, Tools: r.Tools,
+		DeniedSources: r.DeniedSources, FailedSources: r.FailedSources, Tokens: r.TotalTokens}
+}
+
+// packDelivery is the Delivery of a session pack: its knowledge chunks and
+// tool cards (the session's own items are the agent's, not delivered
+// context) and, when the pack ran a query, that query's routes and sources.
+func packDelivery(sessionID, agent, query string, p *session.Pack, r *engine.Response) Delivery {
+	d := Delivery{Endpoint: "session", Session: sessionID, Agent: agent, Text: query, Chunks: p.Chunks, Tools: p.Tools, Tokens: p.TotalTokens}
+	if r != nil {
+		d.Routes, d.DeniedSources, d.FailedSources = r.MatchedRoutes, r.DeniedSources, r.FailedSources
+	}
+	return d
+}
+
+// toolsDelivery is the Delivery of an answered tool shortlist.
+func toolsDelivery(endpoint string, req engine.Request, r *engine.ToolsResponse) Delivery {
+	return Delivery{Endpoint: endpoint, Agent: req.Agent, Text: req.Text, Routes: r.MatchedRoutes, Tools: r.Tools,
+		DeniedSources: r.DeniedSources, FailedSources: r.FailedSources}
+}
+
+// callHeader is the HTTP header of an MCP call (nil when it came another way).
+func callHeader(call *mcp.CallToolRequest) http.Header {
+	if call.Extra == nil {
+		return nil
+	}
+	return call.Extra.Header
+}
+
+// auditPolicy is a snapshot's audit settings; nil means no audit.
+type auditPolicy struct {
+	// all: sampleRate 1; otherwise a delivery is recorded when the first 8
+	// bytes of the SHA-256 of its request id, big-endian, are below threshold.
+	all       bool
+	threshold uint64
+	queryText v1alpha1.AuditQueryText
+}
+
+// auditPolicyFor reads spec.audit: auditing is on when the router enables
+// it or serve was given --audit-log.
+func (s *Server) auditPolicyFor(cfg *engine.Config) *auditPolicy {
+	a := cfg.Router.Spec.Audit.DeepCopy()
+	if a == nil {
+		a = &v1alpha1.AuditSpec{}
+	}
+	a.Default()
+	if !a.Enabled && s.opts.AuditLog == "" {
+		return nil
+	}
+	rate, _ := a.Rate() // Validate has checked it
+	p := &auditPolicy{queryText: a.QueryText, all: rate >= 1}
+	if !p.all {
+		p.threshold = uint64(rate * math.Exp2(64))
+	}
+	return p
+}
+
+// sampled is the deterministic sampling rule: the same request id is
+// recorded, or not, by every replica.
+func (p *auditPolicy) sampled(requestID string) bool {
+	if p.all {
+		return true
+	}
+	sum := sha256.Sum256([]byte(requestID))
+	return binary.BigEndian.Uint64(sum[:8]) < p.threshold
+}
+
+// auditLog is where audit lines go: a file reopened on request (SIGHUP,
+// for log rotation) or the standard output.
+type auditLog struct {
+	path string // "" = out
+	out  io.Writer
+
+	mu sync.Mutex
+	w  io.Writer
+	f  *os.File
+	// failing is set after a failed write, so one failure is logged, not each.
+	failing bool
+}
+
+// openAuditLog opens path ("-" = out) for appending.
+func openAuditLog(path string, out io.Writer) (*auditLog, error) {
+	l := &auditLog{out: out}
+	if path != "-" {
+		l.path = path
+	}
+	if err := l.Reopen(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Reopen opens the file again (after a rotation moved it); the standard
+// output is left as is. On failure the old file stays in use.
+func (l *auditLog) Reopen() error {
+	if l.path == "" {
+		l.mu.Lock()
+		l.w = l.out
+		l.mu.Unlock()
+		return nil
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit log (--audit-log): %w", err)
+	}
+	l.mu.Lock()
+	old := l.f
+	l.f, l.w = f, f
+	l.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+	return nil
+}
+
+func (l *auditLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f != nil {
+		_ = l.f.Close()
+		l.f = nil
+	}
+	l.w = nil
+}
+
+// write writes one line whole; firstFailure is set for the first failure
+// after a success.
+func (l *auditLog) write(line []byte) (err error, firstFailure bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		err = errors.New("audit log is closed")
+	} else {
+		_, err = l.w.Write(line)
+	}
+	first := err != nil && !l.failing
+	l.failing = err != nil
+	return err, first
+}
+
+// auditMetrics are the audit log's series.
+type auditMetrics struct {
+	deliveries  *prometheus.CounterVec
+	records     prometheus.Counter
+	writeErrors prometheus.Counter
+}
+
+func newAuditMetrics(reg prometheus.Registerer) *auditMetrics {
+	m := &auditMetrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "deliveries_total",
+			Help: "Answered deliveries of context by agent (those AgentPermissions name; others are \"other\") and by source of the delivered chunks and tools.",
+		}, []string{"agent", "source"}),
+		records: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "audit_records_total",
+			Help: "Audit log lines written.",
+		}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "audit_write_errors_total",
+			Help: "Audit log lines that could not be written (the deliveries were answered).",
+		}),
+	}
+	reg.MustRegister(m.deliveries, m.records, m.writeErrors)
+	return m
+}
+
+// deliveryCounters resolve deliveries_total series for one snapshot: the
+// agent label is bounded by the agents its permissions name, the source
+// label by its sources.
+type deliveryCounters struct {
+	vec     *prometheus.CounterVec
+	agents  map[string]bool
+	sources map[string]bool
+	// resolved holds prometheus.Counter by deliveryKey.
+	resolved sync.Map
+}
+
+type deliveryKey struct{ agent, source string }
+
+func newDeliveryCounters(vec *prometheus.CounterVec, snap *engine.Snapshot) *deliveryCounters {
+	c := &deliveryCounters{vec: vec, agents: map[string]bool{}, sources: map[string]bool{}}
+	for _, a := range snap.KnownAgents() {
+		c.agents[a] = true
+	}
+	for _, src := range snap.Sources() {
+		c.sources[src.Name] = true
+	}
+	return c
+}
+
+// add counts one delivery from source to agent.
+func (c *deliveryCounters) add(agent, source string) {
+	if !c.agents[agent] {
+		agent = otherAgent
+	}
+	k := deliveryKey{agent, source}
+	ctr, ok := c.resolved.Load(k)
+	if !ok {
+		ctr, _ = c.resolved.LoadOrStore(k, c.vec.WithLabelValues(agent, source))
+	}
+	ctr.(prometheus.Counter).Inc()
+}
+
+// retire drops the series of agents and sources cur no longer has.
+func (c *deliveryCounters) retire(cur *deliveryCounters) {
+	for a := range c.agents {
+		if !cur.agents[a] {
+			c.vec.DeletePartialMatch(prometheus.Labels{"agent": a})
+		}
+	}
+	for src := range c.sources {
+		if !cur.sources[src] {
+			c.vec.DeletePartialMatch(prometheus.Labels{"source": src})
+		}
+	}
+}
+
+// deliver counts an answered delivery and, when the snapshot audits and the
+// request is sampled, writes its audit line. It returns the request id the
+// line was written under ("" when auditing is off). A failed write is counted
+// and logged, never returned: the answer goes out anyway.
+func (s *Server) deliver(header http.Header, st *state, d *Delivery, start time.Time) string {
+	s.countDelivery(st, d)
+	p := st.audit
+	if p == nil || s.auditLog == nil {
+		return ""
+	}
+	id := requestID(header)
+	if !p.sampled(id) {
+		return id
+	}
+	bp := respPool.Get().(*[]byte)
+	line := s.appendAuditRecord((*bp)[:0], st, p, d, id, start)
+	err, first := s.auditLog.write(line)
+	if cap(line) <= maxPooledBuffer {
+		*bp = line[:0]
+		respPool.Put(bp)
+	}
+	if err != nil {
+		s.audit.writeErrors.Inc()
+		if first {
+			s.log.Error("cannot write the audit log; answering anyway (contextrouter_audit_write_errors_total counts the lost lines)", "error", err.Error())
+		}
+		return id
+	}
+	s.audit.records.Inc()
+	return id
+}
+
+// countDelivery adds one to deliveries_total for each source that delivered
+// a chunk or a tool.
+func (s *Server) countDelivery(st *state, d *Delivery) {
+	var seen [8]string
+	srcs := seen[:0]
+	note := func(src string) {
+		if !slices.Contains(srcs, src) {
+			srcs = append(srcs, src)
+			st.deliveries.add(d.Agent, src)
+		}
+	}
+	for i := range d.Chunks {
+		note(d.Chunks[i].Source)
+	}
+	for i := range d.Tools {
+		note(d.Tools[i].Source)
+	}
+}
+
+// requestID is the caller's X-Request-Id when it is 1–128 printable ASCII
+// characters without quotes or backslashes, else a new random id.
+func requestID(h http.Header) string {
+	if id := h.Get(RequestIDHeader); id != "" && len(id) <= maxRequestIDBytes {
+		ok := true
+		for i := 0; i < len(id) && ok; i++ {
+			c := id[i]
+			ok = c > ' ' && c < 0x7f && c != '"' && c != '\\'
+		}
+		if ok {
+			return id
+		}
+	}
+	return rand.Text()
+}
+
+// authOf is how the caller's identity was established: "pinned" (serve
+// --agent), "token" (a verified ServiceAccount token) or "none" (the
+// request's agent field, trusted).
+func (s *Server) authOf(st *state) string {
+	switch {
+	case s.opts.Agent != "":
+		return "pinned"
+	case st.tokens:
+		return "token"
+	}
+	return "none"
+}
+
+// ChunkHash is the short content hash of a delivered chunk in the audit
+// log: the first 16 hex digits (64 bits) of the SHA-256 of its content as
+// delivered (after redaction or truncation).
+func ChunkHash(content string) string {
+	h := newHasher()
+	return hex.EncodeToString(h.sum(content)[:8])
+}
+
+// hasher hashes strings without copying each to the heap as []byte(s)
+// would (a record hashes every delivered chunk); pooled, so a record
+// allocates nothing for it.
+type hasher struct {
+	h   hash.Hash
+	buf [512]byte
+	out [sha256.Size]byte
+}
+
+var hasherPool = sync.Pool{New: func() any { return newHasher() }}
+
+func newHasher() *hasher { return &hasher{h: sha256.New()} }
+
+// sum is the SHA-256 of s; the result is valid until the next call.
+func (x *hasher) sum(s string) []byte {
+	x.h.Reset()
+	for len(s) > 0 {
+		n := copy(x.buf[:], s)
+		x.h.Write(x.buf[:n])
+		s = s[n:]
+	}
+	return x.h.Sum(x.out[:0])
+}
+
+// appendAuditRecord appends one audit line (api.md §6.5), keys in a fixed order.
+func (s *Server) appendAuditRecord(b []byte, st *state, p *auditPolicy, d *Delivery, id string, start time.Time) []byte {
+	now := time.Now()
+	h := hasherPool.Get().(*hasher)
+	defer hasherPool.Put(h)
+	b = append(b, `{"time":"`...)
+	b = now.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","type":"`+AuditRecordType+`","request_id":`...)
+	b = appendString(b, id)
+	b = append(b, `,"endpoint":`...)
+	b = appendString(b, d.Endpoint)
+	if d.Session != "" {
+		b = append(b, `,"session":`...)
+		b = appendString(b, d.Session)
+	}
+	b = append(b, `,"router":`...)
+	b = appendString(b, st.cfg.Router.Name)
+	b = append(b, `,"namespace":`...)
+	b = appendString(b, st.cfg.Router.Namespace)
+	b = append(b, `,"snapshot":`...)
+	b = appendString(b, st.snap.Hash())
+	b = append(b, `,"agent":`...)
+	b = appendString(b, d.Agent)
+	b = append(b, `,"auth":`...)
+	b = appendString(b, s.authOf(st))
+	switch p.queryText {
+	case v1alpha1.AuditQueryHash:
+		b = append(b, `,"query_sha256":"`...)
+		b = hex.AppendEncode(b, h.sum(d.Text))
+		b = append(b, '"')
+	case v1alpha1.AuditQueryFull:
+		b = append(b, `,"query":`...)
+		b = appendString(b, redact.Text(d.Text))
+	}
+	b = append(b, `,"routes":`...)
+	b = appendStrings(b, nonNil(d.Routes))
+	b = append(b, `,"sources":[`...)
+	var seen [8]string
+	srcs := seen[:0]
+	for i := range d.Chunks {
+		if src := d.Chunks[i].Source; !slices.Contains(srcs, src) {
+			srcs = append(srcs, src)
+		}
+	}
+	for i := range d.Tools {
+		if src := d.Tools[i].Source; !slices.Contains(srcs, src) {
+			srcs = append(srcs, src)
+		}
+	}
+	slices.Sort(srcs)
+	for i, src := range srcs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, src)
+	}
+	b = append(b, `],"chunks":[`...)
+	for i := range d.Chunks {
+		c := &d.Chunks[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"source":`...)
+		b = appendString(b, c.Source)
+		b = append(b, `,"path":`...)
+		b = appendString(b, c.Path)
+		b = append(b, `,"chunk":`...)
+		b = strconv.AppendInt(b, int64(c.Metadata.Chunk), 10)
+		b = append(b, `,"sha256":"`...)
+		b = hex.AppendEncode(b, h.sum(c.Content)[:8])
+		b = append(b, '"')
+		if c.Metadata.Stale != nil && *c.Metadata.Stale {
+			b = append(b, `,"stale":true`...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `],"tools":[`...)
+	for i := range d.Tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, (&v1alpha1.Tool{Name: d.Tools[i].Name, Namespace: d.Tools[i].Namespace}).ID())
+	}
+	b = append(b, `],"denied_sources":`...)
+	b = appendStrings(b, nonNil(d.DeniedSources))
+	b = append(b, `,"failed_sources":[`...)
+	for i := range d.FailedSources {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, d.FailedSources[i].Source)
+	}
+	b = append(b, `],"tokens":`...)
+	b = strconv.AppendInt(b, int64(d.Tokens), 10)
+	b = append(b, `,"latency_ms":`...)
+	b = appendFloat(b, math.Round(float64(now.Sub(start).Microseconds()))/1000)
+	return append(b, "}\n"...)
+}
+
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
+}
