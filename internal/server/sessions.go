@@ -56,6 +56,11 @@ func (s *Server) openSessionStore() error {
 		s.sessions = s.opts.SessionStore
 		return nil
 	}
+	if dir := s.opts.Sessions.Dir; dir != "" {
+		if err := session.PrepareDir(dir); err != nil {
+			return err
+		}
+	}
 	s.holder = sessionstore.NewHolder(sessionstore.Where{Local: s.opts.Agent != "", Memory: s.opts.Sessions})
 	return nil
 }

@@ -155,6 +155,16 @@ type memSession struct {
 
 var _ Store = (*MemStore)(nil)
 
+// PrepareDir makes the embedded store's directory, or says why it cannot:
+// serve checks --session-dir with it at start, before any configuration
+// names the store.
+func PrepareDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("session directory: %w", err)
+	}
+	return nil
+}
+
 // NewMemStore opens an embedded store. With cfg.Dir it reads the sessions
 // kept there (their idle time starts anew); a directory it cannot use is
 // an error, a file it cannot read is set aside and listed by Skipped.
@@ -164,8 +174,8 @@ func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 	if m.cfg.Dir == "" {
 		return m, nil
 	}
-	if err := os.MkdirAll(m.cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("session directory: %w", err)
+	if err := PrepareDir(m.cfg.Dir); err != nil {
+		return nil, err
 	}
 	names, err := filepath.Glob(filepath.Join(m.cfg.Dir, "*"+logSuffix))
 	if err != nil {

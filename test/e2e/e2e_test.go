@@ -72,6 +72,7 @@ func TestScenario(t *testing.T) {
 	}{
 		{"helm install: the operator runs and serves its webhooks", s.installChart, true},
 		{"samples: the router becomes Ready and answers like the quickstart", s.applySamples, true},
+		{"sessions: a router pod keeps a session and packs it as the CLI does", s.sessionPack, false},
 		{"injection: an agent pod gets the sidecar and its context", s.injectSidecar, true},
 		{"hot reload: a changed route reaches the running routers without a failed request", s.hotReload, false},
 		{"GitRepo source: a new commit reaches the answers", s.gitSource, false},
@@ -483,6 +484,102 @@ func postQuery(ctx context.Context, base, agent, text string) (answer, error) {
 		return answer{}, fmt.Errorf("POST %s/v1/query: %w", base, err)
 	}
 	return a, nil
+}
+
+// sessionPack writes the example session to one router pod (the samples'
+// store is the embedded one, per pod) in two writes over the session API
+// and asks for the answer-phase pack: it must be the pack `contextrouter
+// session build` makes from the same file, byte for byte.
+func (s *scenario) sessionPack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	file := filepath.Join(s.root, "examples", "sessions", "pto.jsonl")
+	want, err := exec.CommandContext(ctx, s.cli, "session", "build", "-f", filepath.Join(s.root, "examples", "quickstart"),
+		"--items", file, "--phase", "answer", "-a", "hr-assistant", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("contextrouter session build: %v", err)
+	}
+	var wantPack struct {
+		Text  string `json:"text"`
+		Stats struct {
+			Candidates, Included, Firewalled int
+		} `json:"stats"`
+	}
+	if err := json.Unmarshal(want, &wantPack); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []json.RawMessage
+	var facts [][2]string // in file order: a pack lists facts in the order they were set
+	var episodes []json.RawMessage
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var l struct {
+			Fact    *struct{ Key, Value string } `json:"fact"`
+			Episode json.RawMessage              `json:"episode"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case l.Fact != nil:
+			facts = append(facts, [2]string{l.Fact.Key, l.Fact.Value})
+		case l.Episode != nil:
+			episodes = append(episodes, l.Episode)
+		default:
+			items = append(items, json.RawMessage(line))
+		}
+	}
+	urls, waiting, err := s.routerTargets(ctx)
+	if err != nil || len(urls) == 0 {
+		t.Fatalf("router pods: %v %s", err, waiting)
+	}
+	base := urls[0] + "/v1/sessions/e2e"
+	post := func(url string, body any) []byte {
+		t.Helper()
+		status, out, err := PostJSON(ctx, url, body)
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("POST %s: %d %s %v", url, status, out, err)
+		}
+		return out
+	}
+	half := len(items) / 2
+	post(base+"/items", map[string]any{"agent": "hr-assistant", "items": items[:half]})
+	post(base+"/items", map[string]any{"agent": "hr-assistant", "items": items[half:]})
+	for _, f := range facts {
+		k := f[0]
+		body, _ := json.Marshal(map[string]string{"agent": "hr-assistant", "value": f[1]})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, base+"/facts/"+url.PathEscape(k), strings.NewReader(string(body)))
+		resp, err := hostClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT fact %s: %v %v", k, resp, err)
+		}
+		resp.Body.Close()
+	}
+	for _, e := range episodes {
+		var ep map[string]any
+		_ = json.Unmarshal(e, &ep)
+		ep["agent"] = "hr-assistant"
+		post(base+"/episodes", ep)
+	}
+	var got struct {
+		Text  string `json:"text"`
+		Stats struct {
+			Candidates, Included, Firewalled int
+		} `json:"stats"`
+	}
+	if err := json.Unmarshal(post(base+"/context", map[string]any{"agent": "hr-assistant", "phase": "answer"}), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Text != wantPack.Text || got.Stats != wantPack.Stats {
+		t.Fatalf("the router pod's pack differs from the CLI's: stats %+v, want %+v\n%s\nwant:\n%s", got.Stats, wantPack.Stats, got.Text, wantPack.Text)
+	}
+	if status, body, _ := PostJSON(ctx, base+"/context", map[string]any{"agent": "eng-assistant", "phase": "answer"}); status != http.StatusForbidden {
+		t.Errorf("another agent's pack: %d %s, want 403", status, body)
+	}
+	s.c.logf("router pod %s packs session e2e as the CLI does: %d of %d entries, %d firewalled", urls[0], got.Stats.Included, got.Stats.Candidates, got.Stats.Firewalled)
 }
 
 func (s *scenario) injectSidecar(t *testing.T) {
