@@ -152,3 +152,35 @@ func TestBuildPackPhases(t *testing.T) {
 		}
 	}
 }
+
+// FindTools shortlists the quickstart's catalog for an engineer's question,
+// and Sources reports each source with its chunks or tools.
+func TestFindToolsAndSources(t *testing.T) {
+	ctx := context.Background()
+	r, err := router.Load(ctx, []string{"../../examples/quickstart"}, router.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.FindTools(ctx, router.Request{Text: "roll back the deploy", Agent: "eng-assistant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Tools) == 0 || resp.Tools[0].Source != "eng-tools" {
+		t.Fatalf("tools = %+v, want eng-tools' cards first", resp.Tools)
+	}
+	for _, c := range resp.Tools {
+		if c.Name == "rollback_deploy" || c.Name == "open_incident" {
+			t.Errorf("%s is shortlisted although the quickstart's tool rules deny it to eng-assistant", c.Name)
+		}
+	}
+	byName := map[string]router.SourceStatus{}
+	for _, s := range r.Sources() {
+		byName[s.Name] = s
+	}
+	if s := byName["eng-tools"]; s.Tools == 0 || s.Error != "" {
+		t.Errorf("eng-tools status = %+v, want its tools", s)
+	}
+	if s := byName["hr-docs"]; s.Chunks == 0 || s.Error != "" {
+		t.Errorf("hr-docs status = %+v, want its chunks", s)
+	}
+}
