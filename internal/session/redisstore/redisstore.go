@@ -170,7 +170,8 @@ local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return {0} end
 if owner ~= ARGV[1] then return {-1} end
 local t = redis.call('TIME')
-redis.call('ZADD', KEYS[6], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[3])
+-- Best effort: a server past its maxmemory refuses ZADD, and a read must go on.
+redis.pcall('ZADD', KEYS[6], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[3])
 for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 local m = redis.call('HMGET', KEYS[1], 'ver', 'fseq')
 return {1, m[1], m[2] or '0', redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[3]), redis.call('LRANGE', KEYS[4], 0, -1)}

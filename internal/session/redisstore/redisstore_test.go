@@ -275,6 +275,20 @@ func TestFull(t *testing.T) {
 	if len(got.Items) != len(stored) || len(got.Facts) != len(stored) {
 		t.Errorf("%d items and %d facts stored, want the %d written whole", len(got.Items), len(got.Facts), len(stored))
 	}
+	// A server already past its maxmemory (lowered under what it holds):
+	// reads go on, and a write is the store-full error, not "unavailable".
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	if err := admin.ConfigSet(ctx, "maxmemory", "1mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLoad(t, s, "s1", "alice"); len(got.Items) != len(stored) {
+		t.Errorf("past maxmemory: %d items read, want %d", len(got.Items), len(stored))
+	}
+	_, err = s.Append(ctx, "s1", "alice", session.Delta{Items: items("late", 1)})
+	if !errors.As(err, &lim) || lim.Limit != "maxmemory" {
+		t.Errorf("a write past maxmemory: %v, want a maxmemory LimitError", err)
+	}
 }
 
 // TestArtifactScanBound: a look-up reads the agent's MaxArtifactScan most
