@@ -189,6 +189,16 @@ func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 	return m, nil
 }
 
+// SetBounds applies new TTL, MaxSessions and MaxBytes (zero fields take
+// the defaults) to a live store, as a reload does: sessions already held
+// stay; past a lowered bound, new writes get 507 until enough expire.
+func (m *MemStore) SetBounds(c StoreConfig) {
+	c = c.WithDefaults()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cfg.TTL, m.cfg.MaxSessions, m.cfg.MaxBytes = c.TTL, c.MaxSessions, c.MaxBytes
+}
+
 // Skipped are the session files NewMemStore could not read, set aside as
 // .bad files; the caller logs them.
 func (m *MemStore) Skipped() []error { return m.skipped }

@@ -66,44 +66,52 @@ func newMemory(c session.StoreConfig) (session.Store, error) {
 // Open returns the store router's spec.sessions names, and a key of its
 // settings: two configurations with the same key can share one store.
 func Open(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Where) (session.Store, string, error) {
-	key, open, err := plan(router, secrets, w)
+	p, err := plan(router, secrets, w)
 	if err != nil {
 		return nil, "", err
 	}
-	st, err := open()
-	return st, key, err
+	if p.memory != nil {
+		st, err := newMemory(*p.memory)
+		return st, p.key, err
+	}
+	st, err := p.open()
+	return st, p.key, err
 }
 
-// plan returns the key of the store router names and how to open it, so a
-// holder compares keys before opening anything: a second embedded store on
-// the live one's directory must never be opened.
-func plan(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Where) (string, func() (session.Store, error), error) {
+// storePlan is the store a configuration names: the embedded store's
+// configuration, or the key of a Redis store and how to open it.
+type storePlan struct {
+	key    string
+	memory *session.StoreConfig
+	open   func() (session.Store, error)
+}
+
+// plan returns the store router names without opening it, so a holder
+// compares settings before opening anything.
+func plan(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Where) (storePlan, error) {
 	router = router.DeepCopy()
 	router.Default()
 	s := &router.Spec.Sessions
 	if w.Local || s.Store != v1alpha1.SessionStoreRedis || s.Redis == nil {
-		// The embedded store is kept whatever its bounds become: replacing
-		// it would lose its sessions (and two stores must not share a
-		// directory). Its bounds are those it opened with.
-		key := fmt.Sprintf("memory dir=%q", w.Memory.Dir)
-		return key, func() (session.Store, error) { return newMemory(memoryConfig(s, w)) }, nil
+		c := memoryConfig(s, w)
+		return storePlan{key: fmt.Sprintf("memory dir=%q", w.Memory.Dir), memory: &c}, nil
 	}
 	o, err := RedisOptions(router, secrets)
 	if err != nil {
-		return "", nil, err
+		return storePlan{}, err
 	}
 	// The password enters the key as a hash: a new password reconnects, and
 	// the key can be logged.
 	sum := sha256.Sum256([]byte(o.Password))
 	key := fmt.Sprintf("redis %s db=%d prefix=%q tls=%t ttl=%v password=%s",
 		o.Address, o.DB, o.KeyPrefix, o.TLS, o.TTL, hex.EncodeToString(sum[:8]))
-	return key, func() (session.Store, error) {
+	return storePlan{key: key, open: func() (session.Store, error) {
 		st, err := redisstore.New(o)
 		if err != nil {
 			return nil, err
 		}
 		return st, nil
-	}, nil
+	}}, nil
 }
 
 // RedisOptions are the Redis store's settings from a defaulted router (with
@@ -148,6 +156,10 @@ type Holder struct {
 	mu    sync.Mutex
 	store session.Store
 	key   string
+	// mem is the embedded store once opened. It lives as long as the
+	// holder, whatever later configurations name: replacing it would lose
+	// its sessions, and two stores must not share a directory.
+	mem *session.MemStore
 }
 
 // DefaultGrace is how long a replaced store stays open.
@@ -156,32 +168,43 @@ const DefaultGrace = 30 * time.Second
 // NewHolder returns a holder for a serve process.
 func NewHolder(w Where) *Holder { return &Holder{where: w, grace: DefaultGrace} }
 
-// Update makes the store of a newly loaded configuration current. Settings
-// equal to the current store's keep it (its sessions and connections);
-// others open a new store and close the old one after the grace period. A
-// store that cannot be opened (the password's Secret is missing) becomes a
-// store whose every call fails with session.ErrUnavailable and the reason,
-// so queries keep working; Update returns that reason for the log.
+// Update makes the store of a newly loaded configuration current. The
+// embedded store is opened once and takes each configuration's bounds; a
+// Redis store with the same settings is kept (its connections), otherwise a
+// new one opens and the old one closes after the grace period. A store that
+// cannot be opened (the password's Secret is missing) becomes a store whose
+// every call fails with session.ErrUnavailable and the reason, so queries
+// keep working; Update returns that reason for the log.
 func (h *Holder) Update(router *v1alpha1.ContextRouter, secrets sources.SecretResolver) error {
-	key, open, err := plan(router, secrets, h.where)
-	if err != nil {
-		key = "broken " + err.Error()
-	}
+	p, err := plan(router, secrets, h.where)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.store != nil && key == h.key {
-		return err
-	}
-	var st session.Store = broken{err}
-	if err == nil {
-		if st, err = open(); err != nil {
-			st, key = broken{err}, "broken "+err.Error()
+	var st session.Store
+	switch {
+	case err != nil:
+		p.key, st = "broken "+err.Error(), broken{err}
+	case p.memory != nil && h.mem != nil:
+		h.mem.SetBounds(*p.memory)
+		st = h.mem
+	case p.memory != nil:
+		m, oerr := session.NewMemStore(*p.memory)
+		if oerr != nil {
+			err = oerr
+			p.key, st = "broken "+err.Error(), broken{err}
+			break
+		}
+		h.mem, st = m, m
+	case h.store != nil && p.key == h.key:
+		return nil
+	default:
+		if st, err = p.open(); err != nil {
+			p.key, st = "broken "+err.Error(), broken{err}
 		}
 	}
-	if old := h.store; old != nil {
+	if old := h.store; old != nil && old != st && old != session.Store(h.mem) {
 		time.AfterFunc(h.grace, func() { _ = old.Close() })
 	}
-	h.store, h.key = st, key
+	h.store, h.key = st, p.key
 	return err
 }
 
@@ -199,15 +222,18 @@ func (h *Holder) Store() session.Store {
 	return h.store
 }
 
-// Close closes the current store.
+// Close closes the current store and the embedded one.
 func (h *Holder) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.store == nil {
-		return nil
+	var err error
+	if h.store != nil && h.store != session.Store(h.mem) {
+		err = h.store.Close()
 	}
-	err := h.store.Close()
-	h.store, h.key = nil, ""
+	if h.mem != nil {
+		err = errors.Join(err, h.mem.Close())
+	}
+	h.store, h.key, h.mem = nil, "", nil
 	return err
 }
 
