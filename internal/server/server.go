@@ -592,6 +592,11 @@ func (s *Server) poll(ctx context.Context) {
 		case <-t.C:
 		}
 		s.watcher.rewatch()
+		// A session store's password lives in a Secret, not in the
+		// manifests: look again, so a rotated or added one is picked up.
+		if st := s.state.Load(); st != nil {
+			s.updateSessionStore(st.cfg)
+		}
 		h := manifestHash(s.opts.Paths)
 		if last := s.filesHash.Load(); last == nil || *last != h {
 			s.log.Info("manifest files changed (periodic check)")

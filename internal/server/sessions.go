@@ -207,6 +207,10 @@ func (s *Server) sessionError(id string, err error) *httpError {
 		return errorf(http.StatusNotFound, "session %q not found", id)
 	case errors.Is(err, session.ErrForbidden):
 		return errorf(http.StatusForbidden, "session %q belongs to another agent", id)
+	case errors.Is(err, context.Canceled):
+		// The caller went away; nobody reads this answer.
+		s.log.Debug("session request cancelled", "session", id)
+		return errorf(http.StatusServiceUnavailable, "the request was cancelled; retry")
 	case errors.Is(err, session.ErrUnavailable):
 		s.log.Warn("session store unavailable", "error", err.Error())
 		return errorf(http.StatusServiceUnavailable, "%v; nothing was written, retry later", err)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/session"
@@ -124,5 +125,34 @@ func TestSessionsRedisReplicas(t *testing.T) {
 	side.mustCall(200, "POST", "/v1/sessions/local/items", sessionItems{Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}}}, nil)
 	if _, ok := side.srv.sessionStore().(*session.MemStore); !ok {
 		t.Errorf("sidecar store is %T, want the embedded store", side.srv.sessionStore())
+	}
+}
+
+// A Redis password that appears in the Secret after the router started is
+// picked up by the periodic check, without a change to the manifests.
+func TestSessionsRedisPasswordArrives(t *testing.T) {
+	rs := redistest.Start(t, redistest.Config{Password: "replica-pw-42"})
+	manifests, secrets := redisQuickstart(t, rs.Addr)
+	pwFile := filepath.Join(secrets, "sessions-redis", "password")
+	if err := os.Remove(pwFile); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Paths: []string{manifests}, PollInterval: 20 * time.Millisecond}
+	opts.Engine.Secrets = sources.EnvFileSecrets{Dir: secrets, Getenv: func(string) string { return "" }}
+	ts := startServer(t, opts)
+	ts.waitReady()
+	write := sessionItems{Agent: "hr-assistant", Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}}}
+	if code, out := ts.sessionCall("POST", "/v1/sessions/s1/items", write, nil); code != 503 || !strings.Contains(out, "passwordSecretRef") {
+		t.Fatalf("without the password: %d %s, want 503 naming passwordSecretRef", code, out)
+	}
+	if err := os.WriteFile(pwFile, []byte("replica-pw-42"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the password is picked up", func() bool {
+		code, _ := ts.sessionCall("POST", "/v1/sessions/s1/items", write, nil)
+		return code == 200
+	})
+	if n := strings.Count(ts.logs.String(), "session store not available"); n != 1 {
+		t.Errorf("the missing password was logged %d times, want once", n)
 	}
 }

@@ -129,6 +129,9 @@ func RedisOptions(router *v1alpha1.ContextRouter, secrets sources.SecretResolver
 		}
 	}
 	if ref := r.PasswordSecretRef; ref != nil {
+		if secrets == nil { // as the engine: environment variables only
+			secrets = sources.EnvFileSecrets{}
+		}
 		pw, err := secrets.SecretValue(ref.Name, ref.Key)
 		if err != nil {
 			return o, fmt.Errorf("%s %q: spec.sessions.redis.passwordSecretRef: %w", v1alpha1.KindContextRouter, router.Name, err)
@@ -174,13 +177,16 @@ func NewHolder(w Where) *Holder { return &Holder{where: w, grace: DefaultGrace} 
 // new one opens and the old one closes after the grace period. A store that
 // cannot be opened (the password's Secret is missing) becomes a store whose
 // every call fails with session.ErrUnavailable and the reason, so queries
-// keep working; Update returns that reason for the log.
+// keep working; Update returns that reason for the log, once (serve calls
+// Update at every reload and every poll, to pick up a rotated password).
 func (h *Holder) Update(router *v1alpha1.ContextRouter, secrets sources.SecretResolver) error {
 	p, err := plan(router, secrets, h.where)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var st session.Store
 	switch {
+	case err != nil && h.store != nil && h.key == "broken "+err.Error():
+		return nil // already broken for this reason: said once
 	case err != nil:
 		p.key, st = "broken "+err.Error(), broken{err}
 	case p.memory != nil && h.mem != nil:

@@ -131,3 +131,67 @@ func TestLocalIsMemory(t *testing.T) {
 		t.Errorf("key %q", key)
 	}
 }
+
+// TestHolderMemory: the embedded store takes each configuration's bounds
+// without losing its sessions, survives a switch to Redis and back (the same
+// store, never a second one on its directory), and a broken Redis setting is
+// reported once, not at every poll.
+func TestHolderMemory(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{Password: "pw"})
+	secrets := secretsDir(t, "pw")
+	h := NewHolder(Where{Memory: session.StoreConfig{Dir: t.TempDir()}})
+	h.grace = 0
+	t.Cleanup(func() { h.Close() })
+	memRouter := func(maxSessions int32) *v1alpha1.ContextRouter {
+		r := &v1alpha1.ContextRouter{}
+		r.Name = "acme"
+		r.Spec.Sessions.MaxSessions = maxSessions
+		r.Default()
+		return r
+	}
+	write := func(id string) error {
+		_, err := h.Store().Append(ctx, id, "alice", session.Delta{Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}}})
+		return err
+	}
+	if err := h.Update(memRouter(10), secrets); err != nil {
+		t.Fatal(err)
+	}
+	first := h.Store()
+	for _, id := range []string{"s1", "s2"} {
+		if err := write(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A reload lowering maxSessions: the same store, the new bound.
+	if err := h.Update(memRouter(2), secrets); err != nil || h.Store() != first {
+		t.Fatalf("lowered bound: %v, store replaced: %t", err, h.Store() != first)
+	}
+	var lim *session.LimitError
+	if err := write("s3"); !errors.As(err, &lim) || lim.Limit != "maxSessions" {
+		t.Fatalf("a third session under maxSessions 2: %v, want a maxSessions LimitError", err)
+	}
+	// To Redis and back: the embedded store and its sessions are the same.
+	if err := h.Update(redisRouter(srv.Addr, nil), secrets); err != nil {
+		t.Fatal(err)
+	}
+	if _, isRedis := h.Store().(*redisstore.Store); !isRedis {
+		t.Fatalf("store %T, want Redis", h.Store())
+	}
+	if err := h.Update(memRouter(10), secrets); err != nil || h.Store() != first {
+		t.Fatalf("back to Memory: %v, same store: %t", err, h.Store() == first)
+	}
+	if _, err := h.Store().Load(ctx, "s1", "alice"); err != nil {
+		t.Fatalf("a session of the embedded store after the switch: %v", err)
+	}
+	// A missing Secret: said by the first Update, not again by the next.
+	gone := redisRouter(srv.Addr, func(r *v1alpha1.RedisSpec) { r.PasswordSecretRef.Name = "gone" })
+	if err := h.Update(gone, secrets); !errors.Is(err, sources.ErrSecretNotFound) {
+		t.Fatalf("first Update: %v, want ErrSecretNotFound", err)
+	}
+	if err := h.Update(gone, secrets); err != nil {
+		t.Errorf("second Update with the same problem: %v, want nil (reported once)", err)
+	}
+	if _, err := h.Store().Load(ctx, "s1", "alice"); !errors.Is(err, session.ErrUnavailable) {
+		t.Errorf("Load: %v, want ErrUnavailable", err)
+	}
+}
