@@ -62,8 +62,9 @@ does one that no ContextRoute attaches to (an emptied file), unless the router s
 spec.allowEmpty or --allow-empty is given.
 
 It also keeps agents' sessions and builds their context packs (/v1/sessions/{id}/...,
-GET /v1/artifacts/{ref}; api.md §11.9) in memory, or with --session-dir in files
-that a restart reads back.
+GET /v1/artifacts/{ref}; api.md §11) in the store the router's spec.sessions names:
+in memory (with --session-dir also in files that a restart reads back), or in Redis
+shared by the replicas. A sidecar (--agent) always keeps them in memory.
 
 --agent pins the agent identity, as the injected sidecar does: requests without an
 agent are answered as that agent and requests naming another get 403. Otherwise a

@@ -110,8 +110,9 @@ type Options struct {
 	AuditLog string
 	// AuditOutput is the standard output of audit lines (nil = os.Stdout).
 	AuditOutput io.Writer
-	// Sessions bounds the embedded session store (api.md §11.9) and sets
-	// the firewall threshold of packs.
+	// Sessions are the embedded session store's own settings: Dir (serve
+	// --session-dir) and, for tests and embedders, bounds and a clock that
+	// take precedence over the router's spec.sessions (api.md §11.9).
 	Sessions session.StoreConfig
 	// SessionStore, when set, replaces the embedded store; its owner closes it.
 	SessionStore session.Store

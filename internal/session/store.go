@@ -34,8 +34,8 @@ type Store interface {
 	// agent holds it: refs of other agents' sessions are not found, not
 	// forbidden, so a ref reveals nothing.
 	Artifact(ctx context.Context, agent, ref string) (string, error)
-	// Close releases the store; an embedded store with a directory writes
-	// its sessions there first.
+	// Close releases the store (an embedded store's files are written as
+	// each write happens, not at Close).
 	Close() error
 }
 
