@@ -231,7 +231,12 @@ func finalSigma(s string, i int) bool {
 	return true
 }
 
-func cased(r rune) bool { return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) }
+// cased is Unicode's Cased: Lu, Ll, Lt, Other_Lowercase (ª, º, ⓐ…) and
+// Other_Uppercase (Ⅰ, Ⓐ…).
+func cased(r rune) bool {
+	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) ||
+		unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
+}
 
 // caseIgnorable approximates Unicode's Case_Ignorable: marks, format
 // characters, modifiers, and the apostrophes and dots inside words.

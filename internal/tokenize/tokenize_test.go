@@ -80,6 +80,8 @@ func TestKeywords(t *testing.T) {
 		// Python's lower(): a final capital sigma becomes ς, İ becomes i and a combining dot.
 		{"ΟΔΟΣ ΣΑΣ. Σα ΑΣ'Β", []string{"οδος", "σας", "σα", "ασ'β"}},
 		{"İstanbul", []string{"i\u0307stanbul"}},
+		// ª and Ⓐ are cased (Other_Lowercase, Other_Uppercase): the Σ after them is final.
+		{"ªΣ ⒶΣ", []string{"ªς", "ⓐς"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
