@@ -129,6 +129,8 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	var ep endpoint
 	switch {
+	case len(parts) == 1 && r.Method == http.MethodGet:
+		ep = endpoint{http.MethodGet, s.getSession}
 	case len(parts) == 1:
 		ep = endpoint{http.MethodDelete, s.deleteSession}
 	case len(parts) == 2 && parts[1] == "items":
@@ -140,7 +142,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 3 && parts[1] == "facts":
 		ep = endpoint{http.MethodPut, s.putFact}
 	default:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: sessions serve DELETE /v1/sessions/{id}, POST …/items, PUT …/facts/{key}, POST …/episodes and POST …/context", r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: sessions serve GET and DELETE /v1/sessions/{id}, POST …/items, PUT …/facts/{key}, POST …/episodes and POST …/context", r.URL.Path))
 		return
 	}
 	if r.Method != ep.method {
@@ -295,6 +297,51 @@ func (s *Server) appendEpisode(w http.ResponseWriter, r *http.Request, id string
 }
 
 // DELETE /v1/sessions/{id}?agent=A
+// storedSession is the answer of GET /v1/sessions/{id}: the session as
+// stored, in the order it was written.
+type storedSession struct {
+	Session  string            `json:"session"`
+	Items    []session.Item    `json:"items"`
+	Facts    []session.Fact    `json:"facts"`
+	Episodes []session.Episode `json:"episodes"`
+}
+
+// getSession answers the session itself, for debugging an agent's prompt
+// assembly; like a pack, it starts the idle time again.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+	_, established, ok := s.sessionCaller(w, r)
+	if !ok {
+		return
+	}
+	q, herr := onlyParams(r, "agent")
+	var sess *session.Session
+	if herr == nil {
+		var agent string
+		if agent, herr = settleAgent(established, q.Get("agent")); herr == nil {
+			var err error
+			if sess, err = s.sessionStore().Load(r.Context(), id, agent); err != nil {
+				herr = s.sessionError(id, err)
+			}
+		}
+	}
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	out := storedSession{Session: id, Items: sess.Items, Facts: sess.Facts, Episodes: sess.Episodes}
+	if out.Items == nil {
+		out.Items = []session.Item{}
+	}
+	if out.Facts == nil {
+		out.Facts = []session.Fact{}
+	}
+	if out.Episodes == nil {
+		out.Episodes = []session.Episode{}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, out, false)
+}
+
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, id string, _ []string) {
 	_, established, ok := s.sessionCaller(w, r)
 	if !ok {

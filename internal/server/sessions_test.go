@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,5 +398,38 @@ func TestSessionConcurrentAppends(t *testing.T) {
 	p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/busy/context", `{"phase": "answer", "max_tokens": 1000000}`, nil))
 	if p.Stats.Candidates != writers*each {
 		t.Fatalf("%d candidates, want %d", p.Stats.Candidates, writers*each)
+	}
+}
+
+// GET /v1/sessions/{id} answers the session as written, to its owner only.
+func TestGetSession(t *testing.T) {
+	ts := startServer(t, Options{Paths: []string{"../../examples/quickstart"}})
+	ts.waitReady()
+	items := []session.Item{{ID: "c", Kind: session.KindToolCall, Text: "balance()"},
+		{ID: "r", Kind: session.KindToolResult, ParentID: "c", Text: "11 days", Tags: []string{"hr"}}}
+	ts.mustCall(200, "POST", "/v1/sessions/g1/items", sessionItems{Agent: "hr-assistant", Items: items}, nil)
+	ts.mustCall(200, "PUT", "/v1/sessions/g1/facts/country", `{"agent": "hr-assistant", "value": "PT"}`, nil)
+	ts.mustCall(200, "POST", "/v1/sessions/g1/episodes", `{"agent": "hr-assistant", "id": "e1", "text": "asked before"}`, nil)
+	var got storedSession
+	if err := json.Unmarshal([]byte(ts.mustCall(200, "GET", "/v1/sessions/g1?agent=hr-assistant", nil, nil)), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := storedSession{Session: "g1", Items: items, Facts: []session.Fact{{Key: "country", Value: "PT"}},
+		Episodes: []session.Episode{{ID: "e1", Text: "asked before"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GET = %+v\nwant %+v", got, want)
+	}
+	for _, tc := range []struct {
+		path string
+		code int
+	}{
+		{"/v1/sessions/g1?agent=eng-assistant", 403},
+		{"/v1/sessions/nope?agent=hr-assistant", 404},
+		{"/v1/sessions/g1?agent=hr-assistant&x=1", 400},
+		{"/v1/sessions/..?agent=hr-assistant", 400},
+	} {
+		if code, out := ts.sessionCall("GET", tc.path, nil, nil); code != tc.code {
+			t.Errorf("GET %s: %d %s, want %d", tc.path, code, out, tc.code)
+		}
 	}
 }
