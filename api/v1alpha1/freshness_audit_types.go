@@ -51,7 +51,8 @@ type AuditSpec struct {
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 	// SampleRate is the share of deliveries recorded, a decimal from 0 to 1;
-	// the choice is made per request id, so it is deterministic.
+	// the choice is a hash of the request id under a key each serve process
+	// draws at start, so callers cannot choose ids that are never recorded.
 	// +optional
 	// +kubebuilder:default="1"
 	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`

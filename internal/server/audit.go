@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -102,9 +103,11 @@ func callHeader(call *mcp.CallToolRequest) http.Header {
 // auditPolicy is a snapshot's audit settings; nil means no audit.
 type auditPolicy struct {
 	// all: sampleRate 1; otherwise a delivery is recorded when the first 8
-	// bytes of the SHA-256 of its request id, big-endian, are below threshold.
+	// bytes of the HMAC-SHA-256 of its request id under key, big-endian, are
+	// below threshold.
 	all       bool
 	threshold uint64
+	key       []byte
 	queryText v1alpha1.AuditQueryText
 }
 
@@ -120,21 +123,31 @@ func (s *Server) auditPolicyFor(cfg *engine.Config) *auditPolicy {
 		return nil
 	}
 	rate, _ := a.Rate() // Validate has checked it
-	p := &auditPolicy{queryText: a.QueryText, all: rate >= 1}
+	p := &auditPolicy{queryText: a.QueryText, all: rate >= 1, key: s.auditKey}
 	if !p.all {
 		p.threshold = uint64(rate * math.Exp2(64))
 	}
 	return p
 }
 
-// sampled is the deterministic sampling rule: the same request id is
-// recorded, or not, by every replica.
+// sampled is the sampling rule. The request id is the caller's to choose,
+// so it is hashed under the process's secret key: a caller cannot pick ids
+// that are never recorded (a plain hash of the id would let it).
 func (p *auditPolicy) sampled(requestID string) bool {
 	if p.all {
 		return true
 	}
-	sum := sha256.Sum256([]byte(requestID))
-	return binary.BigEndian.Uint64(sum[:8]) < p.threshold
+	m := hmac.New(sha256.New, p.key)
+	m.Write([]byte(requestID))
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(m.Sum(sum[:0])[:8]) < p.threshold
+}
+
+// newAuditKey is the secret key of sampling, drawn once per process.
+func newAuditKey() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand.Read never fails (it panics instead)
+	return k
 }
 
 // auditLog is where audit lines go: a file reopened on request (SIGHUP,

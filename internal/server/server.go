@@ -115,6 +115,9 @@ type Options struct {
 	Sessions session.StoreConfig
 	// SessionStore, when set, replaces the embedded store; its owner closes it.
 	SessionStore session.Store
+
+	// auditSampleKey, set by tests, replaces the random key of audit sampling.
+	auditSampleKey []byte
 }
 
 // state is one serving configuration: queries load it once and use it to the end.
@@ -154,6 +157,8 @@ type Server struct {
 	// auditLog receives audit lines; audit counts deliveries and lines.
 	auditLog *auditLog
 	audit    *auditMetrics
+	// auditKey keys the audit sampling hash; callers never learn it.
+	auditKey []byte
 	// sessions is the store Options.SessionStore gave; otherwise holder
 	// keeps the store each configuration names.
 	sessions session.Store
@@ -223,6 +228,9 @@ func New(opts Options) (*Server, error) {
 		pool:  newSourcePool(),
 		wake:  make(chan struct{}, 1),
 		loops: map[any]*syncLoop{},
+	}
+	if s.auditKey = opts.auditSampleKey; s.auditKey == nil {
+		s.auditKey = newAuditKey()
 	}
 	out := opts.AuditOutput
 	if out == nil {
