@@ -107,7 +107,9 @@ type auditPolicy struct {
 	// below threshold.
 	all       bool
 	threshold uint64
-	key       []byte
+	// macs holds HMAC states keyed with the server's auditKey: keying one
+	// costs more than hashing an id, so they are reused (Reset keeps the key).
+	macs *sync.Pool
 	queryText v1alpha1.AuditQueryText
 }
 
@@ -123,9 +125,10 @@ func (s *Server) auditPolicyFor(cfg *engine.Config) *auditPolicy {
 		return nil
 	}
 	rate, _ := a.Rate() // Validate has checked it
-	p := &auditPolicy{queryText: a.QueryText, all: rate >= 1, key: s.auditKey}
+	p := &auditPolicy{queryText: a.QueryText, all: rate >= 1}
 	if !p.all {
 		p.threshold = uint64(rate * math.Exp2(64))
+		p.macs = s.auditMACs
 	}
 	return p
 }
@@ -137,10 +140,13 @@ func (p *auditPolicy) sampled(requestID string) bool {
 	if p.all {
 		return true
 	}
-	m := hmac.New(sha256.New, p.key)
-	m.Write([]byte(requestID))
+	m := p.macs.Get().(hash.Hash)
+	m.Reset()
+	io.WriteString(m, requestID)
 	var sum [sha256.Size]byte
-	return binary.BigEndian.Uint64(m.Sum(sum[:0])[:8]) < p.threshold
+	ok := binary.BigEndian.Uint64(m.Sum(sum[:0])[:8]) < p.threshold
+	p.macs.Put(m)
+	return ok
 }
 
 // newAuditKey is the secret key of sampling, drawn once per process.
@@ -148,6 +154,11 @@ func newAuditKey() []byte {
 	k := make([]byte, 32)
 	_, _ = rand.Read(k) // crypto/rand.Read never fails (it panics instead)
 	return k
+}
+
+// newAuditMACs is the pool of HMAC-SHA-256 states under key.
+func newAuditMACs(key []byte) *sync.Pool {
+	return &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
 }
 
 // auditLog is where audit lines go: a file reopened on request (SIGHUP,

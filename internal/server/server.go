@@ -157,8 +157,9 @@ type Server struct {
 	// auditLog receives audit lines; audit counts deliveries and lines.
 	auditLog *auditLog
 	audit    *auditMetrics
-	// auditKey keys the audit sampling hash; callers never learn it.
-	auditKey []byte
+	// auditMACs hash request ids for audit sampling under a key callers
+	// never learn (auditSampleKey in tests, else drawn at start).
+	auditMACs *sync.Pool
 	// sessions is the store Options.SessionStore gave; otherwise holder
 	// keeps the store each configuration names.
 	sessions session.Store
@@ -229,9 +230,11 @@ func New(opts Options) (*Server, error) {
 		wake:  make(chan struct{}, 1),
 		loops: map[any]*syncLoop{},
 	}
-	if s.auditKey = opts.auditSampleKey; s.auditKey == nil {
-		s.auditKey = newAuditKey()
+	key := opts.auditSampleKey
+	if key == nil {
+		key = newAuditKey()
 	}
+	s.auditMACs = newAuditMACs(key)
 	out := opts.AuditOutput
 	if out == nil {
 		out = os.Stdout
