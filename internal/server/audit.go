@@ -107,9 +107,9 @@ type auditPolicy struct {
 	// below threshold.
 	all       bool
 	threshold uint64
-	// macs holds HMAC states keyed with the server's auditKey: keying one
+	// macs holds HMAC states under the server's sampling key: keying one
 	// costs more than hashing an id, so they are reused (Reset keeps the key).
-	macs *sync.Pool
+	macs      *sync.Pool
 	queryText v1alpha1.AuditQueryText
 }
 
