@@ -103,7 +103,7 @@ func callHeader(call *mcp.CallToolRequest) http.Header {
 // auditPolicy is a snapshot's audit settings; nil means no audit.
 type auditPolicy struct {
 	// all: sampleRate 1; otherwise a delivery is recorded when the first 8
-	// bytes of the HMAC-SHA-256 of its request id under key, big-endian, are
+	// bytes of the HMAC-SHA-256 of its request id (macs), big-endian, are
 	// below threshold.
 	all       bool
 	threshold uint64
