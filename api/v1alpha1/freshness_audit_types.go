@@ -16,8 +16,9 @@ const (
 
 // FreshnessSpec gives a source's content an age limit (api.md §4.7). The age
 // of a chunk is measured at query time from its content time: the file's
-// modification time (Directory), the commit time (GitRepo), the fetch time
-// (HTTPAPI).
+// modification time (Directory), the served commit's time (GitRepo), the
+// result's own date when httpAPI.timeField gives one, else the fetch time
+// (HTTPAPI). The router's status and its content-age gauge use the same time.
 type FreshnessSpec struct {
 	// MaxAge: a chunk older than this is stale. Greater than 0.
 	// +required
@@ -51,7 +52,8 @@ type AuditSpec struct {
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 	// SampleRate is the share of deliveries recorded, a decimal from 0 to 1;
-	// the choice is made per request id, so it is deterministic.
+	// the choice is a hash of the request id under a key each serve process
+	// draws at start, so callers cannot choose ids that are never recorded.
 	// +optional
 	// +kubebuilder:default="1"
 	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`

@@ -40,6 +40,19 @@ func (f *freshness) observe(t time.Time) {
 	}
 }
 
+// observeChunks raises newest to the newest content time of an answer's
+// chunks (ContentTime: an HTTPAPI result's own date when timeField gives
+// one, else its fetch), so the source's status ages as its chunks do.
+func (f *freshness) observeChunks(chunks []sources.Chunk) {
+	var newest time.Time
+	for i := range chunks {
+		if t := ContentTime(&chunks[i]); t.After(newest) {
+			newest = t
+		}
+	}
+	f.observe(newest)
+}
+
 func (f *freshness) newestTime() time.Time {
 	if n := f.newest.Load(); n != 0 {
 		return time.Unix(0, n)

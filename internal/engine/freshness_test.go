@@ -389,4 +389,8 @@ func TestFreshnessHTTPAPITimeField(t *testing.T) {
 	if c := resp.Chunks[0]; c.Metadata.MTime != recent.Format(time.RFC3339) || !near(*c.Metadata.AgeSeconds, 3599) {
 		t.Errorf("metadata %+v: want mtime %s and about 3600 s", c.Metadata, recent.Format(time.RFC3339))
 	}
+	// The source's newest content is the newest result's date, not the fetch.
+	if got := snap.Sources()[0].NewestContent; !got.Equal(recent) {
+		t.Errorf("newest content %v, want the newest result's date %v", got, recent)
+	}
 }

@@ -545,9 +545,7 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			if cached {
 				if chunks, ok := s.cache.Get(st.cacheKey, text); ok {
 					g.results[i] = fetched{chunks: chunks}
-					if len(chunks) > 0 {
-						st.fresh.observe(chunks[0].FetchedAt())
-					}
+					st.fresh.observeChunks(chunks)
 					return
 				}
 			}
@@ -564,12 +562,13 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			defer cancel()
 			chunks, err := st.query.Fetch(fctx, text)
 			if err == nil {
-				// An answer is as old as its fetch; a cached one keeps that time.
+				// An answer is as old as its fetch, unless a result carries its own
+				// date (timeField); a cached one keeps that time.
 				at := time.Now()
 				for j := range chunks {
 					chunks[j].Fetched = at.UnixNano()
 				}
-				st.fresh.observe(at)
+				st.fresh.observeChunks(chunks)
 			}
 			if err == nil && cached {
 				s.cache.Put(st.cacheKey, text, chunks)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -102,9 +103,13 @@ func callHeader(call *mcp.CallToolRequest) http.Header {
 // auditPolicy is a snapshot's audit settings; nil means no audit.
 type auditPolicy struct {
 	// all: sampleRate 1; otherwise a delivery is recorded when the first 8
-	// bytes of the SHA-256 of its request id, big-endian, are below threshold.
+	// bytes of the HMAC-SHA-256 of its request id (macs), big-endian, are
+	// below threshold.
 	all       bool
 	threshold uint64
+	// macs holds HMAC states under the server's sampling key: keying one
+	// costs more than hashing an id, so they are reused (Reset keeps the key).
+	macs      *sync.Pool
 	queryText v1alpha1.AuditQueryText
 }
 
@@ -123,18 +128,37 @@ func (s *Server) auditPolicyFor(cfg *engine.Config) *auditPolicy {
 	p := &auditPolicy{queryText: a.QueryText, all: rate >= 1}
 	if !p.all {
 		p.threshold = uint64(rate * math.Exp2(64))
+		p.macs = s.auditMACs
 	}
 	return p
 }
 
-// sampled is the deterministic sampling rule: the same request id is
-// recorded, or not, by every replica.
+// sampled is the sampling rule. The request id is the caller's to choose,
+// so it is hashed under the process's secret key: a caller cannot pick ids
+// that are never recorded (a plain hash of the id would let it).
 func (p *auditPolicy) sampled(requestID string) bool {
 	if p.all {
 		return true
 	}
-	sum := sha256.Sum256([]byte(requestID))
-	return binary.BigEndian.Uint64(sum[:8]) < p.threshold
+	m := p.macs.Get().(hash.Hash)
+	m.Reset()
+	io.WriteString(m, requestID)
+	var sum [sha256.Size]byte
+	ok := binary.BigEndian.Uint64(m.Sum(sum[:0])[:8]) < p.threshold
+	p.macs.Put(m)
+	return ok
+}
+
+// newAuditKey is the secret key of sampling, drawn once per process.
+func newAuditKey() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand.Read never fails (it panics instead)
+	return k
+}
+
+// newAuditMACs is the pool of HMAC-SHA-256 states under key.
+func newAuditMACs(key []byte) *sync.Pool {
+	return &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
 }
 
 // auditLog is where audit lines go: a file reopened on request (SIGHUP,

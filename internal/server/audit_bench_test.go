@@ -47,3 +47,18 @@ func BenchmarkHandlerQueryAudit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAuditSampled is the sampling decision of one delivery at a rate
+// below 1 (a caller-sized request id).
+func BenchmarkAuditSampled(b *testing.B) {
+	p := &auditPolicy{threshold: 1 << 62, macs: newAuditMACs(newAuditKey())}
+	id := "0b9c6f1e-4a7d-4e55-9d1b-2f3c4a5b6c7d"
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.sampled(id) {
+			n++
+		}
+	}
+	_ = n
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -268,20 +269,31 @@ func TestAuditQueryText(t *testing.T) {
 }
 
 // TestAuditSampling: with sampleRate 0.25 the deliveries recorded are
-// exactly those whose request id's SHA-256 (first 8 bytes) falls in the first quarter,
-// so every replica keeps the same ones; every delivery is still counted.
+// exactly those whose request id's HMAC-SHA-256 under the server's key
+// (first 8 bytes) falls in the first quarter. The ids are chosen so that a
+// plain SHA-256 of the id never samples them, as a caller who knows the rule
+// would pick them: they are still recorded at the rate. Every delivery is
+// counted.
 func TestAuditSampling(t *testing.T) {
 	dir := auditQuickstart(t, "    enabled: true\n    sampleRate: \"0.25\"\n")
 	logPath := filepath.Join(t.TempDir(), "audit.jsonl")
-	ts := startServer(t, Options{Paths: []string{dir}, AuditLog: logPath})
+	key := []byte("fixed test key of audit sampling")
+	ts := startServer(t, Options{Paths: []string{dir}, AuditLog: logPath, auditSampleKey: key})
 	ts.waitReady()
 	const n = 200
+	threshold := 0.25 * math.Exp2(64)
 	var want []string
-	for i := range n {
-		id := fmt.Sprintf("sample-%03d", i)
+	sent := 0
+	for i := 0; sent < n; i++ {
+		id := fmt.Sprintf("sample-%04d", i)
+		if sum := sha256.Sum256([]byte(id)); float64(binary.BigEndian.Uint64(sum[:8])) < threshold {
+			continue // a caller who knew a plain hash decides would not send this id
+		}
+		sent++
 		postAudited(t, ts, engine.Request{Text: "vacation days", Agent: "hr-assistant"}, http.Header{RequestIDHeader: {id}})
-		sum := sha256.Sum256([]byte(id))
-		if float64(binary.BigEndian.Uint64(sum[:8])) < 0.25*math.Exp2(64) {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(id))
+		if float64(binary.BigEndian.Uint64(m.Sum(nil)[:8])) < threshold {
 			want = append(want, id)
 		}
 	}
@@ -292,14 +304,25 @@ func TestAuditSampling(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("recorded %d ids %v\nwant %d %v", len(got), got, len(want), want)
 	}
-	if len(want) < n/8 || len(want) > n/2 {
-		t.Errorf("%d of %d sampled at rate 0.25", len(want), n)
+	// 0.25 × 200 = 50, standard deviation ≈ 6: [25, 100] holds unless the
+	// choice follows the id alone.
+	if len(got) < n/8 || len(got) > n/2 {
+		t.Errorf("%d of %d recorded at rate 0.25", len(got), n)
 	}
 	if v, _ := ts.metric("contextrouter_deliveries_total", "agent", "hr-assistant", "source", "hr-docs"); v != n {
 		t.Errorf("deliveries_total = %v, want %d: sampling must not change the count", v, n)
 	}
-	if v, _ := ts.metric("contextrouter_audit_records_total"); int(v) != len(want) {
-		t.Errorf("audit_records_total = %v, want %d", v, len(want))
+	if v, _ := ts.metric("contextrouter_audit_records_total"); int(v) != len(got) {
+		t.Errorf("audit_records_total = %v, want %d", v, len(got))
+	}
+}
+
+// TestAuditSampleKey: without an injected key each server draws its own, so
+// a request id's fate in one process tells nothing about another.
+func TestAuditSampleKey(t *testing.T) {
+	a, b := newAuditKey(), newAuditKey()
+	if len(a) != 32 || bytes.Equal(a, b) {
+		t.Fatalf("audit keys %x and %x: want two different 32-byte keys", a, b)
 	}
 }
 

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -93,5 +95,53 @@ spec:
 		if v, ok := ts.metric("contextrouter_source_content_age_seconds", "source", tc.name); !ok || v < float64(*s.ContentAgeSeconds) || v > float64(*s.ContentAgeSeconds)+60 {
 			t.Errorf("contextrouter_source_content_age_seconds{source=%q} = %v (%v), want about %d", tc.name, v, ok, *s.ContentAgeSeconds)
 		}
+	}
+}
+
+// TestFreshnessHTTPAPITimeFieldStatus: an HTTPAPI source whose results carry
+// their own date (timeField) is as old in /v1/status and in
+// contextrouter_source_content_age_seconds as its newest result, not as its
+// last fetch: answers three days old make it stale though just fetched.
+func TestFreshnessHTTPAPITimeFieldStatus(t *testing.T) {
+	dated := time.Now().Add(-72 * time.Hour).UTC().Truncate(time.Second)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"results": [{"text": "Swarm season report.", "date": %q}, {"text": "Older swarm notes.", "date": %q}]}`,
+			dated.Format(time.RFC3339), dated.Add(-time.Hour).Format(time.RFC3339))
+	}))
+	t.Cleanup(api.Close)
+	manifest := filepath.Join(t.TempDir(), "router.yaml")
+	writeAtomic(t, manifest, `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: news}
+spec:
+  type: HTTPAPI
+  httpAPI: {url: "`+api.URL+`/?q={{query}}", responsePath: results, textField: text, timeField: date}
+  freshness: {maxAge: 24h}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: all}
+spec:
+  sources: [{name: news}]
+`)
+	ts := startServer(t, Options{Paths: []string{manifest}, PollInterval: -1})
+	ts.waitReady()
+	if resp := ts.query(engine.Request{Text: "swarm"}); len(resp.Chunks) != 2 {
+		t.Fatalf("chunks %+v: want both results", resp.Chunks)
+	}
+	var s SourceStatus
+	for _, x := range ts.status().Sources {
+		if x.Name == "news" {
+			s = x
+		}
+	}
+	if s.NewestContentTime == nil || !s.NewestContentTime.Equal(dated) || !s.Stale || s.ContentAgeSeconds == nil {
+		t.Fatalf("status of news: newest %v age %v stale %v; want newest %v (the newest result's date), stale", s.NewestContentTime, s.ContentAgeSeconds, s.Stale, dated)
+	}
+	if want := int64(time.Since(dated) / time.Second); *s.ContentAgeSeconds > want || *s.ContentAgeSeconds < want-60 {
+		t.Errorf("content_age_seconds %d, want about %d", *s.ContentAgeSeconds, want)
+	}
+	if v, ok := ts.metric("contextrouter_source_content_age_seconds", "source", "news"); !ok || v < float64(*s.ContentAgeSeconds) || v > float64(*s.ContentAgeSeconds)+60 {
+		t.Errorf("contextrouter_source_content_age_seconds{source=news} = %v (%v), want about %d", v, ok, *s.ContentAgeSeconds)
 	}
 }

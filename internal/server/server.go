@@ -116,6 +116,9 @@ type Options struct {
 	Sessions session.StoreConfig
 	// SessionStore, when set, replaces the embedded store; its owner closes it.
 	SessionStore session.Store
+
+	// auditSampleKey, set by tests, replaces the random key of audit sampling.
+	auditSampleKey []byte
 }
 
 // state is one serving configuration: queries load it once and use it to the end.
@@ -155,6 +158,9 @@ type Server struct {
 	// auditLog receives audit lines; audit counts deliveries and lines.
 	auditLog *auditLog
 	audit    *auditMetrics
+	// auditMACs hash request ids for audit sampling under a key callers
+	// never learn (auditSampleKey in tests, else drawn at start).
+	auditMACs *sync.Pool
 	// sessions is the store Options.SessionStore gave; otherwise holder
 	// keeps the store each configuration names.
 	sessions session.Store
@@ -225,6 +231,11 @@ func New(opts Options) (*Server, error) {
 		wake:  make(chan struct{}, 1),
 		loops: map[any]*syncLoop{},
 	}
+	key := opts.auditSampleKey
+	if key == nil {
+		key = newAuditKey()
+	}
+	s.auditMACs = newAuditMACs(key)
 	out := opts.AuditOutput
 	if out == nil {
 		out = os.Stdout

@@ -78,7 +78,7 @@ func (s *Server) updateSessionStore(cfg *engine.Config) {
 	}
 	if m, ok := s.holder.Store().(*session.MemStore); ok && s.holder.Store() != before {
 		for _, err := range m.Skipped() {
-			s.log.Error("session file not read; its session is left out", "error", err.Error())
+			s.log.Error("session file set aside; its session is left out", "error", err.Error())
 		}
 	}
 }

@@ -166,8 +166,11 @@ func PrepareDir(dir string) error {
 }
 
 // NewMemStore opens an embedded store. With cfg.Dir it reads the sessions
-// kept there (their idle time starts anew); a directory it cannot use is
-// an error, a file it cannot read is set aside and listed by Skipped.
+// kept there (their idle time starts anew), most recently written first,
+// within MaxSessions and MaxBytes: a directory written under larger bounds
+// must not load past them. A session that would pass a bound is set aside
+// as <id>.jsonl.over, a file it cannot read as <id>.jsonl.bad; both are
+// listed by Skipped. A directory it cannot use is an error.
 func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 	m := &MemStore{cfg: cfg.WithDefaults(), sessions: map[string]*memSession{}, idle: list.New(),
 		byAgent: map[string]map[string]*memSession{}}
@@ -181,12 +184,71 @@ func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	type logFile struct {
+		name string
+		mod  time.Time
+	}
+	files := make([]logFile, 0, len(names))
 	for _, name := range names {
-		if err := m.replay(name); err != nil {
+		if ValidateSessionID(strings.TrimSuffix(filepath.Base(name), logSuffix)) != nil {
+			continue // not a session file of ours
+		}
+		fi, err := os.Stat(name)
+		if err != nil {
+			m.skipped = append(m.skipped, fmt.Errorf("session file: %w", err))
+			continue
+		}
+		files = append(files, logFile{name, fi.ModTime()})
+	}
+	// Newest first; the name breaks ties so the same directory loads the same way.
+	slices.SortFunc(files, func(a, b logFile) int {
+		if c := b.mod.Compare(a.mod); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	var kept []*memSession
+	var held int64
+	for _, f := range files {
+		if len(kept) >= m.cfg.MaxSessions {
+			m.skipped = append(m.skipped, setAside(f.name, fmt.Sprintf(
+				"the store's maxSessions %d is held by more recently written sessions", m.cfg.MaxSessions)))
+			continue
+		}
+		ms, err := m.replay(f.name)
+		switch {
+		case err != nil:
 			m.skipped = append(m.skipped, err)
+		case ms == nil: // an empty file: no session
+		case held+ms.bytes > m.cfg.MaxBytes:
+			m.skipped = append(m.skipped, setAside(f.name, fmt.Sprintf(
+				"its %d bytes would pass the store's maxBytes %d (%d held by more recently written sessions)", ms.bytes, m.cfg.MaxBytes, held)))
+		default:
+			kept = append(kept, ms)
+			held += ms.bytes
 		}
 	}
+	// Least recent first, so the idle list keeps the files' order of use.
+	for _, ms := range slices.Backward(kept) {
+		s := ms.s
+		ms.s, ms.bytes = Session{}, 0
+		m.commit(ms, s, s.Bytes())
+	}
 	return m, nil
+}
+
+// overSuffix marks a session file set aside at start because loading it
+// would pass the store's bounds; it is kept for the operator, not read.
+const overSuffix = ".over"
+
+// setAside renames a session file past the store's bounds to
+// <name>.over and says so.
+func setAside(name, why string) error {
+	err := fmt.Errorf("session file %s left out: %s; set aside as %s%s", filepath.Base(name), why, filepath.Base(name), overSuffix)
+	if rerr := os.Rename(name, name+overSuffix); rerr != nil {
+		return fmt.Errorf("%w (renaming failed: %v)", err, rerr)
+	}
+	return err
 }
 
 // SetBounds applies new TTL, MaxSessions and MaxBytes (zero fields take
@@ -199,8 +261,8 @@ func (m *MemStore) SetBounds(c StoreConfig) {
 	m.cfg.TTL, m.cfg.MaxSessions, m.cfg.MaxBytes = c.TTL, c.MaxSessions, c.MaxBytes
 }
 
-// Skipped are the session files NewMemStore could not read, set aside as
-// .bad files; the caller logs them.
+// Skipped are the session files NewMemStore left out: set aside as .bad
+// (unreadable) or .over (past the store's bounds); the caller logs them.
 func (m *MemStore) Skipped() []error { return m.skipped }
 
 // Len is the number of live sessions (expired ones are swept first).
@@ -453,21 +515,15 @@ func (m *MemStore) writeLog(ms *memSession, d Delta) error {
 	return werr
 }
 
-// replay reads one session file back. A file it cannot read whole is set
-// aside as <name>.bad and its session left out: one bad file must not keep
-// the router from starting or cost the other sessions.
-func (m *MemStore) replay(name string) error {
+// replay reads one session file back, without adding it to the store; nil
+// when the file is empty. A file it cannot read whole
+// is set aside as <name>.bad and its session left out: one bad file must
+// not keep the router from starting or cost the other sessions.
+func (m *MemStore) replay(name string) (*memSession, error) {
 	id := strings.TrimSuffix(filepath.Base(name), logSuffix)
-	if ValidateSessionID(id) != nil {
-		return nil // not a session file of ours
-	}
-	var ms *memSession
-	fail := func(err error) error {
+	fail := func(err error) (*memSession, error) {
 		_ = os.Rename(name, name+".bad")
-		if ms != nil && ms.elem != nil {
-			m.remove(ms)
-		}
-		return fmt.Errorf("%v; set aside as %s.bad", err, filepath.Base(name))
+		return nil, fmt.Errorf("%v; set aside as %s.bad", err, filepath.Base(name))
 	}
 	b, err := os.ReadFile(name)
 	if err != nil {
@@ -482,6 +538,7 @@ func (m *MemStore) replay(name string) error {
 		}
 	}
 	lines = lines[:len(lines)-1]
+	var ms *memSession
 	for n, line := range lines {
 		if ms == nil {
 			var h logHeader
@@ -499,7 +556,10 @@ func (m *MemStore) replay(name string) error {
 		if err != nil {
 			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
 		}
-		m.commit(ms, *next, next.Bytes()-ms.bytes)
+		ms.s = *next
 	}
-	return nil
+	if ms != nil {
+		ms.bytes = ms.s.Bytes()
+	}
+	return ms, nil
 }

@@ -428,3 +428,78 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
+
+// TestMemStoreReopenBounds: a directory written under larger bounds is read
+// back within the new store's maxSessions and maxBytes, most recently written
+// first; the sessions past a bound are set aside as <id>.jsonl.over and
+// listed by Skipped, never loaded.
+func TestMemStoreReopenBounds(t *testing.T) {
+	ctx := context.Background()
+	text := strings.Repeat("x", 99)
+	const per = 1 + 99 // one item "u" of 99 bytes
+	for _, tc := range []struct {
+		name       string
+		cfg        StoreConfig
+		keep, over []string
+		reason     string
+		bytes      int64
+	}{
+		{"maxSessions", StoreConfig{MaxSessions: 3}, []string{"s0", "s1", "s3"}, []string{"s2", "s4"},
+			"the store's maxSessions 3 is held by more recently written sessions", 3 * per},
+		{"maxBytes", StoreConfig{MaxBytes: 2*per + per/2}, []string{"s1", "s3"}, []string{"s0", "s2", "s4"},
+			"its 100 bytes would pass the store's maxBytes 250 (200 held by more recently written sessions)", 2 * per},
+		{"within", StoreConfig{MaxSessions: 5, MaxBytes: 5 * per}, []string{"s0", "s1", "s2", "s3", "s4"}, nil, "", 5 * per},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := openStore(t, StoreConfig{Dir: dir})
+			base := time.Now().Add(-time.Hour)
+			for i := range 5 {
+				id := fmt.Sprintf("s%d", i)
+				if _, err := m.Append(ctx, id, "hr", delta(Item{ID: "u", Kind: KindUserTurn, Text: text})); err != nil {
+					t.Fatal(err)
+				}
+				// Newest first: s1, s3, s0, s4, s2 (neither order of the names).
+				at := base.Add(time.Duration([]int{2, 4, 0, 3, 1}[i]) * time.Minute)
+				if err := os.Chtimes(filepath.Join(dir, id+".jsonl"), at, at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := tc.cfg
+			cfg.Dir = dir
+			m2 := openStore(t, cfg)
+			if m2.Len() != len(tc.keep) || m2.bytes != tc.bytes {
+				t.Errorf("reopened with %d sessions, %d bytes; want %d, %d", m2.Len(), m2.bytes, len(tc.keep), tc.bytes)
+			}
+			for _, id := range tc.keep {
+				if s, err := m2.Load(ctx, id, "hr"); err != nil || len(s.Items) != 1 || s.Items[0].Text != text {
+					t.Errorf("%s: %v %+v, want it loaded", id, err, s)
+				}
+			}
+			skipped := fmt.Sprint(m2.Skipped())
+			if len(m2.Skipped()) != len(tc.over) {
+				t.Errorf("skipped %s; want %v", skipped, tc.over)
+			}
+			for _, id := range tc.over {
+				if _, err := m2.Load(ctx, id, "hr"); !errors.Is(err, ErrNotFound) {
+					t.Errorf("%s: %v, want ErrNotFound (set aside)", id, err)
+				}
+				if _, err := os.Stat(filepath.Join(dir, id+".jsonl.over")); err != nil {
+					t.Errorf("%s not set aside: %v", id, err)
+				}
+				if _, err := os.Stat(filepath.Join(dir, id+".jsonl")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s.jsonl still there: %v", id, err)
+				}
+				want := "session file " + id + ".jsonl left out: " + tc.reason + "; set aside as " + id + ".jsonl.over"
+				if !strings.Contains(skipped, want) {
+					t.Errorf("skipped %s\nwant %s", skipped, want)
+				}
+			}
+			// A third open reads only what was kept.
+			m3 := openStore(t, StoreConfig{Dir: dir})
+			if m3.Len() != len(tc.keep) || len(m3.Skipped()) != 0 {
+				t.Errorf("third open: %d sessions, skipped %v; want %d, none", m3.Len(), m3.Skipped(), len(tc.keep))
+			}
+		})
+	}
+}
