@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -63,6 +64,9 @@ type denseState struct {
 	denseWeight float64
 	reranker    *embed.Reranker // nil without spec.ranking.rerank
 	rerankTopN  int
+	// keys is a digest of the resolved API keys, mixed into the snapshot
+	// hash so that a rotated key alone replaces the serving snapshot.
+	keys [sha256.Size]byte
 }
 
 // Embedding reports the chunk vectors; nil without spec.ranking.embedding.
@@ -166,9 +170,11 @@ func (s *Snapshot) compileDense(ctx context.Context, r *v1alpha1.ContextRouter, 
 		}
 	}
 	if d.embedder == nil {
+		d.digestKeys()
 		return
 	}
 	d.embedder.APIKey = key(rs.Embedding.APIKeySecretRef, "spec.ranking.embedding.apiKeySecretRef")
+	d.digestKeys()
 	err := keyErr
 	if err == nil {
 		texts := make([]string, len(s.docs))
@@ -193,6 +199,34 @@ func (s *Snapshot) compileDense(ctx context.Context, r *v1alpha1.ContextRouter, 
 			Field: "spec.ranking.embedding", Severity: problem.Warning,
 			Message: "chunk embeddings failed, so queries are ranked by BM25 until a reload succeeds: " + d.err.Error()})
 	}
+}
+
+// digestKeys records a digest of the keys in use (each value hashed on its
+// own: the snapshot hash is public and must not help to guess a key).
+func (d *denseState) digestKeys() {
+	h := sha256.New()
+	for _, ep := range []*embed.Endpoint{d.embedderEndpoint(), d.rerankerEndpoint()} {
+		var k [sha256.Size]byte
+		if ep != nil && ep.APIKey != "" {
+			k = sha256.Sum256([]byte(ep.APIKey))
+		}
+		h.Write(k[:])
+	}
+	h.Sum(d.keys[:0])
+}
+
+func (d *denseState) embedderEndpoint() *embed.Endpoint {
+	if d.embedder == nil {
+		return nil
+	}
+	return &d.embedder.Endpoint
+}
+
+func (d *denseState) rerankerEndpoint() *embed.Endpoint {
+	if d.reranker == nil {
+		return nil
+	}
+	return &d.reranker.Endpoint
 }
 
 // denseQuery is the dense side of one query.

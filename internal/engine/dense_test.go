@@ -295,3 +295,46 @@ func TestEmbeddingIgnoredByRelevance(t *testing.T) {
 		t.Errorf("%d requests, Embedding() %+v, warnings %q; want none", srv.Requests(), s.Embedding(), resp.Warnings)
 	}
 }
+
+// A rotated API key, and nothing else, gives another snapshot hash: serve
+// replaces a snapshot only when the hash differs.
+func TestRotatedKeyChangesHash(t *testing.T) {
+	srv := embedtest.New(t) // no key required: every compile embeds
+	dir := t.TempDir()
+	writeDocs(t, dir, carDocs)
+	cfg := denseConfig(t, srv, dir, func(r *v1alpha1.RankingSpec) {
+		r.Strategy = v1alpha1.RankingHybrid
+		r.Rerank = &v1alpha1.RerankSpec{Endpoint: srv.URL + "/rerank", Format: v1alpha1.RerankTEI, TopN: 5,
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "rr", Key: "key"}}
+	})
+	hash := func(embedKey, rerankKey string) string {
+		t.Helper()
+		s, err := Compile(context.Background(), cfg, Options{CacheDir: t.TempDir(),
+			Secrets: mapSecrets{"ai/key": embedKey, "rr/key": rerankKey}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := s.Embedding(); e == nil || e.Error != "" {
+			t.Fatalf("Embedding() = %+v", e)
+		}
+		return s.Hash()
+	}
+	base := hash("embed-1", "rerank-1")
+	tests := []struct {
+		name                string
+		embedKey, rerankKey string
+		same                bool
+	}{
+		{"the same keys give the same hash", "embed-1", "rerank-1", true},
+		{"a rotated embedding key", "embed-2", "rerank-1", false},
+		{"a rotated rerank key", "embed-1", "rerank-2", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := hash(tt.embedKey, tt.rerankKey)
+			if (got == base) != tt.same {
+				t.Errorf("hash %s, first %s: same = %v, want %v", got, base, got == base, tt.same)
+			}
+		})
+	}
+}
