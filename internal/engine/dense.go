@@ -181,7 +181,7 @@ func (s *Snapshot) compileDense(ctx context.Context, r *v1alpha1.ContextRouter, 
 		for i := range s.docs {
 			texts[i] = embedText(s.docs[i].chunk.Title, s.docs[i].chunk.Content)
 		}
-		path := embed.CachePath(cache.Base(opts.CacheDir), r.Namespace+"/"+r.Name, d.embedder.Model, d.embedder.Dimensions)
+		path := d.embedder.CachePath(cache.Base(opts.CacheDir), r.Namespace+"/"+r.Name)
 		var got embed.Cached
 		got, err = d.embedder.EmbedCached(ctx, path, texts)
 		if got.CacheErr != nil {
