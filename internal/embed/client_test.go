@@ -84,6 +84,11 @@ func TestEmbedFailures(t *testing.T) {
 		{"vectors disagree", func(s *embedtest.Server, e *embed.Embedder) { s.ShortAt = "text number 1 about topic1" }, embed.ReasonDimensions,
 			`model "test-model" returned a vector of 63 dimensions; the other vectors have 64`, 1},
 		{"response past the size limit", func(s *embedtest.Server, e *embed.Embedder) { s.Padding = embed.MaxResponseBytes }, embed.ReasonTooLarge, "response larger than 64 MiB", 1},
+		{"query-time response past its 4 MiB limit", func(s *embedtest.Server, e *embed.Embedder) {
+			s.Padding = embed.MaxQueryResponseBytes
+			e.ForQueries()
+		}, embed.ReasonTooLarge, "response larger than 4 MiB", 1},
+		{"a chunk response may be larger", func(s *embedtest.Server, e *embed.Embedder) { s.Padding = embed.MaxQueryResponseBytes }, "", "", 1},
 		{"malformed response", func(s *embedtest.Server, e *embed.Embedder) { s.Malformed = true }, embed.ReasonMalformed, "invalid JSON response", 1},
 		{"unreachable", func(s *embedtest.Server, e *embed.Embedder) { s.Close(); e.Attempts = 2 }, embed.ReasonNetwork, "connection refused", 0},
 	}
@@ -107,8 +112,11 @@ func TestEmbedFailures(t *testing.T) {
 				if strings.Contains(err.Error(), testKey) || strings.Contains(err.Error(), testKey[:10]) {
 					t.Errorf("the key leaks: %v", err)
 				}
-				if !strings.Contains(err.Error(), s.EmbeddingsURL()) {
-					t.Errorf("the error does not name the endpoint: %v", err)
+				if n := strings.Count(err.Error(), s.EmbeddingsURL()); n != 1 {
+					t.Errorf("the error names the endpoint %d times, want once: %v", n, err)
+				}
+				if strings.Contains(err.Error(), "overloaded") || strings.Contains(err.Error(), "invalid api key") {
+					t.Errorf("the endpoint's error body reaches the caller: %v", err)
 				}
 			}
 			if got := s.Requests(); got != tt.requests {
@@ -136,6 +144,16 @@ func TestEmbedErrorHidesKeys(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "HTTP 503") {
 		t.Errorf("error = %v, want the status", err)
+	}
+	// The body is for the log only, and without the key either.
+	var ee *embed.Error
+	if !errors.As(err, &ee) || !strings.Contains(ee.Detail(), "overloaded") || strings.Contains(err.Error(), "overloaded") {
+		t.Errorf("error %q, detail %q: want the body in the detail only", err, ee.Detail())
+	}
+	for _, secret := range []string{testKey, "url-secret-777", "Bearer sk-"} {
+		if strings.Contains(ee.Detail(), secret) {
+			t.Errorf("detail holds %q: %q", secret, ee.Detail())
+		}
 	}
 }
 
@@ -392,5 +410,24 @@ func TestEmbedCachedDuplicateTexts(t *testing.T) {
 	}
 	if !sameFile(t, path, info) {
 		t.Error("a reload of the same texts rewrote the vector file")
+	}
+}
+
+// A context that ends while a retry waits gives one error that names the
+// endpoint once.
+func TestEmbedContextEndsBetweenRetries(t *testing.T) {
+	s := embedtest.New(t)
+	s.FailAlways, s.RetryAfter = true, "5"
+	e := embedder(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := e.Embed(ctx, texts(1))
+	var ee *embed.Error
+	want := s.EmbeddingsURL() + ": HTTP 503 Service Unavailable (context deadline exceeded after 1 of 4 attempts)"
+	if !errors.As(err, &ee) || ee.Reason != embed.ReasonTimeout || err.Error() != want {
+		t.Errorf("error = %v, want reason timeout and %q", err, want)
+	}
+	if got := s.Requests(); got != 1 {
+		t.Errorf("requests = %d, want 1", got)
 	}
 }

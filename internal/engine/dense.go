@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -24,8 +25,6 @@ const (
 	denseTopK = 100
 	// queryVectors is the size of the query vector LRU.
 	queryVectors = 1024
-	// queryAttempts: a query does not wait for retries; it falls back to BM25.
-	queryAttempts = 1
 )
 
 // Ranking endpoints, as reported in RankingFailure.Endpoint.
@@ -67,6 +66,8 @@ type denseState struct {
 	// keys is a digest of the resolved API keys, mixed into the snapshot
 	// hash so that a rotated key alone replaces the serving snapshot.
 	keys [sha256.Size]byte
+	// logger takes what callers are not shown: the endpoints' error bodies.
+	logger *slog.Logger
 }
 
 // Embedding reports the chunk vectors; nil without spec.ranking.embedding.
@@ -116,7 +117,7 @@ func (s *Snapshot) setDense(rs *v1alpha1.RankingSpec, add func(field, msg string
 	}
 	if r := rs.Rerank; r != nil {
 		d.reranker = &embed.Reranker{Endpoint: endpoint(r.Endpoint, r.Model, r.Timeout), Format: string(r.Format)}
-		d.reranker.Attempts = queryAttempts // it is asked at query time only
+		d.reranker.ForQueries() // it is asked at query time only
 		d.rerankTopN = int(r.TopN)
 	}
 	s.dense = d
@@ -147,6 +148,7 @@ func (s *Snapshot) compileDense(ctx context.Context, r *v1alpha1.ContextRouter, 
 	if d == nil {
 		return
 	}
+	d.logger = logger.With("router", r.Name)
 	rs := &r.Spec.Ranking
 	var keyErr error
 	key := func(ref *v1alpha1.SecretKeySelector, field string) string {
@@ -191,10 +193,10 @@ func (s *Snapshot) compileDense(ctx context.Context, r *v1alpha1.ContextRouter, 
 			d.store, d.embedded = embed.NewStore(got.Dims, got.Vectors), got.Sent
 		}
 	}
-	d.embedder.Attempts = queryAttempts
+	d.embedder.ForQueries()
 	if err != nil {
 		d.err = redact.Error(err)
-		logger.Warn("chunk embeddings failed; queries are ranked by BM25", "router", r.Name, "error", d.err)
+		logger.Warn("chunk embeddings failed; queries are ranked by BM25", "router", r.Name, "error", d.err, "detail", endpointDetail(err))
 		s.warnings = append(s.warnings, problem.Problem{Location: origin, Kind: v1alpha1.KindContextRouter, Name: r.Name,
 			Field: "spec.ranking.embedding", Severity: problem.Warning,
 			Message: "chunk embeddings failed, so queries are ranked by BM25 until a reload succeeds: " + d.err.Error()})
@@ -255,6 +257,7 @@ func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool,
 			err = fmt.Errorf("model %q returned a query vector of %d dimensions; the chunk vectors have %d", d.embedder.Model, len(vecs[0]), d.store.Dims())
 		}
 		if err != nil {
+			d.logFailure(EndpointEmbedding, err)
 			resp.Warnings = append(resp.Warnings, fmt.Sprintf("embedding endpoint failed (%v); ranked by BM25", err))
 			resp.RankingFailures = append(resp.RankingFailures, RankingFailure{Endpoint: EndpointEmbedding, Reason: failureReason(err)})
 			return nil
@@ -269,6 +272,26 @@ func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool,
 		}
 	}
 	return &denseQuery{vec: vec, hits: d.store.Search(vec, ranges, k)}
+}
+
+// endpointDetail is the excerpt of the endpoint's error body in err, for
+// the log only ("" when none).
+func endpointDetail(err error) string {
+	var e *embed.Error
+	if errors.As(err, &e) {
+		return e.Detail()
+	}
+	return ""
+}
+
+// logFailure logs a query-time endpoint failure with the endpoint's own
+// words, which the response leaves out.
+func (d *denseState) logFailure(endpoint string, err error) {
+	logger := d.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.Warn("ranking endpoint failed; the query is ranked without it", "endpoint", endpoint, "error", err, "detail", endpointDetail(err))
 }
 
 func failureReason(err error) string {
@@ -374,6 +397,7 @@ func (s *Snapshot) rerank(ctx context.Context, query string, cands []candidate, 
 	}
 	scores, err := d.reranker.Rerank(ctx, query, docs)
 	if err != nil {
+		d.logFailure(EndpointRerank, err)
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("rerank endpoint failed (%v); the order is not reranked", err))
 		resp.RankingFailures = append(resp.RankingFailures, RankingFailure{Endpoint: EndpointRerank, Reason: failureReason(err)})
 		return
