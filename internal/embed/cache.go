@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
 // Key identifies a text by the SHA-256 of what is sent for it (the text cut
@@ -24,20 +26,28 @@ type Key [sha256.Size]byte
 func KeyOf(text string) Key { return sha256.Sum256([]byte(Cut(text))) }
 
 // CachePath is the file that keeps a router's chunk vectors under the cache
-// folder base: one file per router, model and configured dimensions, so a
-// change of model or size never reads vectors of another.
-func CachePath(base, router, model string, dims int) string {
-	h := sha256.Sum256([]byte(router + "\x00" + model + "\x00" + strconv.Itoa(dims)))
+// folder base: one file per router, endpoint, model and configured
+// dimensions, so a change of any of them never reads vectors of another.
+func (e *Embedder) CachePath(base, router string) string {
+	h := sha256.Sum256([]byte(router + "\x00" + e.URL + "\x00" + e.Model + "\x00" + strconv.Itoa(e.Dimensions)))
 	return filepath.Join(base, "embeddings", hex.EncodeToString(h[:12])+".vec")
 }
 
-// cacheMagic starts a vector file; the layout is magic, dims (uint32), count
-// (uint32), then count records of a Key and dims little-endian float32s.
-var cacheMagic = []byte("contextrouter-vectors-1\n")
+// origin identifies the endpoint and model whose vectors a file holds (a
+// digest: the URL may carry a user part).
+func (e *Embedder) origin() Key { return sha256.Sum256([]byte(e.URL + "\x00" + e.Model)) }
 
-// readCache reads a vector file (nil when absent or unreadable: the vectors
-// are then asked for again).
-func readCache(path string) (int, map[Key][]float32, error) {
+// cacheMagic starts a vector file; the layout is magic, the origin (a Key),
+// dims (uint32), count (uint32), then count records of a Key and dims
+// little-endian float32s.
+var cacheMagic = []byte("contextrouter-vectors-2\n")
+
+const cacheHeader = sha256.Size + 8
+
+// readCache reads a vector file written for origin (nil when absent,
+// unreadable or of another origin: the vectors are then asked for again).
+// The header is checked before anything is allocated from it.
+func readCache(path string, origin Key) (int, map[Key][]float32, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil, nil
@@ -45,19 +55,26 @@ func readCache(path string) (int, map[Key][]float32, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if !bytes.HasPrefix(b, cacheMagic) || len(b) < len(cacheMagic)+8 {
+	if !bytes.HasPrefix(b, cacheMagic) || len(b) < len(cacheMagic)+cacheHeader {
 		return 0, nil, fmt.Errorf("%s is not a vector file", path)
 	}
 	b = b[len(cacheMagic):]
-	dims, n := int(binary.LittleEndian.Uint32(b)), int(binary.LittleEndian.Uint32(b[4:]))
+	if Key(b[:sha256.Size]) != origin {
+		return 0, nil, nil // another endpoint or model: overwritten below
+	}
+	b = b[sha256.Size:]
+	dims, n := uint64(binary.LittleEndian.Uint32(b)), uint64(binary.LittleEndian.Uint32(b[4:]))
 	b = b[8:]
+	if dims == 0 || dims > v1alpha1.MaxEmbeddingDimensions {
+		return 0, nil, fmt.Errorf("%s: %d dimensions is not from 1 to %d", path, dims, v1alpha1.MaxEmbeddingDimensions)
+	}
 	rec := sha256.Size + 4*dims
-	if dims == 0 || len(b) != n*rec {
+	if n > uint64(len(b))/rec || uint64(len(b)) != n*rec {
 		return 0, nil, fmt.Errorf("%s is truncated or damaged", path)
 	}
 	out := make(map[Key][]float32, n)
 	all := make([]float32, n*dims)
-	for i := 0; i < n; i++ {
+	for i := range n {
 		r := b[i*rec : (i+1)*rec]
 		v := all[i*dims : (i+1)*dims : (i+1)*dims]
 		for j := range v {
@@ -65,17 +82,18 @@ func readCache(path string) (int, map[Key][]float32, error) {
 		}
 		out[Key(r[:sha256.Size])] = v
 	}
-	return dims, out, nil
+	return int(dims), out, nil
 }
 
 // writeCache replaces the vector file atomically with the given vectors.
-func writeCache(path string, dims int, keys []Key, vecs [][]float32) error {
+func writeCache(path string, origin Key, dims int, keys []Key, vecs [][]float32) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(cacheMagic) + 8 + len(keys)*(sha256.Size+4*dims))
+	buf.Grow(len(cacheMagic) + cacheHeader + len(keys)*(sha256.Size+4*dims))
 	buf.Write(cacheMagic)
+	buf.Write(origin[:])
 	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(dims)))
 	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(keys))))
 	var f [4]byte
@@ -116,50 +134,76 @@ type Cached struct {
 // rewrites the file with the vectors of exactly these texts ("" = no file).
 func (e *Embedder) EmbedCached(ctx context.Context, path string, texts []string) (Cached, error) {
 	var out Cached
-	keys := make([]Key, len(texts))
+	origin := e.origin()
+	// keys are the distinct texts' keys, in first-seen order: the file holds
+	// each once. at maps a text to its key.
+	at := make([]int, len(texts))
+	var keys []Key
+	seen := make(map[Key]int, len(texts))
 	for i, t := range texts {
-		keys[i] = KeyOf(t)
+		k := KeyOf(t)
+		j, ok := seen[k]
+		if !ok {
+			j = len(keys)
+			seen[k] = j
+			keys = append(keys, k)
+		}
+		at[i] = j
 	}
 	var dims int
 	var have map[Key][]float32
 	if path != "" {
-		dims, have, out.CacheErr = readCache(path)
+		dims, have, out.CacheErr = readCache(path, origin)
 		if e.Dimensions > 0 && dims != e.Dimensions {
 			have = nil
 		}
 	}
-	out.Vectors = make([][]float32, len(texts))
-	var missing []int
-	for i, k := range keys {
-		if v, ok := have[k]; ok {
-			out.Vectors[i] = v
-		} else {
-			missing = append(missing, i)
+	vecs := make([][]float32, len(keys))
+	for {
+		var missing []int // indexes into texts, one per missing key
+		for i, j := range at {
+			if vecs[j] != nil {
+				continue
+			}
+			if v, ok := have[keys[j]]; ok {
+				vecs[j] = v
+			} else {
+				missing = append(missing, i)
+				vecs[j] = []float32{} // asked for once
+			}
 		}
-	}
-	if len(missing) > 0 {
+		if len(missing) == 0 {
+			break
+		}
 		in := make([]string, len(missing))
-		for j, i := range missing {
-			in[j] = texts[i]
+		for m, i := range missing {
+			in[m] = texts[i]
 		}
 		fresh, err := e.Embed(ctx, in)
 		if err != nil {
 			return Cached{}, err
 		}
 		if len(have) > 0 && len(fresh[0]) != dims {
-			// The model's vectors changed size: the file's are of no use.
-			return e.EmbedCached(ctx, "", texts)
+			// The model's vectors changed size: the file's are of no use,
+			// and the file is rewritten with the new ones below.
+			have, vecs = nil, make([][]float32, len(keys))
+			continue
 		}
-		for j, i := range missing {
-			out.Vectors[i] = fresh[j]
+		for m, i := range missing {
+			vecs[at[i]] = fresh[m]
 		}
 		out.Sent = len(missing)
+		break
 	}
-	if len(texts) > 0 {
-		out.Dims = len(out.Vectors[0])
+	out.Vectors = make([][]float32, len(texts))
+	for i, j := range at {
+		out.Vectors[i] = vecs[j]
 	}
-	if path != "" && (len(missing) > 0 || len(have) != len(texts)) {
-		if err := writeCache(path, out.Dims, keys, out.Vectors); err != nil {
+	if len(keys) > 0 {
+		out.Dims = len(vecs[0])
+	}
+	if path != "" && (out.Sent > 0 || len(have) != len(keys)) {
+		if err := writeCache(path, origin, out.Dims, keys, vecs); err != nil {
 			out.CacheErr = err
 		}
 	}

@@ -30,6 +30,9 @@ const (
 	// MaxResponseBytes bounds one response body; lower batchSize when a
 	// batch's vectors do not fit.
 	MaxResponseBytes = 64 << 20
+	// MaxQueryResponseBytes bounds a query-time response (one question's
+	// vector, at most a few hundred rerank scores): see ForQueries.
+	MaxQueryResponseBytes = 4 << 20
 	// DefaultAttempts is how often a compile-time request is tried.
 	DefaultAttempts = 4
 	// firstBackoff doubles after each failed attempt, up to maxBackoff; a
@@ -37,7 +40,7 @@ const (
 	firstBackoff  = 200 * time.Millisecond
 	maxBackoff    = 5 * time.Second
 	maxRetryAfter = 10 * time.Second
-	// excerptBytes of an error body are shown.
+	// excerptBytes of an error body are kept for the log (Error.Detail).
 	excerptBytes = 200
 )
 
@@ -56,9 +59,14 @@ const (
 type Error struct {
 	Reason string
 	msg    string
+	detail string
 }
 
 func (e *Error) Error() string { return e.msg }
+
+// Detail is an excerpt of the endpoint's error body (key removed), for the
+// log only: the body is the endpoint's text, which callers must not see.
+func (e *Error) Detail() string { return e.detail }
 
 // Endpoint is one API: where to POST, with which model and key.
 type Endpoint struct {
@@ -74,6 +82,15 @@ type Endpoint struct {
 	Attempts int
 	// HTTPClient sends the requests (nil = a client that follows no redirect).
 	HTTPClient *http.Client
+	// MaxResponse bounds a response body (0 = MaxResponseBytes).
+	MaxResponse int64
+}
+
+// ForQueries sets the endpoint up for query-time calls: one attempt (a
+// query falls back rather than wait) and responses of at most
+// MaxQueryResponseBytes.
+func (ep *Endpoint) ForQueries() {
+	ep.Attempts, ep.MaxResponse = 1, MaxQueryResponseBytes
 }
 
 // noRedirects keeps the key from following a redirect to another host.
@@ -111,7 +128,8 @@ func (ep *Endpoint) post(ctx context.Context, body []byte, out any) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return ep.failf(ReasonTimeout, "%s after %d attempts: %v", last.err.msg, i, ctx.Err())
+				// last.err already names the endpoint.
+				return &Error{Reason: ReasonTimeout, msg: fmt.Sprintf("%s (%v after %d of %d attempts)", last.err.msg, ctx.Err(), i, attempts), detail: last.err.detail}
 			case <-t.C:
 			}
 		}
@@ -127,7 +145,7 @@ func (ep *Endpoint) post(ctx context.Context, body []byte, out any) error {
 	if attempts == 1 {
 		return last.err
 	}
-	return &Error{Reason: last.err.Reason, msg: fmt.Sprintf("%s (after %d attempts)", last.err.msg, attempts)}
+	return &Error{Reason: last.err.Reason, msg: fmt.Sprintf("%s (after %d attempts)", last.err.msg, attempts), detail: last.err.detail}
 }
 
 type attemptError struct {
@@ -158,23 +176,25 @@ func (ep *Endpoint) attempt(ctx context.Context, body []byte, out any) *attemptE
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
-		msg := "HTTP " + resp.Status
+		e := ep.failf(ReasonStatus, "HTTP %s", resp.Status)
 		// The body is cut: a key it echoes may be cut short at its end.
-		if ex := redact.TrimPartial(sources.OneLine(b), ep.secrets()...); ex != "" {
-			msg += ": " + ex
-		}
+		e.detail = redact.TrimPartial(redact.String(sources.OneLine(b), ep.secrets()...), ep.secrets()...)
 		transient := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-		return &attemptError{err: ep.failf(ReasonStatus, "%s", msg), retry: transient, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+		return &attemptError{err: e, retry: transient, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	}
-	if resp.ContentLength > MaxResponseBytes {
-		return &attemptError{err: ep.failf(ReasonTooLarge, "response larger than %d MiB", MaxResponseBytes>>20)}
+	limit := ep.MaxResponse
+	if limit <= 0 {
+		limit = MaxResponseBytes
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if resp.ContentLength > limit {
+		return &attemptError{err: ep.failf(ReasonTooLarge, "response larger than %d MiB", limit>>20)}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return ep.transportError(ctx, err)
 	}
-	if len(b) > MaxResponseBytes {
-		return &attemptError{err: ep.failf(ReasonTooLarge, "response larger than %d MiB", MaxResponseBytes>>20)}
+	if int64(len(b)) > limit {
+		return &attemptError{err: ep.failf(ReasonTooLarge, "response larger than %d MiB", limit>>20)}
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return &attemptError{err: ep.failf(ReasonMalformed, "invalid JSON response: %s", jsonError(err))}

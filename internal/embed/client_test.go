@@ -2,6 +2,7 @@ package embed_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -83,6 +84,11 @@ func TestEmbedFailures(t *testing.T) {
 		{"vectors disagree", func(s *embedtest.Server, e *embed.Embedder) { s.ShortAt = "text number 1 about topic1" }, embed.ReasonDimensions,
 			`model "test-model" returned a vector of 63 dimensions; the other vectors have 64`, 1},
 		{"response past the size limit", func(s *embedtest.Server, e *embed.Embedder) { s.Padding = embed.MaxResponseBytes }, embed.ReasonTooLarge, "response larger than 64 MiB", 1},
+		{"query-time response past its 4 MiB limit", func(s *embedtest.Server, e *embed.Embedder) {
+			s.Padding = embed.MaxQueryResponseBytes
+			e.ForQueries()
+		}, embed.ReasonTooLarge, "response larger than 4 MiB", 1},
+		{"a chunk response may be larger", func(s *embedtest.Server, e *embed.Embedder) { s.Padding = embed.MaxQueryResponseBytes }, "", "", 1},
 		{"malformed response", func(s *embedtest.Server, e *embed.Embedder) { s.Malformed = true }, embed.ReasonMalformed, "invalid JSON response", 1},
 		{"unreachable", func(s *embedtest.Server, e *embed.Embedder) { s.Close(); e.Attempts = 2 }, embed.ReasonNetwork, "connection refused", 0},
 	}
@@ -106,8 +112,11 @@ func TestEmbedFailures(t *testing.T) {
 				if strings.Contains(err.Error(), testKey) || strings.Contains(err.Error(), testKey[:10]) {
 					t.Errorf("the key leaks: %v", err)
 				}
-				if !strings.Contains(err.Error(), s.EmbeddingsURL()) {
-					t.Errorf("the error does not name the endpoint: %v", err)
+				if n := strings.Count(err.Error(), s.EmbeddingsURL()); n != 1 {
+					t.Errorf("the error names the endpoint %d times, want once: %v", n, err)
+				}
+				if strings.Contains(err.Error(), "overloaded") || strings.Contains(err.Error(), "invalid api key") {
+					t.Errorf("the endpoint's error body reaches the caller: %v", err)
 				}
 			}
 			if got := s.Requests(); got != tt.requests {
@@ -135,6 +144,16 @@ func TestEmbedErrorHidesKeys(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "HTTP 503") {
 		t.Errorf("error = %v, want the status", err)
+	}
+	// The body is for the log only, and without the key either.
+	var ee *embed.Error
+	if !errors.As(err, &ee) || !strings.Contains(ee.Detail(), "overloaded") || strings.Contains(err.Error(), "overloaded") {
+		t.Errorf("error %q, detail %q: want the body in the detail only", err, ee.Detail())
+	}
+	for _, secret := range []string{testKey, "url-secret-777", "Bearer sk-"} {
+		if strings.Contains(ee.Detail(), secret) {
+			t.Errorf("detail holds %q: %q", secret, ee.Detail())
+		}
 	}
 }
 
@@ -166,7 +185,7 @@ func TestEmbedCutsLongInputs(t *testing.T) {
 func TestEmbedCachedReusesVectors(t *testing.T) {
 	s := embedtest.New(t)
 	e := embedder(s)
-	path := embed.CachePath(t.TempDir(), "r", e.Model, 0)
+	path := e.CachePath(t.TempDir(), "r")
 	in := texts(5)
 	first, err := e.EmbedCached(context.Background(), path, in)
 	if err != nil || first.Sent != 5 || first.CacheErr != nil {
@@ -270,5 +289,145 @@ func TestLRU(t *testing.T) {
 	}
 	if v, ok := c.Get("a"); !ok || v[0] != 1 {
 		t.Error("a should be kept")
+	}
+}
+
+// sameFile reports whether path is still the file info was taken of (a
+// rewrite renames a new file over it).
+func sameFile(t *testing.T, path string, info os.FileInfo) bool {
+	t.Helper()
+	now, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os.SameFile(info, now)
+}
+
+func TestEmbedCachedModelChanges(t *testing.T) {
+	t.Run("vectors of a new size replace the file's", func(t *testing.T) {
+		s := embedtest.New(t)
+		e := embedder(s)
+		path := e.CachePath(t.TempDir(), "r")
+		in := texts(5)
+		if _, err := e.EmbedCached(context.Background(), path, in); err != nil {
+			t.Fatal(err)
+		}
+		s.Dims = 32 // the model behind the endpoint changed
+		in[0] = "a changed chunk"
+		got, err := e.EmbedCached(context.Background(), path, in)
+		if err != nil || got.Dims != 32 || got.Sent != 5 {
+			t.Fatalf("after the change: dims %d, sent %d, err %v; want 32 dims, all 5 sent", got.Dims, got.Sent, err)
+		}
+		s.Reset()
+		again, err := e.EmbedCached(context.Background(), path, in)
+		if err != nil || again.Dims != 32 || again.Sent != 0 || again.CacheErr != nil {
+			t.Errorf("next reload: dims %d, sent %d, cache %v, err %v; want the 32-dim vectors from the file", again.Dims, again.Sent, again.CacheErr, err)
+		}
+	})
+	t.Run("a file of another endpoint is not read", func(t *testing.T) {
+		a, b := embedtest.New(t), embedtest.New(t)
+		ea, eb := embedder(a), embedder(b)
+		dir := t.TempDir()
+		if ea.CachePath(dir, "r") == eb.CachePath(dir, "r") {
+			t.Errorf("two endpoints share the file %s", ea.CachePath(dir, "r"))
+		}
+		path := ea.CachePath(dir, "r")
+		in := texts(4)
+		if _, err := ea.EmbedCached(context.Background(), path, in); err != nil {
+			t.Fatal(err)
+		}
+		// The same file (a path clash, a copied cache) read for endpoint b.
+		got, err := eb.EmbedCached(context.Background(), path, in)
+		if err != nil || got.Sent != 4 || b.Requests() == 0 {
+			t.Fatalf("endpoint b: sent %d, requests %d, err %v; want all 4 asked of b", got.Sent, b.Requests(), err)
+		}
+		b.Reset()
+		if again, err := eb.EmbedCached(context.Background(), path, in); err != nil || again.Sent != 0 {
+			t.Errorf("endpoint b again: sent %d, err %v; want its own vectors from the rewritten file", again.Sent, err)
+		}
+	})
+}
+
+// A damaged header is refused before anything is allocated from it.
+func TestEmbedCachedCraftedHeader(t *testing.T) {
+	const magic = len("contextrouter-vectors-2\n") + 32 // then dims, count
+	tests := []struct {
+		name    string
+		dims, n uint32
+		want    string
+	}{
+		// rec = 2^34 bytes, and 2^30 of them wrap a 64-bit product to 0.
+		{"dims past the limit, count overflowing the size", 1<<32 - 8, 1 << 30, "dimensions is not from 1 to 8192"},
+		{"count past the body", 64, 1<<32 - 1, "truncated or damaged"},
+		{"zero dims", 0, 0, "dimensions is not from 1 to 8192"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := embedtest.New(t)
+			e := embedder(s)
+			path := e.CachePath(t.TempDir(), "r")
+			in := texts(3)
+			if _, err := e.EmbedCached(context.Background(), path, in); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(b[:magic], tt.dims), tt.n)
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.EmbedCached(context.Background(), path, in)
+			if err != nil || got.Sent != 3 || got.CacheErr == nil || !strings.Contains(got.CacheErr.Error(), tt.want) {
+				t.Errorf("sent %d, cache error %v, err %v; want all 3 sent and %q", got.Sent, got.CacheErr, err, tt.want)
+			}
+		})
+	}
+}
+
+// Texts that repeat are kept once: a reload of the same texts leaves the
+// file alone.
+func TestEmbedCachedDuplicateTexts(t *testing.T) {
+	s := embedtest.New(t)
+	e := embedder(s)
+	path := e.CachePath(t.TempDir(), "r")
+	in := []string{"same text", "other text", "same text", "same text"}
+	first, err := e.EmbedCached(context.Background(), path, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Sent != 2 {
+		t.Errorf("first: sent %d, want the 2 distinct texts once each", first.Sent)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.EmbedCached(context.Background(), path, in)
+	if err != nil || second.Sent != 0 || !slices.Equal(second.Vectors[3], first.Vectors[0]) {
+		t.Errorf("second: sent %d, err %v; want all from the file", second.Sent, err)
+	}
+	if !sameFile(t, path, info) {
+		t.Error("a reload of the same texts rewrote the vector file")
+	}
+}
+
+// A context that ends while a retry waits gives one error that names the
+// endpoint once.
+func TestEmbedContextEndsBetweenRetries(t *testing.T) {
+	s := embedtest.New(t)
+	s.FailAlways, s.RetryAfter = true, "5"
+	e := embedder(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := e.Embed(ctx, texts(1))
+	var ee *embed.Error
+	want := s.EmbeddingsURL() + ": HTTP 503 Service Unavailable (context deadline exceeded after 1 of 4 attempts)"
+	if !errors.As(err, &ee) || ee.Reason != embed.ReasonTimeout || err.Error() != want {
+		t.Errorf("error = %v, want reason timeout and %q", err, want)
+	}
+	if got := s.Requests(); got != 1 {
+		t.Errorf("requests = %d, want 1", got)
 	}
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -23,8 +25,6 @@ const (
 	denseTopK = 100
 	// queryVectors is the size of the query vector LRU.
 	queryVectors = 1024
-	// queryAttempts: a query does not wait for retries; it falls back to BM25.
-	queryAttempts = 1
 )
 
 // Ranking endpoints, as reported in RankingFailure.Endpoint.
@@ -63,6 +63,11 @@ type denseState struct {
 	denseWeight float64
 	reranker    *embed.Reranker // nil without spec.ranking.rerank
 	rerankTopN  int
+	// keys is a digest of the resolved API keys, mixed into the snapshot
+	// hash so that a rotated key alone replaces the serving snapshot.
+	keys [sha256.Size]byte
+	// logger takes what callers are not shown: the endpoints' error bodies.
+	logger *slog.Logger
 }
 
 // Embedding reports the chunk vectors; nil without spec.ranking.embedding.
@@ -112,7 +117,7 @@ func (s *Snapshot) setDense(rs *v1alpha1.RankingSpec, add func(field, msg string
 	}
 	if r := rs.Rerank; r != nil {
 		d.reranker = &embed.Reranker{Endpoint: endpoint(r.Endpoint, r.Model, r.Timeout), Format: string(r.Format)}
-		d.reranker.Attempts = queryAttempts // it is asked at query time only
+		d.reranker.ForQueries() // it is asked at query time only
 		d.rerankTopN = int(r.TopN)
 	}
 	s.dense = d
@@ -143,6 +148,7 @@ func (s *Snapshot) compileDense(ctx context.Context, r *v1alpha1.ContextRouter, 
 	if d == nil {
 		return
 	}
+	d.logger = logger.With("router", r.Name)
 	rs := &r.Spec.Ranking
 	var keyErr error
 	key := func(ref *v1alpha1.SecretKeySelector, field string) string {
@@ -166,16 +172,18 @@ func (s *Snapshot) compileDense(ctx context.Context, r *v1alpha1.ContextRouter, 
 		}
 	}
 	if d.embedder == nil {
+		d.digestKeys()
 		return
 	}
 	d.embedder.APIKey = key(rs.Embedding.APIKeySecretRef, "spec.ranking.embedding.apiKeySecretRef")
+	d.digestKeys()
 	err := keyErr
 	if err == nil {
 		texts := make([]string, len(s.docs))
 		for i := range s.docs {
 			texts[i] = embedText(s.docs[i].chunk.Title, s.docs[i].chunk.Content)
 		}
-		path := embed.CachePath(cache.Base(opts.CacheDir), r.Namespace+"/"+r.Name, d.embedder.Model, d.embedder.Dimensions)
+		path := d.embedder.CachePath(cache.Base(opts.CacheDir), r.Namespace+"/"+r.Name)
 		var got embed.Cached
 		got, err = d.embedder.EmbedCached(ctx, path, texts)
 		if got.CacheErr != nil {
@@ -185,14 +193,42 @@ func (s *Snapshot) compileDense(ctx context.Context, r *v1alpha1.ContextRouter, 
 			d.store, d.embedded = embed.NewStore(got.Dims, got.Vectors), got.Sent
 		}
 	}
-	d.embedder.Attempts = queryAttempts
+	d.embedder.ForQueries()
 	if err != nil {
 		d.err = redact.Error(err)
-		logger.Warn("chunk embeddings failed; queries are ranked by BM25", "router", r.Name, "error", d.err)
+		logger.Warn("chunk embeddings failed; queries are ranked by BM25", "router", r.Name, "error", d.err, "detail", endpointDetail(err))
 		s.warnings = append(s.warnings, problem.Problem{Location: origin, Kind: v1alpha1.KindContextRouter, Name: r.Name,
 			Field: "spec.ranking.embedding", Severity: problem.Warning,
 			Message: "chunk embeddings failed, so queries are ranked by BM25 until a reload succeeds: " + d.err.Error()})
 	}
+}
+
+// digestKeys records a digest of the keys in use (each value hashed on its
+// own: the snapshot hash is public and must not help to guess a key).
+func (d *denseState) digestKeys() {
+	h := sha256.New()
+	for _, ep := range []*embed.Endpoint{d.embedderEndpoint(), d.rerankerEndpoint()} {
+		var k [sha256.Size]byte
+		if ep != nil && ep.APIKey != "" {
+			k = sha256.Sum256([]byte(ep.APIKey))
+		}
+		h.Write(k[:])
+	}
+	h.Sum(d.keys[:0])
+}
+
+func (d *denseState) embedderEndpoint() *embed.Endpoint {
+	if d.embedder == nil {
+		return nil
+	}
+	return &d.embedder.Endpoint
+}
+
+func (d *denseState) rerankerEndpoint() *embed.Endpoint {
+	if d.reranker == nil {
+		return nil
+	}
+	return &d.reranker.Endpoint
 }
 
 // denseQuery is the dense side of one query.
@@ -221,6 +257,7 @@ func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool,
 			err = fmt.Errorf("model %q returned a query vector of %d dimensions; the chunk vectors have %d", d.embedder.Model, len(vecs[0]), d.store.Dims())
 		}
 		if err != nil {
+			d.logFailure(EndpointEmbedding, err)
 			resp.Warnings = append(resp.Warnings, fmt.Sprintf("embedding endpoint failed (%v); ranked by BM25", err))
 			resp.RankingFailures = append(resp.RankingFailures, RankingFailure{Endpoint: EndpointEmbedding, Reason: failureReason(err)})
 			return nil
@@ -235,6 +272,26 @@ func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool,
 		}
 	}
 	return &denseQuery{vec: vec, hits: d.store.Search(vec, ranges, k)}
+}
+
+// endpointDetail is the excerpt of the endpoint's error body in err, for
+// the log only ("" when none).
+func endpointDetail(err error) string {
+	var e *embed.Error
+	if errors.As(err, &e) {
+		return e.Detail()
+	}
+	return ""
+}
+
+// logFailure logs a query-time endpoint failure with the endpoint's own
+// words, which the response leaves out.
+func (d *denseState) logFailure(endpoint string, err error) {
+	logger := d.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.Warn("ranking endpoint failed; the query is ranked without it", "endpoint", endpoint, "error", err, "detail", endpointDetail(err))
 }
 
 func failureReason(err error) string {
@@ -340,6 +397,7 @@ func (s *Snapshot) rerank(ctx context.Context, query string, cands []candidate, 
 	}
 	scores, err := d.reranker.Rerank(ctx, query, docs)
 	if err != nil {
+		d.logFailure(EndpointRerank, err)
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("rerank endpoint failed (%v); the order is not reranked", err))
 		resp.RankingFailures = append(resp.RankingFailures, RankingFailure{Endpoint: EndpointRerank, Reason: failureReason(err)})
 		return

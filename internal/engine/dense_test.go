@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -293,5 +294,102 @@ func TestEmbeddingIgnoredByRelevance(t *testing.T) {
 	resp := query(t, s, Request{Text: "car"})
 	if srv.Requests() != 0 || s.Embedding() != nil || len(resp.Warnings) != 0 {
 		t.Errorf("%d requests, Embedding() %+v, warnings %q; want none", srv.Requests(), s.Embedding(), resp.Warnings)
+	}
+}
+
+// A rotated API key, and nothing else, gives another snapshot hash: serve
+// replaces a snapshot only when the hash differs.
+func TestRotatedKeyChangesHash(t *testing.T) {
+	srv := embedtest.New(t) // no key required: every compile embeds
+	dir := t.TempDir()
+	writeDocs(t, dir, carDocs)
+	cfg := denseConfig(t, srv, dir, func(r *v1alpha1.RankingSpec) {
+		r.Strategy = v1alpha1.RankingHybrid
+		r.Rerank = &v1alpha1.RerankSpec{Endpoint: srv.URL + "/rerank", Format: v1alpha1.RerankTEI, TopN: 5,
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "rr", Key: "key"}}
+	})
+	hash := func(embedKey, rerankKey string) string {
+		t.Helper()
+		s, err := Compile(context.Background(), cfg, Options{CacheDir: t.TempDir(),
+			Secrets: mapSecrets{"ai/key": embedKey, "rr/key": rerankKey}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := s.Embedding(); e == nil || e.Error != "" {
+			t.Fatalf("Embedding() = %+v", e)
+		}
+		return s.Hash()
+	}
+	base := hash("embed-1", "rerank-1")
+	tests := []struct {
+		name                string
+		embedKey, rerankKey string
+		same                bool
+	}{
+		{"the same keys give the same hash", "embed-1", "rerank-1", true},
+		{"a rotated embedding key", "embed-2", "rerank-1", false},
+		{"a rotated rerank key", "embed-1", "rerank-2", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := hash(tt.embedKey, tt.rerankKey)
+			if (got == base) != tt.same {
+				t.Errorf("hash %s, first %s: same = %v, want %v", got, base, got == base, tt.same)
+			}
+		})
+	}
+}
+
+// The endpoint's error body (its own words, maybe the key it was sent) goes
+// to the log only: status, warnings and responses carry the status code.
+func TestEndpointErrorBodyStaysInLog(t *testing.T) {
+	tests := []struct {
+		name        string
+		compileFail bool
+		rerank      bool
+	}{
+		{"chunk embeddings at compile", true, false},
+		{"the question's embedding", false, false},
+		{"the rerank request", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := denseServer(t)
+			srv.EchoAuth, srv.FailAlways = true, tt.compileFail
+			dir := t.TempDir()
+			writeDocs(t, dir, carDocs)
+			cfg := denseConfig(t, srv, dir, func(r *v1alpha1.RankingSpec) {
+				r.Strategy = v1alpha1.RankingHybrid
+				if tt.rerank {
+					r.Rerank = &v1alpha1.RerankSpec{Endpoint: srv.URL + "/rerank", Format: v1alpha1.RerankTEI, TopN: 5,
+						APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "ai", Key: "key"}}
+				}
+			})
+			var log strings.Builder
+			s, err := Compile(context.Background(), cfg, Options{CacheDir: t.TempDir(), Secrets: mapSecrets{"ai/key": denseKey},
+				Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.FailAlways = true
+			resp := query(t, s, Request{Text: "car"})
+			shown := append([]string{s.Embedding().Error}, resp.Warnings...)
+			for _, w := range s.Warnings() {
+				shown = append(shown, w.Message)
+			}
+			all := strings.Join(shown, "\n")
+			if !strings.Contains(all, "HTTP 503") {
+				t.Errorf("callers are not told the status: %q", all)
+			}
+			if strings.Contains(all, "overloaded") || strings.Contains(all, "Bearer") {
+				t.Errorf("the endpoint's error body reaches callers: %q", all)
+			}
+			if !strings.Contains(log.String(), "overloaded") {
+				t.Errorf("the log lacks the endpoint's error body: %s", log.String())
+			}
+			if strings.Contains(log.String(), denseKey) {
+				t.Errorf("the key leaks into the log: %s", log.String())
+			}
+		})
 	}
 }

@@ -465,8 +465,11 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	s.ix = b.Build()
 	if !opts.SkipLoad {
 		s.compileDense(ctx, r, opts, logger, cfg.Origin(routerKind, r.Name))
-		if d := s.dense; d != nil && d.err != nil {
-			fmt.Fprintf(h, "embedding\x00error\x00%s\x00", d.err)
+		if d := s.dense; d != nil {
+			h.Write(d.keys[:])
+			if d.err != nil {
+				fmt.Fprintf(h, "embedding\x00error\x00%s\x00", d.err)
+			}
 		}
 	}
 	s.indexTools(catalogs, h)

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,40 +20,7 @@ func TestEmbeddingStatusAndFallback(t *testing.T) {
 	const key = "sk-server-test-9876"
 	emb := embedtest.New(t)
 	emb.Key, emb.EchoAuth = key, true
-	dir := t.TempDir()
-	docs := filepath.Join(dir, "docs")
-	if err := os.MkdirAll(docs, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeAtomic(t, filepath.Join(docs, "a.md"), "# Deploys\n\nDeploys use the canary pipeline.\n")
-	writeAtomic(t, filepath.Join(docs, "b.md"), "# Vacation\n\nTwenty-five vacation days.\n")
-	manifest := filepath.Join(dir, "router.yaml")
-	writeAtomic(t, manifest, `apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRouter
-metadata: {name: r}
-spec:
-  defaultAccess: Allow
-  ranking:
-    strategy: Hybrid
-    embedding:
-      endpoint: `+emb.EmbeddingsURL()+`
-      model: test-model
-      apiKeySecretRef: {name: ai, key: token}
----
-apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRoute
-metadata: {name: all}
-spec:
-  parentRefs: [{name: r}]
-  sources: [{name: docs}]
----
-apiVersion: contextrouter.dev/v1alpha1
-kind: ContextSource
-metadata: {name: docs}
-spec:
-  type: Directory
-  directory: {path: docs}
-`)
+	manifest := writeHybridRouter(t, emb)
 	opts := Options{Paths: []string{manifest}}
 	opts.Engine.Secrets = sources.EnvFileSecrets{Getenv: func(name string) string {
 		if name == sources.SecretEnvVar("ai", "token") {
@@ -101,5 +70,80 @@ spec:
 	st = ts.status()
 	if !strings.Contains(st.LastReloadError, "spec.ranking.embedding.batchSize") || st.SnapshotHash != hash || st.Embedding == nil || st.Embedding.Vectors != 2 {
 		t.Errorf("after a bad reload: error %q, hash changed %v, embedding %+v", st.LastReloadError, st.SnapshotHash != hash, st.Embedding)
+	}
+}
+
+// writeHybridRouter writes a Hybrid router over two documents, embedded by
+// emb with the key in Secret ai/token, and returns its manifest.
+func writeHybridRouter(t *testing.T, emb *embedtest.Server) string {
+	t.Helper()
+	dir := t.TempDir()
+	docs := filepath.Join(dir, "docs")
+	if err := os.MkdirAll(docs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, filepath.Join(docs, "a.md"), "# Deploys\n\nDeploys use the canary pipeline.\n")
+	writeAtomic(t, filepath.Join(docs, "b.md"), "# Vacation\n\nTwenty-five vacation days.\n")
+	manifest := filepath.Join(dir, "router.yaml")
+	writeAtomic(t, manifest, `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: r}
+spec:
+  defaultAccess: Allow
+  ranking:
+    strategy: Hybrid
+    embedding:
+      endpoint: `+emb.EmbeddingsURL()+`
+      model: test-model
+      apiKeySecretRef: {name: ai, key: token}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: all}
+spec:
+  parentRefs: [{name: r}]
+  sources: [{name: docs}]
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: docs}
+spec:
+  type: Directory
+  directory: {path: docs}
+`)
+	return manifest
+}
+
+// A rotated key (the Secret changes, nothing else) is used after the next
+// reload: the snapshot that reads the new key replaces the old one.
+func TestEmbeddingKeyRotation(t *testing.T) {
+	emb := embedtest.New(t)
+	emb.Key = "sk-old-1111"
+	var key atomic.Value
+	key.Store(emb.Key)
+	opts := Options{Paths: []string{writeHybridRouter(t, emb)}}
+	opts.Engine.Secrets = sources.EnvFileSecrets{Getenv: func(name string) string {
+		if name == sources.SecretEnvVar("ai", "token") {
+			return key.Load().(string)
+		}
+		return ""
+	}}
+	ts := startServer(t, opts)
+	ts.waitReady()
+	hash := ts.status().SnapshotHash
+	if resp := ts.query(engine.Request{Text: "canary deploys"}); len(resp.Warnings) != 0 {
+		t.Fatalf("before the rotation: warnings %q", resp.Warnings)
+	}
+	emb.Key = "sk-new-2222"
+	key.Store(emb.Key)
+	if err := ts.srv.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := ts.status(); st.SnapshotHash == hash {
+		t.Errorf("the snapshot hash %s did not change with the key", hash)
+	}
+	// A new question: its vector is not in the LRU, so the endpoint is asked.
+	if resp := ts.query(engine.Request{Text: "vacation days"}); len(resp.Warnings) != 0 || len(resp.Chunks) == 0 || resp.Chunks[0].Path != "b.md" {
+		t.Errorf("after the rotation: warnings %q, chunks %+v", resp.Warnings, resp.Chunks)
 	}
 }

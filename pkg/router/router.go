@@ -76,11 +76,12 @@ type Options struct {
 	// Router names the ContextRouter to serve when the manifests define
 	// several; "" is the only one (or the implied one when there is none).
 	Router string
-	// CacheDir holds git clones ("" = the user cache directory).
+	// CacheDir holds git clones and the chunk vector cache ("" = the user
+	// cache directory).
 	CacheDir string
 	// SecretsDir holds secret values as files named NAME/KEY, as the
 	// operator mounts them; "" resolves secret references from environment
-	// variables only (docs/api.md §7).
+	// variables only (docs/api.md §4.5).
 	SecretsDir string
 	// HTTPClient fetches HTTPAPI sources (nil = a default client).
 	HTTPClient *http.Client
