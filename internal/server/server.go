@@ -14,6 +14,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/session"
 	"github.com/contextrouter/contextrouter/internal/sessionstore"
+	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
 // Defaults of Options.
@@ -132,6 +134,9 @@ type state struct {
 	// deliveries by agent and source.
 	audit      *auditPolicy
 	deliveries *deliveryCounters
+	// secrets is the digest of the router's own Secret values when it was
+	// built (secretsDigest).
+	secrets [sha256.Size]byte
 }
 
 // guard is what a configuration asks of callers of /v1/query, /v1/status
@@ -385,7 +390,7 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 		// Same configuration and content: keep the warm snapshot and its sources.
 		return false, nil
 	}
-	st := &state{snap: snap, cfg: cfg, tokens: tokens, counters: s.metrics.forSnapshot(snap),
+	st := &state{snap: snap, cfg: cfg, tokens: tokens, secrets: s.secretsDigest(cfg), counters: s.metrics.forSnapshot(snap),
 		audit: s.auditPolicyFor(cfg), deliveries: newDeliveryCounters(s.audit.deliveries, snap)}
 	s.state.Store(st)
 	retired := s.pool.commit(open)
@@ -597,6 +602,8 @@ func (s *Server) goBackground(f func()) {
 func (s *Server) poll(ctx context.Context) {
 	t := time.NewTicker(s.opts.PollInterval)
 	defer t.Stop()
+	var seen [sha256.Size]byte
+	var seenFor *state
 	for {
 		select {
 		case <-ctx.Done():
@@ -604,10 +611,18 @@ func (s *Server) poll(ctx context.Context) {
 		case <-t.C:
 		}
 		s.watcher.rewatch()
-		// A session store's password lives in a Secret, not in the
-		// manifests: look again, so a rotated or added one is picked up.
+		// The router's own Secrets (API keys, the Redis password) are not in
+		// the manifests: a rotated or added one rebuilds the configuration,
+		// once per change even if that rebuild fails.
 		if st := s.state.Load(); st != nil {
-			s.updateSessionStore(st.cfg)
+			if st != seenFor {
+				seenFor, seen = st, st.secrets
+			}
+			if d := s.secretsDigest(st.cfg); d != seen {
+				seen = d
+				s.log.Info("a Secret the router reads changed (periodic check)")
+				s.requestReload(false)
+			}
 		}
 		h := manifestHash(s.opts.Paths)
 		if last := s.filesHash.Load(); last == nil || *last != h {
@@ -615,6 +630,24 @@ func (s *Server) poll(ctx context.Context) {
 			s.requestReload(true)
 		}
 	}
+}
+
+// secretsDigest hashes the values of the Secrets the router reads for itself
+// (v1alpha1 SecretRefs); a missing one hashes as missing. Only the digest is
+// kept: values never leave the resolver.
+func (s *Server) secretsDigest(cfg *engine.Config) [sha256.Size]byte {
+	var secrets sources.SecretResolver = sources.EnvFileSecrets{}
+	if s.opts.Engine.Secrets != nil {
+		secrets = s.opts.Engine.Secrets
+	}
+	h := sha256.New()
+	for _, ref := range cfg.Router.SecretRefs() {
+		v, err := secrets.SecretValue(ref.Name, ref.Key)
+		fmt.Fprintf(h, "%s\x00%s\x00%t\x00%d:%s\x00", ref.Name, ref.Key, err == nil, len(v), v)
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }
 
 // updateBackground starts the git sync loops a new snapshot needs, stops
