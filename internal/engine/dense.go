@@ -23,6 +23,9 @@ const (
 	rrfK = 60
 	// denseTopK chunks (or max_chunks, if more) come from the dense search.
 	denseTopK = 100
+	// denseOverFetch: for an agent with path denies, the search fetches this
+	// many times denseTopK and keeps the first denseTopK it may read.
+	denseOverFetch = 4
 	// queryVectors is the size of the query vector LRU.
 	queryVectors = 1024
 )
@@ -240,7 +243,7 @@ type denseQuery struct {
 // searchDense embeds the question (or takes its vector from the LRU) and
 // finds the chunks of the allowed sources nearest to it. nil when the query
 // is ranked without vectors; the response then says why.
-func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool, k int, resp *Response) *denseQuery {
+func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool, access *Access, k int, resp *Response) *denseQuery {
 	d := s.dense
 	if d.store == nil {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s ranking is unavailable (chunk embeddings failed: %v); ranked by BM25", s.strategy, d.err))
@@ -271,7 +274,21 @@ func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool,
 			ranges = append(ranges, embed.Range{Lo: st.first, Hi: st.first + uint32(st.chunks)})
 		}
 	}
-	return &denseQuery{vec: vec, hits: d.store.Search(vec, ranges, k)}
+	if !access.hasPathDenies() {
+		return &denseQuery{vec: vec, hits: d.store.Search(vec, ranges, k)}
+	}
+	// The nearest chunks the agent's path rules hide would take places (and
+	// dense ranks) from ones it may read: fetch more, keep the first k it may.
+	hits := d.store.Search(vec, ranges, denseOverFetch*k)
+	kept := hits[:0]
+	for _, h := range hits {
+		if c := &s.docs[h.Row].chunk; !access.PathDenied(c.Source, c.Path) {
+			if kept = append(kept, h); len(kept) == k {
+				break
+			}
+		}
+	}
+	return &denseQuery{vec: vec, hits: kept}
 }
 
 // endpointDetail is the excerpt of the endpoint's error body in err, for

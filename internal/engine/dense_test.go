@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -391,5 +392,33 @@ func TestEndpointErrorBodyStaysInLog(t *testing.T) {
 				t.Errorf("the key leaks into the log: %s", log.String())
 			}
 		})
+	}
+}
+
+// The nearest chunks an agent's path rules hide do not take the dense
+// places: 120 hidden files nearer to the question than the one the agent
+// may read still leave that one among its candidates.
+func TestDenseSkipsPathDeniedRows(t *testing.T) {
+	srv := denseServer(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "secret"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]string{"open.md": "# Vehicle servicing\n\nVehicle servicing happens in spring, booked by the fleet office.\n"}
+	for i := range 120 {
+		docs[fmt.Sprintf("secret/s%03d.md", i)] = "# Vehicle servicing\n\nVehicle servicing.\n"
+	}
+	writeDocs(t, dir, docs)
+	cfg := denseConfig(t, srv, dir, func(r *v1alpha1.RankingSpec) { r.Strategy = v1alpha1.RankingEmbedding })
+	cfg.Permissions = []v1alpha1.AgentPermission{perm("p", v1alpha1.AgentPermissionSpec{
+		Agents: []string{"a"}, DenyPaths: []string{"secret/**"}, Default: v1alpha1.AccessAllow})}
+	s := compileDenseCfg(t, cfg, t.TempDir())
+	resp := query(t, s, Request{Text: "car maintenance", Agent: "a"})
+	if got := paths(resp); !slices.Equal(got, []string{"open.md"}) {
+		t.Errorf("agent a gets %v, want [open.md]", got)
+	}
+	// Another agent, without the rule, gets the nearest 100.
+	if got := paths(query(t, s, Request{Text: "car maintenance", Agent: "b"})); len(got) != 100 || slices.Contains(got, "open.md") {
+		t.Errorf("agent b gets %d chunks (open.md among them: %t), want the 100 nearest", len(got), slices.Contains(got, "open.md"))
 	}
 }

@@ -146,6 +146,11 @@ func (a *Access) SourceAllowed(name string) bool {
 	return a.Default == v1alpha1.AccessAllow
 }
 
+// hasPathDenies reports whether any path rule applies to the agent.
+func (a *Access) hasPathDenies() bool {
+	return len(a.DenyPaths)+len(a.DenyPathsIgnoreCase)+len(a.SourceDenyPaths) > 0
+}
+
 // PathDenied reports whether a chunk path of a source matches a denyPaths
 // glob, or a sourceDenyPaths glob of that source. Chunks without a path
 // (inline text, API results without pathField) never match.

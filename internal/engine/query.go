@@ -263,7 +263,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	// Dense ranking: the nearest chunks join the BM25 hits as candidates.
 	var dq *denseQuery
 	if s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid {
-		if dq = s.searchDense(ctx, req.Text, allowed, max(denseTopK, req.MaxChunks), resp); dq != nil {
+		if dq = s.searchDense(ctx, req.Text, allowed, access, max(denseTopK, req.MaxChunks), resp); dq != nil {
 			for _, h := range dq.hits {
 				if !hasDoc(hits, h.Row) {
 					cands = append(cands, s.staticCandidate(h.Row, 0))
