@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/cache"
@@ -243,7 +244,7 @@ type denseQuery struct {
 // searchDense embeds the question (or takes its vector from the LRU) and
 // finds the chunks of the allowed sources nearest to it. nil when the query
 // is ranked without vectors; the response then says why.
-func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool, access *Access, k int, resp *Response) *denseQuery {
+func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool, access *Access, now time.Time, k int, resp *Response) *denseQuery {
 	d := s.dense
 	if d.store == nil {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s ranking is unavailable (chunk embeddings failed: %v); ranked by BM25", s.strategy, d.err))
@@ -274,21 +275,38 @@ func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool,
 			ranges = append(ranges, embed.Range{Lo: st.first, Hi: st.first + uint32(st.chunks)})
 		}
 	}
-	if !access.hasPathDenies() {
+	if !access.hasPathDenies() && !s.hasFreshness {
 		return &denseQuery{vec: vec, hits: d.store.Search(vec, ranges, k)}
 	}
-	// The nearest chunks the agent's path rules hide would take places (and
-	// dense ranks) from ones it may read: fetch more, keep the first k it may.
+	// The nearest chunks the agent may not be given would take places (and
+	// dense ranks) from ones it may: fetch more, keep the first k it may.
 	hits := d.store.Search(vec, ranges, denseOverFetch*k)
 	kept := hits[:0]
 	for _, h := range hits {
-		if c := &s.docs[h.Row].chunk; !access.PathDenied(c.Source, c.Path) {
+		if !s.hiddenRow(h.Row, access, now) {
 			if kept = append(kept, h); len(kept) == k {
 				break
 			}
 		}
 	}
 	return &denseQuery{vec: vec, hits: kept}
+}
+
+// hiddenRow reports whether a static chunk will not reach the agent: a path
+// rule hides it, or it is stale under staleAction Drop at the query's clock
+// now. The pipeline's own filters (Query, step 4) decide the same way.
+func (s *Snapshot) hiddenRow(row uint32, access *Access, now time.Time) bool {
+	c := &s.docs[row].chunk
+	if access.PathDenied(c.Source, c.Path) {
+		return true
+	}
+	if f := &s.byGroup[s.ix.Group(row)].fresh; f.drop && f.maxAge > 0 {
+		if t := ContentTime(c); !t.IsZero() {
+			_, stale := Staleness(t, now, f.maxAge)
+			return stale
+		}
+	}
+	return false
 }
 
 // endpointDetail is the excerpt of the endpoint's error body in err, for

@@ -422,3 +422,30 @@ func TestDenseSkipsPathDeniedRows(t *testing.T) {
 		t.Errorf("agent b gets %d chunks (open.md among them: %t), want the 100 nearest", len(got), slices.Contains(got, "open.md"))
 	}
 }
+
+// Stale chunks a source drops (freshness Drop) do not take dense places
+// either: 120 old files nearer to the question than the one fresh file.
+func TestDenseSkipsStaleDroppedRows(t *testing.T) {
+	srv := denseServer(t)
+	dir := t.TempDir()
+	docs := map[string]string{"fresh.md": "# Vehicle servicing\n\nVehicle servicing happens in spring, booked by the fleet office.\n"}
+	for i := range 120 {
+		docs[fmt.Sprintf("old%03d.md", i)] = "# Vehicle servicing\n\nVehicle servicing.\n"
+	}
+	writeDocs(t, dir, docs)
+	old := time.Now().Add(-48 * time.Hour)
+	for name := range docs {
+		if name != "fresh.md" {
+			if err := os.Chtimes(filepath.Join(dir, name), old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cfg := denseConfig(t, srv, dir, func(r *v1alpha1.RankingSpec) { r.Strategy = v1alpha1.RankingEmbedding })
+	cfg.Sources[0].Spec.Freshness = &v1alpha1.FreshnessSpec{MaxAge: metav1.Duration{Duration: time.Hour}, StaleAction: v1alpha1.StaleDrop}
+	s := compileDenseCfg(t, cfg, t.TempDir())
+	resp := query(t, s, Request{Text: "car maintenance"})
+	if got := paths(resp); !slices.Equal(got, []string{"fresh.md"}) {
+		t.Errorf("got %v, want [fresh.md]", got)
+	}
+}

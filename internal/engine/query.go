@@ -260,10 +260,15 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 			resp.Stats.NoTermMatch++
 		}
 	}
+	// The clock is read once per query, for the freshness of its chunks.
+	var now time.Time
+	if s.hasFreshness {
+		now = s.now()
+	}
 	// Dense ranking: the nearest chunks join the BM25 hits as candidates.
 	var dq *denseQuery
 	if s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid {
-		if dq = s.searchDense(ctx, req.Text, allowed, access, max(denseTopK, req.MaxChunks), resp); dq != nil {
+		if dq = s.searchDense(ctx, req.Text, allowed, access, now, max(denseTopK, req.MaxChunks), resp); dq != nil {
 			for _, h := range dq.hits {
 				if !hasDoc(hits, h.Row) {
 					cands = append(cands, s.staticCandidate(h.Row, 0))
@@ -325,11 +330,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, g.toolSrcs)
 	}
 
-	// 4. Path, freshness and sensitivity filters. The clock is read once per query.
-	var now time.Time
-	if s.hasFreshness {
-		now = s.now()
-	}
+	// 4. Path, freshness and sensitivity filters.
 	kept := cands[:0]
 	for _, c := range cands {
 		if access.PathDenied(c.chunk.Source, c.chunk.Path) {
