@@ -137,6 +137,9 @@ type state struct {
 	// secrets is the digest of the router's own Secret values when it was
 	// built (secretsDigest).
 	secrets [sha256.Size]byte
+	// policy is the router's spec.phases and firewall bound for packs,
+	// computed once per configuration rather than per pack.
+	policy *session.Policy
 }
 
 // guard is what a configuration asks of callers of /v1/query, /v1/status
@@ -390,7 +393,11 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 		// Same configuration and content: keep the warm snapshot and its sources.
 		return false, nil
 	}
-	st := &state{snap: snap, cfg: cfg, tokens: tokens, secrets: s.secretsDigest(cfg), counters: s.metrics.forSnapshot(snap),
+	policy, err := session.NewPolicy(snap.RouterSpec())
+	if err != nil {
+		return false, fmt.Errorf("%s %q: %w", v1alpha1.KindContextRouter, cfg.Router.Name, err)
+	}
+	st := &state{snap: snap, cfg: cfg, tokens: tokens, secrets: s.secretsDigest(cfg), policy: policy, counters: s.metrics.forSnapshot(snap),
 		audit: s.auditPolicyFor(cfg), deliveries: newDeliveryCounters(s.audit.deliveries, snap)}
 	s.state.Store(st)
 	retired := s.pool.commit(open)

@@ -389,7 +389,7 @@ type contextRequest struct {
 }
 
 // packRequest is the one place the server turns a context request into a
-// pack request; the router's own settings apply in session.BuildFor.
+// pack request; buildPack adds the router's own settings (the state's policy).
 func packRequest(agent string, req *contextRequest) (session.Request, *httpError) {
 	ph, err := session.ParsePhase(req.Phase)
 	if err != nil {
@@ -438,6 +438,7 @@ func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
 	defer cancel()
+	preq.Policy = st.policy
 	pack, resp, err := session.BuildFor(ctx, st.snap, sess, preq)
 	switch {
 	case session.IsQueryError(err):

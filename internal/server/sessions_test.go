@@ -433,3 +433,28 @@ func TestGetSession(t *testing.T) {
 		}
 	}
 }
+
+// The router's spec.phases set a pack's budget over HTTP too.
+func TestSessionRouterPhases(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "quickstart")
+	if err := os.CopyFS(dir, os.DirFS("../../examples/quickstart")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "router.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), "spec:\n", "spec:\n  phases:\n    answer: {budget: 500}\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Options{Paths: []string{dir}})
+	ts.waitReady()
+	ts.mustCall(200, "POST", "/v1/sessions/p1/items", sessionItems{Agent: "hr-assistant", Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}}}, nil)
+	if p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/p1/context", `{"agent": "hr-assistant", "phase": "answer"}`, nil)); p.Budget != 500 {
+		t.Errorf("answer budget %d, want the router's 500", p.Budget)
+	}
+	if p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/p1/context", `{"agent": "hr-assistant", "phase": "call"}`, nil)); p.Budget != session.DefaultBudget(session.PhaseCall) {
+		t.Errorf("call budget %d, want the default %d", p.Budget, session.DefaultBudget(session.PhaseCall))
+	}
+}
