@@ -312,7 +312,7 @@ func TestSessionStoreBounds(t *testing.T) {
 	var elapsed atomic.Int64
 	now := func() time.Time { return time.Unix(1e9, elapsed.Load()) }
 	ts := startServer(t, Options{Paths: []string{"../../examples/quickstart"},
-		Sessions: session.StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 300, Now: now}})
+		Sessions: session.StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 4000, Now: now}})
 	ts.waitReady()
 	write := func(id, text string) (int, string) {
 		return ts.sessionCall("POST", "/v1/sessions/"+id+"/items", sessionItems{Items: []session.Item{{ID: fmt.Sprint(len(text)), Kind: session.KindUserTurn, Text: text}}}, nil)
@@ -325,7 +325,7 @@ func TestSessionStoreBounds(t *testing.T) {
 	if code, out := write("c", "hello"); code != 507 || !strings.Contains(out, "the session store is full: it holds 2 sessions, its maxSessions; sessions idle for 1m0s are removed") {
 		t.Fatalf("a third session: %d %s", code, out)
 	}
-	if code, out := write("a", strings.Repeat("x", 300)); code != 507 || !strings.Contains(out, "maxBytes 300") {
+	if code, out := write("a", strings.Repeat("x", 3000)); code != 507 || !strings.Contains(out, "maxBytes 4000") {
 		t.Fatalf("past maxBytes: %d %s", code, out)
 	}
 	// A pack keeps a session alive; the idle one expires.

@@ -44,8 +44,8 @@ type StoreConfig struct {
 	TTL time.Duration
 	// MaxSessions bounds the live sessions (0: DefaultMaxSessions).
 	MaxSessions int
-	// MaxBytes bounds the bytes of all sessions together, as Bytes counts
-	// them (0: DefaultMaxBytes).
+	// MaxBytes bounds the heap all sessions take together, as the store
+	// estimates it (footprint.go; 0: DefaultMaxBytes).
 	MaxBytes int64
 	// Dir, when set, keeps every session in a file there (embedded store):
 	// a store opened on the same directory has them back.
@@ -90,33 +90,6 @@ func ValidateSessionID(id string) error {
 	return nil
 }
 
-// Bytes is the size a session counts against a store's MaxBytes: its ids,
-// texts, tags, metadata, facts and episodes.
-func (s *Session) Bytes() int64 {
-	var n int64
-	for i := range s.Items {
-		n += itemBytes(&s.Items[i])
-	}
-	for _, f := range s.Facts {
-		n += int64(len(f.Key) + len(f.Value))
-	}
-	for _, e := range s.Episodes {
-		n += int64(len(e.ID) + len(e.Text))
-	}
-	return n
-}
-
-func itemBytes(it *Item) int64 {
-	n := len(it.ID) + len(it.Text) + len(it.ParentID)
-	for _, t := range it.Tags {
-		n += len(t)
-	}
-	for k, v := range it.Metadata {
-		n += len(k) + len(v)
-	}
-	return int64(n)
-}
-
 // MemStore is the embedded store: sessions in the process's memory,
 // optionally kept in files (StoreConfig.Dir). One mutex guards it; a write
 // validates the session it makes, which for the limits of §11.7 takes
@@ -144,7 +117,8 @@ type MemStore struct {
 type memSession struct {
 	id, owner string
 	s         Session
-	bytes     int64
+	// use is what the session takes of MaxBytes (footprint.go).
+	use heapUse
 	// refs maps the SHA-256 of each tool result to its item, computed when
 	// it is written so that Artifact neither hashes nor copies; the digest
 	// is the key, not the 71-byte ref, to keep idle sessions small.
@@ -220,19 +194,19 @@ func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 		case err != nil:
 			m.skipped = append(m.skipped, err)
 		case ms == nil: // an empty file: no session
-		case held+ms.bytes > m.cfg.MaxBytes:
+		case held+ms.use.total > m.cfg.MaxBytes:
 			m.skipped = append(m.skipped, setAside(f.name, fmt.Sprintf(
-				"its %d bytes would pass the store's maxBytes %d (%d held by more recently written sessions)", ms.bytes, m.cfg.MaxBytes, held)))
+				"its %d bytes would pass the store's maxBytes %d (%d held by more recently written sessions)", ms.use.total, m.cfg.MaxBytes, held)))
 		default:
 			kept = append(kept, ms)
-			held += ms.bytes
+			held += ms.use.total
 		}
 	}
 	// Least recent first, so the idle list keeps the files' order of use.
 	for _, ms := range slices.Backward(kept) {
-		s := ms.s
-		ms.s, ms.bytes = Session{}, 0
-		m.commit(ms, s, s.Bytes())
+		s, use := ms.s, ms.use
+		ms.s, ms.use = Session{}, heapUse{}
+		m.commit(ms, s, use)
 	}
 	return m, nil
 }
@@ -294,7 +268,7 @@ func (m *MemStore) remove(ms *memSession) {
 			delete(m.byAgent, ms.owner)
 		}
 	}
-	m.bytes -= ms.bytes
+	m.bytes -= ms.use.total
 	if m.cfg.Dir != "" {
 		_ = os.Remove(m.logPath(ms.id))
 	}
@@ -343,7 +317,8 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	grow := next.Bytes() - ms.bytes
+	use := ms.use.grown(id, agent, &ms.s, next)
+	grow := use.total - ms.use.total
 	if m.bytes+grow > m.cfg.MaxBytes {
 		return nil, &LimitError{Limit: "maxBytes", Max: m.cfg.MaxBytes,
 			Msg: fmt.Sprintf("the session store is full: this write needs %d bytes and %d of its maxBytes %d are in use", grow, m.bytes, m.cfg.MaxBytes)}
@@ -358,7 +333,7 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 			return nil, fmt.Errorf("%w: writing the session's file: %v", ErrUnavailable, err)
 		}
 	}
-	m.commit(ms, *next, grow)
+	m.commit(ms, *next, use)
 	ids := make([]string, len(d.Items))
 	for i := range d.Items {
 		ids[i] = d.Items[i].ID
@@ -366,10 +341,16 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 	return ids, nil
 }
 
-// commit makes next the content of ms (new or not); the caller holds mu.
-func (m *MemStore) commit(ms *memSession, next Session, grow int64) {
+// commit makes next the content of ms (new or not), taking use of the
+// heap; the caller holds mu.
+func (m *MemStore) commit(ms *memSession, next Session, use heapUse) {
 	for i := len(ms.s.Items); i < len(next.Items); i++ {
 		it := &next.Items[i]
+		// The heap estimate counts a backing array of just the tags: spare
+		// room a decoder left is not kept.
+		if cap(it.Tags) > len(it.Tags) {
+			it.Tags = slices.Clone(it.Tags)
+		}
 		if it.Kind != KindToolResult {
 			continue
 		}
@@ -382,8 +363,8 @@ func (m *MemStore) commit(ms *memSession, next Session, grow int64) {
 		}
 	}
 	ms.s = next
-	ms.bytes += grow
-	m.bytes += grow
+	m.bytes += use.total - ms.use.total
+	ms.use = use
 	if ms.elem == nil {
 		ms.elem = m.idle.PushBack(ms)
 		m.sessions[ms.id] = ms
@@ -559,7 +540,7 @@ func (m *MemStore) replay(name string) (*memSession, error) {
 		ms.s = *next
 	}
 	if ms != nil {
-		ms.bytes = ms.s.Bytes()
+		ms.use = heapUse{}.grown(ms.id, ms.owner, &Session{}, &ms.s)
 	}
 	return ms, nil
 }

@@ -196,7 +196,7 @@ func TestMemStoreTTL(t *testing.T) {
 func TestMemStoreFull(t *testing.T) {
 	ctx := context.Background()
 	c := newClock()
-	m := openStore(t, StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 100, Now: c.Now})
+	m := openStore(t, StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 2000, Now: c.Now})
 	for _, id := range []string{"a", "b"} {
 		if _, err := m.Append(ctx, id, "x", delta(Item{ID: "u", Kind: KindUserTurn, Text: "0123456789"})); err != nil {
 			t.Fatal(err)
@@ -211,13 +211,13 @@ func TestMemStoreFull(t *testing.T) {
 	if _, err := m.Append(ctx, "a", "x", delta(Item{ID: "u2", Kind: KindUserTurn, Text: "more"})); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Append(ctx, "a", "x", delta(Item{ID: "u3", Kind: KindUserTurn, Text: strings.Repeat("y", 80)}))
-	if !errors.As(err, &le) || le.Limit != "maxBytes" || le.Max != 100 {
+	_, err = m.Append(ctx, "a", "x", delta(Item{ID: "u3", Kind: KindUserTurn, Text: strings.Repeat("y", 500)}))
+	if !errors.As(err, &le) || le.Limit != "maxBytes" || le.Max != 2000 {
 		t.Fatalf("past maxBytes: %v", err)
 	}
 	// Once the others expire there is room again.
 	c.Add(2 * time.Minute)
-	if _, err := m.Append(ctx, "c", "x", delta(Item{ID: "u", Kind: KindUserTurn, Text: strings.Repeat("y", 80)})); err != nil {
+	if _, err := m.Append(ctx, "c", "x", delta(Item{ID: "u", Kind: KindUserTurn, Text: strings.Repeat("y", 500)})); err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
@@ -288,6 +288,7 @@ func TestMemStorePersistence(t *testing.T) {
 	}
 	// The next write goes after the cut line, which a third open still skips.
 	must(m2.Append(ctx, "s1", "hr", delta(Item{ID: "u9", Kind: KindUserTurn})))
+	wantBytes = m2.bytes
 	// A file broken in its middle (or naming a parent it lacks) is set
 	// aside whole; the other sessions load.
 	for name, content := range map[string]string{
@@ -316,7 +317,7 @@ func TestMemStorePersistence(t *testing.T) {
 			t.Errorf("%s not set aside: %v", id, err)
 		}
 	}
-	if m3.Len() != 1 || m3.bytes != wantBytes+int64(len("u9")) {
+	if m3.Len() != 1 || m3.bytes != wantBytes {
 		t.Errorf("%d sessions, %d bytes", m3.Len(), m3.bytes)
 	}
 	// The id of a set-aside session can start anew.
@@ -436,7 +437,12 @@ func BenchmarkAppend(b *testing.B) {
 func TestMemStoreReopenBounds(t *testing.T) {
 	ctx := context.Background()
 	text := strings.Repeat("x", 99)
-	const per = 1 + 99 // one item "u" of 99 bytes
+	// per is what a session of one item "u" of 99 bytes counts.
+	one := openStore(t, StoreConfig{})
+	if _, err := one.Append(ctx, "s0", "hr", delta(Item{ID: "u", Kind: KindUserTurn, Text: text})); err != nil {
+		t.Fatal(err)
+	}
+	per := one.bytes
 	for _, tc := range []struct {
 		name       string
 		cfg        StoreConfig
@@ -447,7 +453,7 @@ func TestMemStoreReopenBounds(t *testing.T) {
 		{"maxSessions", StoreConfig{MaxSessions: 3}, []string{"s0", "s1", "s3"}, []string{"s2", "s4"},
 			"the store's maxSessions 3 is held by more recently written sessions", 3 * per},
 		{"maxBytes", StoreConfig{MaxBytes: 2*per + per/2}, []string{"s1", "s3"}, []string{"s0", "s2", "s4"},
-			"its 100 bytes would pass the store's maxBytes 250 (200 held by more recently written sessions)", 2 * per},
+			fmt.Sprintf("its %d bytes would pass the store's maxBytes %d (%d held by more recently written sessions)", per, 2*per+per/2, 2*per), 2 * per},
 		{"within", StoreConfig{MaxSessions: 5, MaxBytes: 5 * per}, []string{"s0", "s1", "s2", "s3", "s4"}, nil, "", 5 * per},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

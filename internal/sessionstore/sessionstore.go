@@ -19,8 +19,8 @@ import (
 )
 
 // SidecarMaxBytes caps the embedded store of a sidecar: it shares its
-// pod's memory with the agent (the injected container's limit is 256Mi), and
-// a full store of the default 256Mi would take about twice that in heap.
+// pod's memory with the agent (the injected container's limit is 256Mi),
+// and a full store's resident memory is up to about twice its maxBytes.
 const SidecarMaxBytes = 64 << 20
 
 // Where says where a serve process keeps sessions apart from the spec.
