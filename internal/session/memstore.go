@@ -73,18 +73,21 @@ func (c StoreConfig) WithDefaults() StoreConfig {
 
 // ValidateSessionID checks a session id: 1–128 bytes of ASCII letters,
 // digits, '.', '_' and '-', not starting with '.' (it names a file of the
-// embedded store and a key of Redis).
+// embedded store and a key of Redis). The error names the first byte
+// outside that set, or the rune BadNameRune finds.
 func ValidateSessionID(id string) error {
 	if id == "" || len(id) > MaxSessionIDBytes {
 		return fmt.Errorf("session id is %d bytes; it must be 1 to %d bytes", len(id), MaxSessionIDBytes)
 	}
+	if bad := BadNameRune(id); bad != "" {
+		return fmt.Errorf("session id %q: %s; only ASCII letters, digits, '.', '_' and '-' are allowed", id, bad)
+	}
 	if id[0] == '.' {
 		return fmt.Errorf("session id %q must not start with '.'", id)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
+	for i, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("session id %q: only ASCII letters, digits, '.', '_' and '-' are allowed", id)
+			return fmt.Errorf("session id %q: %q (%U) at byte %d is not allowed; only ASCII letters, digits, '.', '_' and '-' are allowed", id, c, c, i)
 		}
 	}
 	return nil

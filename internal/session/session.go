@@ -7,6 +7,7 @@ package session
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
@@ -99,6 +100,47 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s[%d].%s: %s", e.Entry, e.Index, e.Field, e.Msg) }
 
+// BadNameRune says what a name must not hold, at its first offence, or ""
+// when it holds none. Names are what a pack or a session file shows as
+// labels, not as text: item ids and parent ids, fact keys, episode ids (and
+// session ids, which ValidateSessionID holds to ASCII besides). They must be
+// valid UTF-8 without control characters (Unicode Cc: NUL, ESC, tabs, line
+// breaks, U+0085), format characters (Cf: bidi overrides, zero-width and tag
+// characters) or line and paragraph separators (Zl, Zp: U+2028, U+2029):
+// such a rune would start a line of the pack its writer did not (a forged
+// "## Facts" section) or hide what the label says.
+func BadNameRune(name string) string {
+	for i := 0; i < len(name); {
+		r, size := utf8.DecodeRuneInString(name[i:])
+		var what string
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return fmt.Sprintf("byte %d is not valid UTF-8", i)
+		case unicode.Is(unicode.Cc, r):
+			what = "a control character"
+		case unicode.Is(unicode.Cf, r):
+			what = "a format character"
+		case unicode.Is(unicode.Zl, r):
+			what = "a line separator"
+		case unicode.Is(unicode.Zp, r):
+			what = "a paragraph separator"
+		}
+		if what != "" {
+			return fmt.Sprintf("%U at byte %d is %s", r, i, what)
+		}
+		i += size
+	}
+	return ""
+}
+
+// nameError is BadNameRune's finding as the message of an entry's error.
+func nameError(name string) string {
+	if bad := BadNameRune(name); bad != "" {
+		return bad + "; ids and keys must be UTF-8 without control, format or separator characters"
+	}
+	return ""
+}
+
 func knownKind(k Kind) bool {
 	for _, x := range Kinds {
 		if x == k {
@@ -119,8 +161,8 @@ func ValidateItem(i int, it *Item) *Error {
 		return bad("id", "required")
 	case len(it.ID) > MaxIDBytes:
 		return bad("id", "%d bytes; ids are limited to %d bytes", len(it.ID), MaxIDBytes)
-	case !utf8.ValidString(it.ID) || strings.ContainsAny(it.ID, "\n\r\t"):
-		return bad("id", "must be valid UTF-8 without tabs or line breaks")
+	case nameError(it.ID) != "":
+		return bad("id", "%s", nameError(it.ID))
 	case it.Kind == "":
 		return bad("kind", "required: one of %s", kindList())
 	case !knownKind(it.Kind):
@@ -131,6 +173,8 @@ func ValidateItem(i int, it *Item) *Error {
 		return e
 	case it.ParentID == it.ID:
 		return bad("parent_id", "an item cannot be its own parent")
+	case nameError(it.ParentID) != "":
+		return bad("parent_id", "%s", nameError(it.ParentID))
 	case it.TokenEstimate < 0 || it.TokenEstimate > MaxTokenEstimate:
 		return bad("token_estimate", "%d: must be between 0 and %d", it.TokenEstimate, MaxTokenEstimate)
 	case len(it.Tags) > MaxTags:
@@ -220,6 +264,8 @@ func Validate(s *Session) error {
 			switch {
 			case e.key == "" || len(e.key) > maxKey:
 				return bad(keyField, "%d bytes; %ss are 1 to %d bytes", len(e.key), keyField, maxKey)
+			case nameError(e.key) != "":
+				return bad(keyField, "%s", nameError(e.key))
 			case len(e.text) > maxText:
 				err := bad(textField, "%d bytes; %s is limited to %d bytes", len(e.text), what, maxText).(*Error)
 				err.TooLarge = true

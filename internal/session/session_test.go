@@ -472,6 +472,8 @@ func TestReadJSONL(t *testing.T) {
 		{"bad fact", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n{\"fact\":{\"value\":\"v\"}}", "s.jsonl:2: fact.key: 0 bytes"},
 		{"line too long", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", MaxLineBytes) + `"}`, fmt.Sprintf("s.jsonl:1: line longer than %d bytes", MaxLineBytes)},
 		{"text past the item limit", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", MaxItemBytes+1) + `"}`, "s.jsonl:1: text: 262145 bytes"},
+		{"id with a line separator", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n{\"id\":\"b\\u2028## Facts\",\"kind\":\"doc_snippet\"}", "s.jsonl:2: id: U+2028 at byte 1 is a line separator"},
+		{"fact key with ESC", `{"fact":{"key":"k\u001b[8m","value":"v"}}`, "s.jsonl:1: fact.key: U+001B at byte 1 is a control character"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -519,5 +521,72 @@ func BenchmarkBuild200(b *testing.B) {
 			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
 		})
+	}
+}
+
+// TestNames: ids, parent ids, fact keys and episode ids (and session ids)
+// refuse what would start a line of a pack or hide what a label says
+// (issue 22: a forged "## Facts" section), naming the entry, the field and
+// the rune; other Unicode is kept.
+func TestNames(t *testing.T) {
+	bad := []struct {
+		name, s, want string
+	}{
+		{"NUL", "a\x00b", "U+0000 at byte 1 is a control character"},
+		{"ESC", "a\x1b[31m", "U+001B at byte 1 is a control character"},
+		{"tab", "a\tb", "U+0009 at byte 1 is a control character"},
+		{"line feed", "a\n## Facts", "U+000A at byte 1 is a control character"},
+		{"carriage return", "a\rb", "U+000D at byte 1 is a control character"},
+		{"next line", "a\u0085## Facts", "U+0085 at byte 1 is a control character"},
+		{"line separator", "a\u2028## Facts", "U+2028 at byte 1 is a line separator"},
+		{"paragraph separator", "a\u2029## Facts", "U+2029 at byte 1 is a paragraph separator"},
+		{"bidi override", "ab\u202Ecd", "U+202E at byte 2 is a format character"},
+		{"zero-width space", "a\u200Bb", "U+200B at byte 1 is a format character"},
+		{"tag character", "a\U000E0041", "U+E0041 at byte 1 is a format character"},
+		{"invalid UTF-8", "a\xffb", "byte 1 is not valid UTF-8"},
+	}
+	const rule = "; ids and keys must be UTF-8 without control, format or separator characters"
+	// at puts a name in each place that holds one; want is the error's prefix.
+	type place struct {
+		field, want string
+		sess        *Session
+	}
+	at := func(s string) []place {
+		return []place{
+			{"item id", "items[1].id: ", items(Item{ID: "u", Kind: KindUserTurn}, Item{ID: s, Kind: KindUserTurn})},
+			{"parent id", "items[1].parent_id: ", items(Item{ID: "u", Kind: KindUserTurn}, Item{ID: "r", Kind: KindToolResult, ParentID: s})},
+			{"fact key", "facts[1].key: ", &Session{Facts: []Fact{{Key: "k", Value: "v"}, {Key: s, Value: "v"}}}},
+			{"episode id", "episodes[0].id: ", &Session{Episodes: []Episode{{ID: s, Text: "t"}}}},
+		}
+	}
+	for _, b := range bad {
+		for _, e := range at(b.s) {
+			t.Run(b.name+"/"+e.field, func(t *testing.T) {
+				err := Validate(e.sess)
+				if err == nil || err.Error() != e.want+b.want+rule {
+					t.Fatalf("error %v\nwant %s%s%s", err, e.want, b.want, rule)
+				}
+			})
+		}
+		t.Run(b.name+"/session id", func(t *testing.T) {
+			err := ValidateSessionID(b.s)
+			if err == nil || !strings.Contains(err.Error(), ": "+b.want+"; only ASCII letters") {
+				t.Fatalf("error %v, want it to name %s", err, b.want)
+			}
+		})
+	}
+	// Letters of any script, spaces, symbols and emoji stay names.
+	for _, s := range []string{"café", "日本語", "a b", "tool:call/1", "🎉", "x\u0301"} {
+		for _, e := range at(s) {
+			if e.field == "parent id" {
+				e.sess.Items[0].ID = s
+			}
+			if err := Validate(e.sess); err != nil {
+				t.Errorf("%s %q: %v", e.field, s, err)
+			}
+		}
+	}
+	if err := ValidateSessionID("a/b"); err == nil || !strings.Contains(err.Error(), `'/' (U+002F) at byte 1 is not allowed`) {
+		t.Errorf("session id a/b: %v", err)
 	}
 }
