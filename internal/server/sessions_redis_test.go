@@ -156,3 +156,26 @@ func TestSessionsRedisPasswordArrives(t *testing.T) {
 		t.Errorf("the missing password was logged %d times, want once", n)
 	}
 }
+
+// A Redis whose maxmemory-policy evicts keys is refused (issue 22): session
+// calls answer 503 saying what to set, the log says it, queries go on.
+func TestSessionsRedisEvictionPolicy(t *testing.T) {
+	rs := redistest.Start(t, redistest.Config{Password: "replica-pw-42", MaxMemory: "64mb", MaxMemoryPolicy: "allkeys-lru"})
+	manifests, secrets := redisQuickstart(t, rs.Addr)
+	opts := Options{Paths: []string{manifests}}
+	opts.Engine.Secrets = sources.EnvFileSecrets{Dir: secrets}
+	ts := startServer(t, opts)
+	ts.waitReady()
+	write := sessionItems{Agent: "hr-assistant", Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}}}
+	code, out := ts.sessionCall("POST", "/v1/sessions/s1/items", write, nil)
+	const want = `session store unavailable: redis: maxmemory-policy is \"allkeys-lru\", which evicts keys when memory runs short and would lose sessions the store acknowledged: set it to noeviction`
+	if code != 503 || !strings.Contains(out, want) || !strings.Contains(out, "nothing was written") {
+		t.Fatalf("%d %s\nwant 503 with %s", code, out, want)
+	}
+	if !strings.Contains(ts.logs.String(), `maxmemory-policy is \"allkeys-lru\"`) {
+		t.Errorf("the refusal is not logged:\n%s", ts.logs.String())
+	}
+	if resp := ts.query(engine.Request{Agent: "hr-assistant", Text: "How many vacation days do I get?"}); len(resp.Chunks) == 0 {
+		t.Error("a query failed while only the session store was refused")
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -289,6 +291,99 @@ func TestFull(t *testing.T) {
 	if !errors.As(err, &lim) || lim.Limit != "maxmemory" {
 		t.Errorf("a write past maxmemory: %v, want a maxmemory LimitError", err)
 	}
+}
+
+// TestEvictionPolicy: a server that may evict keys (any maxmemory-policy but
+// noeviction; issue 22: allkeys-lru silently lost 79 of 120 acknowledged
+// items) is refused at connect: every call fails as with a server that is
+// down, saying what to set, and nothing is written. Once the policy is
+// noeviction the same store works, without a restart.
+func TestEvictionPolicy(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{MaxMemory: "64mb", MaxMemoryPolicy: "allkeys-lru"})
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	kept := newStore(t, srv, "evict:", time.Hour)
+	for _, policy := range []string{"allkeys-lru", "volatile-ttl", "allkeys-random"} {
+		t.Run(policy, func(t *testing.T) {
+			if err := admin.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+				t.Fatal(err)
+			}
+			s := newStore(t, srv, "evict:", time.Hour)
+			calls := map[string]func() error{
+				"Append":   func() error { _, err := s.Append(ctx, "s1", "alice", session.Delta{Items: items("a", 3)}); return err },
+				"Load":     func() error { _, err := s.Load(ctx, "s1", "alice"); return err },
+				"Delete":   func() error { return s.Delete(ctx, "s1", "alice") },
+				"Artifact": func() error { _, err := s.Artifact(ctx, "alice", "sha256:00"); return err },
+			}
+			want := fmt.Sprintf(`session store unavailable: redis: maxmemory-policy is %q, which evicts keys when memory runs short`, policy)
+			for name, call := range calls {
+				err := call()
+				if !errors.Is(err, session.ErrUnavailable) || !strings.HasPrefix(err.Error(), want) ||
+					!strings.Contains(err.Error(), "set it to noeviction (CONFIG SET maxmemory-policy noeviction") {
+					t.Errorf("%s: %v\nwant ErrUnavailable: %s…", name, err, want)
+				}
+			}
+			if n := admin.DBSize(ctx).Val(); n != 0 {
+				t.Errorf("%d keys written to a server that evicts", n)
+			}
+		})
+	}
+	// Fixed on the server: a store refused so far connects anew.
+	if _, err := kept.Append(ctx, "s1", "alice", session.Delta{Items: items("a", 3)}); !errors.Is(err, session.ErrUnavailable) {
+		t.Fatalf("Append under allkeys-random: %v, want ErrUnavailable", err)
+	}
+	if err := admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, kept, "s1", "alice", session.Delta{Items: items("a", 3)})
+	if got := mustLoad(t, kept, "s1", "alice"); len(got.Items) != 3 {
+		t.Errorf("%d items after the policy was fixed, want 3", len(got.Items))
+	}
+}
+
+// TestEvictionPolicyUnchecked: a server that does not answer CONFIG (renamed
+// away, as managed services do) cannot be checked: the store works and
+// warns once, whatever the connections it opens.
+func TestEvictionPolicyUnchecked(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{NoConfig: true})
+	var logged strings.Builder
+	var mu sync.Mutex
+	s, err := New(Options{Address: srv.Addr, KeyPrefix: "nocfg:", TTL: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mustAppend(t, s, fmt.Sprint("s", i), "alice", session.Delta{Items: items("a", 2)})
+		}()
+	}
+	wg.Wait()
+	if got := mustLoad(t, s, "s3", "alice"); len(got.Items) != 2 {
+		t.Errorf("%d items, want 2", len(got.Items))
+	}
+	mu.Lock()
+	out := logged.String()
+	mu.Unlock()
+	if n := strings.Count(out, "maxmemory-policy cannot be read"); n != 1 || !strings.Contains(out, "level=WARN") ||
+		!strings.Contains(strings.ToLower(out), "unknown command 'config'") || !strings.Contains(out, "make sure it is noeviction") {
+		t.Errorf("logged %d warnings, want 1 naming the cause and the fix:\n%s", n, out)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // TestArtifactScanBound: a look-up reads the agent's MaxArtifactScan most

@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -43,6 +44,11 @@ type Config struct {
 	// MaxMemory, when set, is the server's maxmemory (noeviction: a full
 	// server refuses writes).
 	MaxMemory string
+	// MaxMemoryPolicy replaces the server's maxmemory-policy (noeviction).
+	MaxMemoryPolicy string
+	// NoConfig renames CONFIG away, as managed services do: the server
+	// answers it "unknown command".
+	NoConfig bool
 	// TLS serves TLS only, with httptest's certificate for 127.0.0.1
 	// (Server.RootCAs trusts it).
 	TLS bool
@@ -76,7 +82,11 @@ func Start(t testing.TB, c Config) *Server {
 		args = append(args, "--requirepass", c.Password)
 	}
 	if c.MaxMemory != "" {
-		args = append(args, "--maxmemory", c.MaxMemory, "--maxmemory-policy", "noeviction")
+		args = append(args, "--maxmemory", c.MaxMemory)
+	}
+	args = append(args, "--maxmemory-policy", cmp.Or(c.MaxMemoryPolicy, "noeviction"))
+	if c.NoConfig {
+		args = append(args, "--rename-command", "CONFIG", "")
 	}
 	if c.AppendOnly {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
