@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/contextrouter/contextrouter/internal/redact/redacttest"
+	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
 // TestValidateReportsEveryProblemOnce: one run reports every independent
@@ -44,6 +50,35 @@ func TestValidateReportsEveryProblemOnce(t *testing.T) {
 		}
 		if strings.Contains(out, `ContextSource "docs" not found`) || strings.Contains(out, "must be BM25 or Keyword") {
 			t.Errorf("a consequence was reported:\n%s", out)
+		}
+	}
+}
+
+// A git server that refuses the credentials and echoes them (as sent,
+// URL-encoded and decoded) in its 403 body: validate reports the source
+// with the server's text on one line, and shows no encoding of the token, on
+// stdout or in the log (at debug). (validate does not call HTTP APIs.)
+func TestValidateEchoedCredentials(t *testing.T) {
+	const token = "ghp_Val1dateEch0Token42"
+	git := httptest.NewServer(redacttest.EchoHandler(http.StatusForbidden, "Authorization"))
+	defer git.Close()
+	t.Setenv(sources.SecretEnvVar("wiki", "token"), token)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "sources.yaml"), fmt.Sprintf(`apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: wiki}
+spec:
+  type: GitRepo
+  gitRepo: {url: %q, auth: {secretRef: {name: wiki}}}
+`, git.URL+"/org/wiki.git"))
+	out, stderr, code := run(t, "--log-level", "debug", "validate", "-f", dir, "--secrets-dir", "", "--cache-dir", t.TempDir())
+	if code != 1 || !strings.Contains(out, "authorization failed: access denied. Authorization: Basic ***; encoded: Basic+***; you sent x-access-token:***\n") {
+		t.Errorf("exit %d, want 1 and the git server's text, masked:\n%s", code, out)
+	}
+	forms := redacttest.BasicForms("x-access-token", token)
+	for what, text := range map[string]string{"stdout": out, "the log": stderr} {
+		if leaks := redacttest.Leaks(text, forms); len(leaks) > 0 {
+			t.Errorf("%s shows %q:\n%s", what, leaks, text)
 		}
 	}
 }

@@ -106,10 +106,19 @@ func (ep *Endpoint) client() *http.Client {
 // failf makes an *Error that names the endpoint safely and scrubs the key.
 func (ep *Endpoint) failf(reason, format string, args ...any) *Error {
 	msg := fmt.Sprintf("%s: ", redact.URL(ep.URL)) + fmt.Sprintf(format, args...)
-	return &Error{Reason: reason, msg: redact.String(msg, ep.secrets()...)}
+	return &Error{Reason: reason, msg: ep.scrubber().String(msg)}
 }
 
-func (ep *Endpoint) secrets() []string { return append(redact.URLSecrets(ep.URL), ep.APIKey) }
+// scrubber masks what a request sends, in every encoding a server may echo
+// it in: the URL's credentials and the Authorization header.
+func (ep *Endpoint) scrubber() *redact.Scrubber {
+	var sent redact.Credentials
+	sent.AddURL(ep.URL)
+	if ep.APIKey != "" {
+		sent.AddHeader("Bearer "+ep.APIKey, true)
+	}
+	return sent.Scrubber()
+}
 
 // post sends body and decodes the answer into out, retrying transient
 // failures. what names the call in errors ("embeddings", "rerank").
@@ -175,10 +184,8 @@ func (ep *Endpoint) attempt(ctx context.Context, body []byte, out any) *attemptE
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
 		e := ep.failf(ReasonStatus, "HTTP %s", resp.Status)
-		// The body is cut: a key it echoes may be cut short at its end.
-		e.detail = redact.TrimPartial(redact.String(sources.OneLine(b), ep.secrets()...), ep.secrets()...)
+		e.detail = sources.ReadExcerpt(resp.Body, excerptBytes, ep.scrubber())
 		transient := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
 		return &attemptError{err: e, retry: transient, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/embed"
 	"github.com/contextrouter/contextrouter/internal/embed/embedtest"
+	"github.com/contextrouter/contextrouter/internal/redact/redacttest"
 )
 
 const testKey = "sk-test-0123456789abcdef"
@@ -153,6 +155,29 @@ func TestEmbedErrorHidesKeys(t *testing.T) {
 	for _, secret := range []string{testKey, "url-secret-777", "Bearer sk-"} {
 		if strings.Contains(ee.Detail(), secret) {
 			t.Errorf("detail holds %q: %q", secret, ee.Detail())
+		}
+	}
+}
+
+// An endpoint that echoes the Authorization header URL-encoded and
+// form-decoded, and the Basic value of the URL's user part: neither the
+// error nor its detail (logged) holds the key or the URL password in any
+// encoding.
+func TestEmbedErrorHidesEncodedKeys(t *testing.T) {
+	const key = "sk-proj/echo+key=0123"
+	srv := httptest.NewServer(redacttest.EchoHandler(http.StatusUnauthorized, "Authorization"))
+	defer srv.Close()
+	e := &embed.Embedder{Endpoint: embed.Endpoint{URL: strings.Replace(srv.URL, "http://", "http://user:url%2Fpw@", 1) + "/v1/embeddings",
+		Model: "m", APIKey: key, Attempts: 1}, BatchSize: 1}
+	_, err := e.Embed(context.Background(), texts(1))
+	var ee *embed.Error
+	if !errors.As(err, &ee) || !strings.Contains(ee.Detail(), "access denied. Authorization: ***; encoded: ***; decoded: ***;") {
+		t.Fatalf("error %v, detail %q: want the body, masked", err, ee.Detail())
+	}
+	forms := append(redacttest.Forms(key), redacttest.Forms("url/pw")...)
+	for what, text := range map[string]string{"error": err.Error(), "detail": ee.Detail()} {
+		if leaks := redacttest.Leaks(text, forms); len(leaks) > 0 {
+			t.Errorf("%s shows %q: %s", what, leaks, text)
 		}
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"errors"
 	"net/url"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -33,10 +31,6 @@ const minUserLen = 8
 var (
 	// schemeRe is RFC 3986's scheme followed by "://".
 	schemeRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
-	// userinfoRe finds "scheme://userinfo@" inside free text. The user part
-	// runs to the last "@" before the path; it cannot hold white space,
-	// quotes or a backslash (which end a quoted URL in an error message).
-	userinfoRe = regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^\\s/?#\"<>\\\\`]*@")
 	// quotedRe is a Go-quoted fragment in a url.Parse error message.
 	quotedRe = regexp.MustCompile(`\s*"(?:[^"\\]|\\.)*"`)
 )
@@ -98,74 +92,26 @@ func URLSecrets(raw string) []string {
 }
 
 // String scrubs text: the user part of every scheme://user@host URL in it,
-// and every secret value in its plain, URL-escaped and Go-quoted forms.
-// Empty secrets are ignored; longer secrets are replaced first, so a secret
-// that contains another is masked whole.
-func String(s string, secrets ...string) string {
-	if strings.Contains(s, "://") {
-		s = userinfoRe.ReplaceAllString(s, "${1}"+Mask+"@")
-	}
-	if len(secrets) == 0 {
-		return s
-	}
-	sorted := slices.Clone(secrets)
-	slices.SortFunc(sorted, func(a, b string) int { return len(b) - len(a) })
-	for _, secret := range sorted {
-		if secret == "" {
-			continue
-		}
-		for _, form := range forms(secret) {
-			s = strings.ReplaceAll(s, form, Mask)
-		}
-	}
-	return s
-}
-
-// forms lists the ways a secret may be written in an error message.
-func forms(secret string) []string {
-	quoted := strconv.Quote(secret)
-	out := []string{secret, url.PathEscape(secret), url.QueryEscape(secret), quoted[1 : len(quoted)-1]}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// TrimPartial removes from the end of s the start of any secret, as left when
-// a cut (a size limit on an excerpt) falls inside a secret, so that no piece
-// of a secret survives String.
-func TrimPartial(s string, secrets ...string) string {
-	for _, secret := range secrets {
-		for n := min(len(secret)-1, len(s)); n > 0; n-- {
-			if strings.HasSuffix(s, secret[:n]) {
-				s = s[:len(s)-n]
-				break
-			}
-		}
-	}
-	return s
-}
+// and every secret value in every encoding Credentials.Scrubber lists.
+// Empty secrets are ignored; a secret shorter than MinValueLen is masked
+// only as a whole word.
+func String(s string, secrets ...string) string { return secretScrubber(secrets).String(s) }
 
 // Error returns err with its message scrubbed by String; errors.Is and
 // errors.As still see the original chain. It returns err itself when there
 // is nothing to scrub.
-func Error(err error, secrets ...string) error {
-	if err == nil {
+func Error(err error, secrets ...string) error { return secretScrubber(secrets).Error(err) }
+
+func secretScrubber(secrets []string) *Scrubber {
+	if len(secrets) == 0 {
 		return nil
 	}
-	msg := err.Error()
-	clean := String(msg, secrets...)
-	if clean == msg {
-		return err
+	var c Credentials
+	for _, s := range secrets {
+		c.AddSecret(s)
 	}
-	return &scrubbed{msg: clean, err: err}
+	return c.Scrubber()
 }
-
-type scrubbed struct {
-	msg string
-	err error
-}
-
-func (e *scrubbed) Error() string { return e.msg }
-func (e *scrubbed) Unwrap() error { return e.err }
 
 // ParseError is the message of a url.Parse error without the URL and without
 // the quoted fragments the parser repeats ("invalid port \":tok\" after host"

@@ -107,19 +107,6 @@ func TestString(t *testing.T) {
 	}
 }
 
-func TestTrimPartial(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"body: key sk-ab", "body: key "},
-		{"body: key sk-abcdef", "body: key sk-abcdef"}, // a whole secret is String's job
-		{"nothing here", "nothing here"},
-	}
-	for _, tt := range tests {
-		if got := TrimPartial(tt.in, "sk-abcdef"); got != tt.want {
-			t.Errorf("TrimPartial(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestError(t *testing.T) {
 	base := fmt.Errorf("fetch https://tok3n@host/r.git: %w", fs.ErrPermission)
 	err := Error(base, "tok3n")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/redact/redacttest"
 )
 
 // A source that hangs and one that fails: the query still answers within
@@ -278,6 +280,41 @@ spec:
 	}
 }
 
+// source is a ContextSource manifest with the given spec lines.
+func source(name string, spec ...string) string {
+	return "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: " + name + "}\nspec:\n  " +
+		strings.Join(spec, "\n  ") + "\n---\n"
+}
+
+// queryAfterGitFailures lets the sync loops of the named git sources fail a
+// few times, so that their errors reach the status and the log, then asks a
+// question: its failed_sources (source → error) and the whole answer.
+func (ts *testServer) queryAfterGitFailures(t *testing.T, gitSources ...string) (map[string]string, []byte) {
+	t.Helper()
+	eventually(t, 10*time.Second, "failed syncs", func() bool {
+		for _, name := range gitSources {
+			if n, _ := ts.metric("contextrouter_git_sync_failures_total", "source", name); n < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	body, _ := json.Marshal(engine.Request{Text: "deploy checklist"})
+	code, answer := ts.do(http.MethodPost, "/v1/query", bytes.NewReader(body), nil)
+	if code != http.StatusOK {
+		t.Fatalf("query: %d %s", code, answer)
+	}
+	var resp engine.Response
+	if err := json.Unmarshal(answer, &resp); err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]string{}
+	for _, f := range resp.FailedSources {
+		failed[f.Source] = f.Error
+	}
+	return failed, answer
+}
+
 // Credentials in a git URL's user part (GitHub's https://<token>@host form,
 // percent-encoded or not), in a URL password and in secret headers never
 // show in /v1/status, in failed_sources, in /metrics or in the log, however
@@ -307,11 +344,6 @@ func TestSourceCredentialsNeverShown(t *testing.T) {
 
 	withUser := func(base, userinfo string) string { return strings.Replace(base, "http://", "http://"+userinfo+"@", 1) }
 	dir := t.TempDir()
-	// source is a ContextSource manifest with the given spec lines.
-	source := func(name string, spec ...string) string {
-		return "apiVersion: contextrouter.dev/v1alpha1\nkind: ContextSource\nmetadata: {name: " + name + "}\nspec:\n  " +
-			strings.Join(spec, "\n  ") + "\n---\n"
-	}
 	gitSource := func(name, url string) string {
 		return source(name, "type: GitRepo", fmt.Sprintf("gitRepo: {url: %q, interval: 50ms}", url))
 	}
@@ -336,26 +368,7 @@ spec:
 	}
 	ts := startServer(t, Options{Paths: []string{dir}, Engine: engine.Options{Getenv: getenv}})
 	ts.waitReady()
-	// Let the sync loops fail a few times, so their errors reach the status and the log.
-	eventually(t, 10*time.Second, "failed syncs", func() bool {
-		a, _ := ts.metric("contextrouter_git_sync_failures_total", "source", "wiki-token")
-		b, _ := ts.metric("contextrouter_git_sync_failures_total", "source", "wiki-password")
-		return a >= 2 && b >= 2
-	})
-
-	body, _ := json.Marshal(engine.Request{Text: "deploy checklist"})
-	code, answer := ts.do(http.MethodPost, "/v1/query", bytes.NewReader(body), nil)
-	if code != http.StatusOK {
-		t.Fatalf("query: %d %s", code, answer)
-	}
-	var resp engine.Response
-	if err := json.Unmarshal(answer, &resp); err != nil {
-		t.Fatal(err)
-	}
-	failed := map[string]string{}
-	for _, f := range resp.FailedSources {
-		failed[f.Source] = f.Error
-	}
+	failed, answer := ts.queryAfterGitFailures(t, "wiki-token", "wiki-password")
 	for name, want := range map[string]string{
 		"wiki-token":    "git http://***@127.0.0.1:",
 		"wiki-password": "git http://***@127.0.0.1:1/org/wiki.git",
@@ -378,6 +391,63 @@ spec:
 			if strings.Contains(text, secret) {
 				t.Errorf("%s shows %q:\n%s", what, secret, grepLines(text, secret))
 			}
+		}
+	}
+}
+
+// Git and HTTP servers that refuse the credentials and echo them back in
+// their 401/403 bodies (the Authorization header as sent, URL-encoded and
+// decoded; an API key header likewise): no encoding of a token, password or
+// key shows in failed_sources, /v1/status or the log (at debug).
+func TestEchoedCredentialsNeverShown(t *testing.T) {
+	const (
+		token    = "ghp_Ech0edT0ken0123456789"
+		password = "pa55/w+rd=echo"
+		apiKey   = "kb-key/echo+d"
+	)
+	gitToken := httptest.NewServer(redacttest.EchoHandler(http.StatusUnauthorized, "Authorization"))
+	defer gitToken.Close()
+	gitPassword := httptest.NewServer(redacttest.EchoHandler(http.StatusForbidden, "Authorization"))
+	defer gitPassword.Close()
+	kb := httptest.NewServer(redacttest.EchoHandler(http.StatusUnauthorized, "X-Api-Key"))
+	defer kb.Close()
+
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "router.yaml"), inlineManifests("v1", "notes")+
+		source("wiki-token", "type: GitRepo", fmt.Sprintf("gitRepo: {url: %q, interval: 50ms, auth: {secretRef: {name: wiki}}}", gitToken.URL+"/org/wiki.git"))+
+		source("wiki-password", "type: GitRepo", fmt.Sprintf("gitRepo: {url: %q, interval: 50ms}",
+			strings.Replace(gitPassword.URL, "http://", "http://alice:"+url.PathEscape(password)+"@", 1)+"/org/wiki.git"))+
+		source("kb", "type: HTTPAPI", fmt.Sprintf(`httpAPI: {url: "%s/search?q={{query}}", textField: text,`, kb.URL),
+			"  headers: [{name: X-Api-Key, valueFrom: {secretKeyRef: {name: kb, key: key}}}]}")+`apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: everything}
+spec:
+  sources: [{name: wiki-token}, {name: wiki-password}, {name: kb}]
+`)
+	getenv := func(k string) string {
+		return map[string]string{"CONTEXTROUTER_SECRET_WIKI_TOKEN": token, "CONTEXTROUTER_SECRET_KB_KEY": apiKey}[k]
+	}
+	ts := startServer(t, Options{Paths: []string{dir}, Engine: engine.Options{Getenv: getenv}})
+	ts.waitReady()
+	failed, answer := ts.queryAfterGitFailures(t, "wiki-token", "wiki-password")
+	// The servers' texts are shown, with every credential masked.
+	for name, want := range map[string]string{
+		"wiki-token":    "authentication required: access denied. Authorization: Basic ***; encoded: Basic+***; you sent x-access-token:***",
+		"wiki-password": "authorization failed: access denied. Authorization: Basic ***; encoded: Basic+***; you sent alice:***",
+		"kb":            "HTTP 401 Unauthorized: access denied. X-Api-Key: ***; encoded: ***; decoded: ***;",
+	} {
+		if !strings.Contains(failed[name], want) {
+			t.Errorf("failed_sources[%s] = %q, want it to contain %q", name, failed[name], want)
+		}
+	}
+	_, status := ts.get("/v1/status")
+	if !strings.Contains(string(status), "you sent x-access-token:***") {
+		t.Errorf("/v1/status does not report the masked sync error:\n%s", status)
+	}
+	forms := slices.Concat(redacttest.BasicForms("x-access-token", token), redacttest.BasicForms("alice", password), redacttest.Forms(apiKey))
+	for what, text := range map[string]string{"/v1/query": string(answer), "/v1/status": string(status), "the log": ts.logs.String()} {
+		if leaks := redacttest.Leaks(text, forms); len(leaks) > 0 {
+			t.Errorf("%s shows %q", what, leaks)
 		}
 	}
 }

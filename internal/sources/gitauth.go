@@ -50,9 +50,6 @@ type gitEndpoint struct {
 	// key identifies the repository for the cache folder name; it has no
 	// credentials, so rotating a token in the URL keeps the clone.
 	key string
-	// urlSecrets are credentials written into the URL itself (redact.URLSecrets),
-	// scrubbed from errors along with the URL's user part.
-	urlSecrets []string
 	// host is host:port for SSH known_hosts lookups.
 	host string
 }
@@ -80,7 +77,7 @@ func parseGitURL(raw, baseDir string) (gitEndpoint, error) {
 		if err != nil {
 			return gitEndpoint{}, errors.New("invalid URL: " + redact.ParseError(err))
 		}
-		ep := gitEndpoint{url: raw, display: redact.URL(raw), urlSecrets: redact.URLSecrets(raw)}
+		ep := gitEndpoint{url: raw, display: redact.URL(raw)}
 		keyURL := *u
 		keyURL.User = nil
 		keyURL.Scheme = strings.ToLower(u.Scheme)
@@ -147,17 +144,22 @@ func isDriveLetterPath(s string) bool {
 		((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))
 }
 
-// gitCredentials is the auth for one sync plus the secret strings that must
-// never appear in an error or log.
+// gitCredentials is the auth for one sync plus what scrubs its credentials
+// from errors and logs.
 type gitCredentials struct {
-	method  transport.AuthMethod
-	secrets []string
+	method transport.AuthMethod
+	// scrub masks, in every encoding a server may echo them in, the
+	// credentials of the URL and of method as go-git sends them; nil when
+	// the sync got no further than its start (GitRepo.scrub).
+	scrub *redact.Scrubber
 }
 
 // resolveGitAuth reads spec.gitRepo.auth.secretRef at sync time, so a rotated
 // secret is picked up by the next sync. Local repositories take no credentials.
-func resolveGitAuth(secretName string, secrets SecretResolver, ep gitEndpoint) (gitCredentials, error) {
-	creds := gitCredentials{secrets: append([]string(nil), ep.urlSecrets...)}
+func resolveGitAuth(secretName string, secrets SecretResolver, ep gitEndpoint) (creds gitCredentials, err error) {
+	var sent redact.Credentials
+	sent.AddURL(ep.url)
+	defer func() { creds.scrub = sent.Scrubber() }()
 	if secretName == "" || ep.transport == gitFile {
 		return creds, nil
 	}
@@ -183,7 +185,7 @@ func resolveGitAuth(secretName string, secrets SecretResolver, ep gitEndpoint) (
 		if key == "" {
 			return creds, fmt.Errorf("%s: secret %q has no key %q (an ssh URL needs a private key)", field, secretName, GitSecretSSHKey)
 		}
-		creds.secrets = append(creds.secrets, key)
+		sent.AddSecret(key)
 		user, err := get(GitSecretUsername)
 		if err != nil {
 			return creds, err
@@ -219,23 +221,23 @@ func resolveGitAuth(secretName string, secrets SecretResolver, ep gitEndpoint) (
 		if err != nil {
 			return creds, err
 		}
+		password := token
 		if token != "" {
 			if user == "" {
 				user = gitTokenUser
 			}
-			creds.secrets = append(creds.secrets, token)
-			creds.method = &githttp.BasicAuth{Username: user, Password: token}
-			return creds, nil
+		} else {
+			if password, err = get(GitSecretPassword); err != nil {
+				return creds, err
+			}
+			if user == "" || password == "" {
+				return creds, fmt.Errorf("%s: secret %q has neither key %q nor both %q and %q",
+					field, secretName, GitSecretToken, GitSecretUsername, GitSecretPassword)
+			}
 		}
-		password, err := get(GitSecretPassword)
-		if err != nil {
-			return creds, err
-		}
-		if user == "" || password == "" {
-			return creds, fmt.Errorf("%s: secret %q has neither key %q nor both %q and %q",
-				field, secretName, GitSecretToken, GitSecretUsername, GitSecretPassword)
-		}
-		creds.secrets = append(creds.secrets, password)
+		// go-git sends it as net/http's SetBasicAuth does; a server that
+		// refuses it may echo the header, encoded or decoded.
+		sent.AddBasic(user, password)
 		creds.method = &githttp.BasicAuth{Username: user, Password: password}
 		return creds, nil
 	}

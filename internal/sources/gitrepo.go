@@ -515,13 +515,40 @@ func appendTreeObjects(st storer.EncodedObjectStorer, h plumbing.Hash, seen map[
 	return objs, nil
 }
 
+// maxUpstreamErrorBytes bounds the text of an error that may carry a
+// server's text of any length (go-git puts a whole 401 page into its error;
+// an MCP server's JSON-RPC error message), which is shown to every caller.
+const maxUpstreamErrorBytes = 1024
+
+// wrapErr makes a sync error fit to show (scrub) and names the repository
+// and ref (the URL without user part).
 func (g *GitRepo) wrapErr(err error, creds gitCredentials) error {
-	msg := fmt.Sprintf("git %s (ref %q)", g.ep.display, g.refLabel())
+	err = g.scrub(err, creds)
 	if errors.Is(err, transport.ErrAuthenticationRequired) && creds.method == nil && g.secretName == "" {
 		err = fmt.Errorf("%w (set spec.gitRepo.auth)", err)
 	}
-	return redact.Error(fmt.Errorf("%s: %w", msg, err), slices.Concat(g.ep.urlSecrets, creds.secrets)...)
+	return fmt.Errorf("git %s (ref %q): %w", g.ep.display, g.refLabel(), err)
 }
+
+// scrub makes an error fit to show: one line, every credential of the URL
+// and of creds masked in every encoding a server may echo it in
+// (redact.Scrubber), and the text cut at maxUpstreamErrorBytes.
+func (g *GitRepo) scrub(err error, creds gitCredentials) error {
+	sc := creds.scrub
+	if sc == nil {
+		var sent redact.Credentials
+		sent.AddURL(g.ep.url)
+		sc = sent.Scrubber()
+	}
+	return sc.ErrorExcerpt(oneLineError{err}, maxUpstreamErrorBytes)
+}
+
+// oneLineError is err with its message on one line (OneLine): go-git puts a
+// server's text, line breaks and terminal escapes included, into errors.
+type oneLineError struct{ err error }
+
+func (e oneLineError) Error() string { return OneLine([]byte(e.err.Error())) }
+func (e oneLineError) Unwrap() error { return e.err }
 
 // pinRef is the per-ref reference holding the last commit synced for this spec.
 func (g *GitRepo) pinRef() plumbing.ReferenceName {
@@ -727,7 +754,7 @@ func (s *gitSync) fetchCommit(prefix string) (plumbing.Hash, error) {
 		} else if s.ctx.Err() != nil {
 			return plumbing.ZeroHash, err
 		} else {
-			s.g.log.Info("fetching a commit by hash failed; fetching all branches and tags", "error", redact.Error(err, s.creds.secrets...))
+			s.g.log.Info("fetching a commit by hash failed; fetching all branches and tags", "error", s.g.scrub(err, s.creds))
 		}
 	}
 	if err := s.fetchAll(); err != nil {
@@ -849,7 +876,7 @@ func (s *gitSync) fetch(specs []config.RefSpec, shallow bool) error {
 	if err == nil || s.ctx.Err() != nil || isGitAuthError(err) {
 		return err
 	}
-	s.g.log.Info("shallow fetch failed; fetching full history", "error", redact.Error(err, s.creds.secrets...))
+	s.g.log.Info("shallow fetch failed; fetching full history", "error", s.g.scrub(err, s.creds))
 	return s.fetchDepth(specs, 0)
 }
 

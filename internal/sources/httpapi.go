@@ -3,7 +3,6 @@ package sources
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,9 +69,9 @@ type HTTPAPI struct {
 	getenv      func(string) string
 	secrets     SecretResolver
 	logger      *slog.Logger
-	// urlSecrets are the credentials in the URL's user part (and the Basic
-	// value net/http makes of them), scrubbed from body excerpts.
-	urlSecrets []string
+	// credURL is the URL as sent, for the credentials of its user part
+	// (scrubbed from body excerpts).
+	credURL string
 }
 
 // queryTemplate is literal text with the query inserted between the pieces.
@@ -184,7 +183,7 @@ func newHTTPAPI(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 
 	redirects := compileRedirects(httpAPIFieldPrefix, s.FollowRedirects, h.headers)
 	h.client = redirects.client(env.httpClient())
-	h.urlSecrets = urlCredentials(h.url.render("q")) // parses: compileURL checked it
+	h.credURL = h.url.render("q")
 	return h, nil
 }
 
@@ -194,17 +193,6 @@ func (e Env) httpClient() *http.Client {
 		return e.HTTPClient
 	}
 	return defaultHTTPClient()
-}
-
-// urlCredentials are the credentials in a URL's user part and the Basic
-// value net/http makes of them, to scrub from texts a server may echo.
-func urlCredentials(raw string) []string {
-	out := redact.URLSecrets(raw)
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		pw, _ := u.User.Password()
-		out = append(out, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw)))
-	}
-	return out
 }
 
 // compileURL splits the URL at each {{query}}, choosing the escaping by where
@@ -584,8 +572,7 @@ func (h *HTTPAPI) Fetch(ctx context.Context, query string) ([]Chunk, error) {
 	defer resp.Body.Close()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, errorExcerptBytes))
-		return nil, statusError(resp, h.excerpt(req, excerpt))
+		return nil, statusError(resp, ReadExcerpt(resp.Body, errorExcerptBytes, h.scrubber(req)))
 	}
 	if resp.ContentLength > h.maxSize {
 		return nil, fmt.Errorf("response larger than %s", h.maxSizeText)
@@ -600,7 +587,7 @@ func (h *HTTPAPI) Fetch(ctx context.Context, query string) ([]Chunk, error) {
 	chunks, err := h.chunks(body)
 	var bad *invalidJSONError
 	if errors.As(err, &bad) {
-		return nil, fmt.Errorf("invalid JSON response: %s: %s", bad.err, h.excerpt(req, bad.excerpt))
+		return nil, errors.New(bad.message(h.scrubber(req)))
 	}
 	return chunks, err
 }
@@ -676,43 +663,47 @@ func statusError(resp *http.Response, excerpt string) error {
 	return errors.New(msg)
 }
 
-// minScrubbedValue is the shortest header value scrubbed from excerpts other
-// than a secret's: a shorter one hides no credential, and masking every "1"
-// would garble the text.
-const minScrubbedValue = 4
-
-// excerpt makes the start of an upstream body fit to show every caller: one
-// line, no control characters, and none of the values req sent (an API may
-// echo its request): every spec header value as sent, the credential after
-// a scheme such as "Bearer ", each ${VAR} value and the URL's credentials.
-// b is already cut to a size limit, so a value cut short at its end is
-// removed too.
-func (h *HTTPAPI) excerpt(req *http.Request, b []byte) string {
-	s := OneLine(b)
-	if s == "" {
-		return ""
-	}
-	secrets := slices.Clone(h.urlSecrets)
-	add := func(v string, always bool) {
-		if always || len(v) >= minScrubbedValue {
-			secrets = append(secrets, v)
-		}
-	}
+// scrubber masks what req carried in a server's text, since an API may
+// echo its request: every spec header's value as sent, each ${VAR} value
+// and the URL's credentials (addHeaderCredentials, redact.Credentials).
+func (h *HTTPAPI) scrubber(req *http.Request) *redact.Scrubber {
+	var sent redact.Credentials
+	sent.AddURL(h.credURL)
 	for i := range h.headers {
 		hd := &h.headers[i]
 		v := req.Header.Get(hd.name)
 		if hd.name == "Host" {
 			v = req.Host
 		}
-		add(v, hd.secret != nil)
-		if _, cred, ok := strings.Cut(v, " "); ok {
-			add(strings.TrimSpace(cred), hd.secret != nil)
-		}
-		for _, name := range hd.vars {
-			add(h.getenv(name), false)
-		}
+		addHeaderCredentials(&sent, hd, v, h.getenv)
 	}
-	return redact.TrimPartial(redact.String(s, secrets...), secrets...)
+	return sent.Scrubber()
+}
+
+// addHeaderCredentials records a spec header's value as sent, and each
+// ${VAR} value in it: a secretKeyRef value is a secret (masked at any
+// length), the others are masked from redact.MinValueLen bytes on.
+func addHeaderCredentials(sent *redact.Credentials, hd *httpHeader, v string, getenv func(string) string) {
+	sent.AddHeader(v, hd.secret != nil)
+	for _, name := range hd.vars {
+		sent.AddValue(getenv(name))
+	}
+}
+
+// ReadExcerpt reads the start of a server's text (an error body) and makes
+// it fit to show every caller: one line (OneLine), at most n bytes, and
+// every credential sc knows replaced by *** in whatever encoding the server
+// echoed it. It reads past n, so that an echo starting before n is masked
+// whole, not cut into a piece nothing recognises.
+func ReadExcerpt(r io.Reader, n int, sc *redact.Scrubber) string {
+	// OneLine may shorten the text (white space runs), hence the margin.
+	limit := 4 * (n + sc.Lookahead())
+	b, _ := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	more := len(b) > limit
+	if more {
+		b = b[:limit]
+	}
+	return sc.Excerpt(OneLine(b), n, more)
 }
 
 // OneLine makes a body excerpt fit in one log line: valid UTF-8 (a cut may
@@ -730,14 +721,18 @@ func OneLine(b []byte) string {
 }
 
 // invalidJSONError is a body that does not decode; Fetch makes it a message
-// with a scrubbed excerpt.
+// with a scrubbed excerpt (ReadExcerpt).
 type invalidJSONError struct {
-	err     error
-	excerpt []byte
+	err  error
+	body []byte
 }
 
-func (e *invalidJSONError) Error() string {
-	return fmt.Sprintf("invalid JSON response: %v: %s", e.err, OneLine(e.excerpt))
+// Error masks URL user parts only: Fetch, which knows what the request
+// carried, makes the message shown.
+func (e *invalidJSONError) Error() string { return e.message(nil) }
+
+func (e *invalidJSONError) message(sc *redact.Scrubber) string {
+	return fmt.Sprintf("invalid JSON response: %v: %s", e.err, ReadExcerpt(bytes.NewReader(e.body), invalidJSONExcerpt, sc))
 }
 
 // chunks decodes the response and turns each result into a chunk.
@@ -755,10 +750,7 @@ func (h *HTTPAPI) chunks(body []byte) ([]Chunk, error) {
 		if len(bytes.TrimSpace(body)) == 0 {
 			return nil, errors.New("invalid JSON response: the body is empty")
 		}
-		if len(body) > invalidJSONExcerpt {
-			body = body[:invalidJSONExcerpt]
-		}
-		return nil, &invalidJSONError{err: err, excerpt: body}
+		return nil, &invalidJSONError{err: err, body: body}
 	}
 
 	v, found := h.respPath.lookup(doc)

@@ -57,8 +57,6 @@ type MCP struct {
 	secrets   SecretResolver
 	log       *slog.Logger
 	client    *http.Client
-	// urlSecrets are the URL's credentials, scrubbed from errors.
-	urlSecrets []string
 
 	changed   chan struct{}
 	listening atomic.Bool
@@ -71,9 +69,11 @@ type MCP struct {
 	// at MaxMCPResponseBytes.
 	lastStatus atomic.Value // string
 	oversize   atomic.Bool
-	// sent are the header values sent (for scrubbing server texts that echo them).
+	// sent are the credentials of the last request to the URL's host: its
+	// user part and the spec headers as sent, for scrubbing server texts
+	// that echo them. Each request replaces it whole; it is never appended to.
 	sentMu sync.Mutex
-	sent   []string
+	sent   redact.Credentials
 
 	mu        sync.RWMutex
 	tools     []v1alpha1.Tool
@@ -121,7 +121,7 @@ func newMCP(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	}
 	m.target = redact.URL(u.Scheme + "://" + u.Host + u.EscapedPath())
 	m.origin = hostPort(u)
-	m.urlSecrets = urlCredentials(s.URL)
+	m.sent.AddURL(s.URL)
 	if m.headers, _, err = compileHeaders(mcpFieldPrefix, s.Headers); err != nil {
 		return nil, err
 	}
@@ -430,9 +430,11 @@ func (m *MCP) requestError(ctx, rctx context.Context, step string, err error) er
 		msg = err.Error()
 	}
 	m.sentMu.Lock()
-	secrets := append(slices.Clone(m.urlSecrets), m.sent...)
+	sent := m.sent
 	m.sentMu.Unlock()
-	return fmt.Errorf("MCP %s: %s: %s", m.target, step, redact.String(msg, secrets...))
+	// The SDK's message may carry a server's text of any length (a
+	// JSON-RPC error's message).
+	return fmt.Errorf("MCP %s: %s: %s", m.target, step, sent.Scrubber().Excerpt(msg, maxUpstreamErrorBytes, false))
 }
 
 // mcpTransport sets the spec headers on requests to the URL's host (a
@@ -452,14 +454,15 @@ func (t *mcpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set("User-Agent", httpAPIUserAgent)
 	}
 	if hostPort(req.URL) == m.origin {
-		var sent []string
+		var sent redact.Credentials
+		sent.AddURL(m.url)
 		for i := range m.headers {
 			hd := &m.headers[i]
 			v, err := hd.value(m.getenv, m.secrets)
 			if err != nil {
 				return nil, err
 			}
-			sent = append(sent, headerSecrets(hd, v, m.getenv)...)
+			addHeaderCredentials(&sent, hd, v, m.getenv)
 			if hd.name == "Host" {
 				req.Host = v
 				continue
@@ -502,26 +505,6 @@ func (t *mcpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &limitedBody{rc: resp.Body, over: &m.oversize}
 	return resp, nil
-}
-
-// headerSecrets are the forms of a header value to scrub from a server's
-// texts: the value and the credential after a scheme ("Bearer <token>") if
-// it is long enough to hide something, and each ${VAR} value.
-func headerSecrets(hd *httpHeader, v string, getenv func(string) string) []string {
-	var out []string
-	add := func(s string) {
-		if hd.secret != nil || len(s) >= minScrubbedValue {
-			out = append(out, s)
-		}
-	}
-	add(v)
-	if _, cred, ok := strings.Cut(v, " "); ok {
-		add(strings.TrimSpace(cred))
-	}
-	for _, name := range hd.vars {
-		add(getenv(name))
-	}
-	return out
 }
 
 // limitedBody fails a read past MaxMCPResponseBytes and records that it did.
