@@ -63,11 +63,12 @@ type ToolsSource struct {
 // Tool is one entry of a tool catalog. Its id is "<namespace>.<name>", or
 // the name when the namespace is empty; ids are unique within a source.
 type Tool struct {
-	// Name of the tool, as the agent calls it: the characters MCP allows.
+	// Name of the tool, as the agent calls it: dotted words of the
+	// characters MCP allows, with at least one letter or digit.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9_-]+\.)*[_-]*[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$`
 	Name string `json:"name"`
 
 	// Namespace groups tools: dotted words such as billing.invoices.

@@ -75,8 +75,9 @@ var (
 	// decimalPattern is a non-negative decimal (spec.tools.minScore).
 	decimalPattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 	// toolNamePattern and toolNamespacePattern are the markers' patterns of
-	// a tool's name (the characters MCP allows) and namespace (dotted words).
-	toolNamePattern      = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	// a tool's name (dotted words of the characters MCP allows, with a letter
+	// or digit: toolNameRule) and namespace (dotted words).
+	toolNamePattern      = regexp.MustCompile(`^([A-Za-z0-9_-]+\.)*[_-]*[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$`)
 	toolNamespacePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 	// gitSchemes are the URL schemes go-git can fetch from.
 	gitSchemes = []string{"http", "https", "ssh", "file"}

@@ -494,6 +494,31 @@ func TestRouterNameIsDNS1035Label(t *testing.T) {
 	}
 }
 
+// TestToolNames holds tool names to one rule: dotted words of the
+// characters MCP allows, with a letter or digit. A name with an empty word
+// ("." gives the id "billing..") escapes globs such as "billing.*".
+func TestToolNames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"create_invoice", true}, {"issues.list", true}, {"a", true}, {"_a-", true}, {"v2", true}, {"x-1.y_2.z", true}, {"-.a", true},
+		{".", false}, {"..", false}, {"-", false}, {"_", false}, {"_.-", false}, {"a..b", false}, {".a", false}, {"a.", false},
+		{"re fund", false}, {"a/b", false}, {"é", false}, {"a*", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tool := Tool{Name: c.name, Description: "d", SideEffects: SideEffectsRead}
+			errs := ValidateTool(field.NewPath("t"), &tool)
+			if c.ok != (len(errs) == 0) {
+				t.Fatalf("errors %v; want accepted %v", errs, c.ok)
+			}
+			if !c.ok && (errs[0].Field != "t.name" || !strings.Contains(errs[0].Detail, "dotted words")) {
+				t.Errorf("error %v, want one naming t.name and the rule", errs[0])
+			}
+		})
+	}
+}
+
 func TestToolFieldsValidate(t *testing.T) {
 	catalog := func() *ContextSource {
 		s := &ContextSource{ObjectMeta: meta("billing-tools"), Spec: ContextSourceSpec{Type: SourceTools, Tools: &ToolsSource{

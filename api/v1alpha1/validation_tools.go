@@ -27,6 +27,10 @@ const (
 	// MaxInputSchemaBytes bounds a tool's inputSchema (no marker: a
 	// schemaless field has no size in the CRD schema).
 	MaxInputSchemaBytes = 64 << 10
+	// MaxInputSchemaDepth bounds how deep a tool's inputSchema nests
+	// objects and arrays (checked with the schema: internal/sources), so
+	// that reading one stays cheap.
+	MaxInputSchemaDepth = 64
 	maxMCPURLLength     = 2048
 	maxMCPHeaders       = 32
 	maxToolsTopK        = 100
@@ -81,6 +85,13 @@ func ValidateCatalog(p *field.Path, tools []Tool) field.ErrorList {
 	return allErrs
 }
 
+// toolNameRule says what toolNamePattern asks of a tool's name: the
+// characters MCP allows, as dotted words, because a tool's id
+// (namespace.name) is read word by word by the globs of permissions and
+// routes; an empty word (".", "a..b") would make an id those globs cannot
+// name.
+const toolNameRule = "must be dotted words of letters, digits, '_' and '-' with at least one letter or digit, such as create_invoice or issues.list"
+
 // ValidateTool checks one defaulted tool.
 func ValidateTool(p *field.Path, t *Tool) field.ErrorList {
 	var allErrs field.ErrorList
@@ -90,7 +101,7 @@ func ValidateTool(p *field.Path, t *Tool) field.ErrorList {
 	case n > maxToolName:
 		allErrs = append(allErrs, field.TooLongCharacters(p.Child("name"), t.Name, maxToolName))
 	case !toolNamePattern.MatchString(t.Name):
-		allErrs = append(allErrs, field.Invalid(p.Child("name"), t.Name, "must consist of letters, digits, '_', '-' and '.'"))
+		allErrs = append(allErrs, field.Invalid(p.Child("name"), t.Name, toolNameRule))
 	}
 	switch {
 	case utf8.RuneCountInString(t.Namespace) > maxToolNamespace:

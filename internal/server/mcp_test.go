@@ -283,7 +283,8 @@ func TestServeSyncsMCPSources(t *testing.T) {
 	// counted and logged, and the catalog stays.
 	close(broken)
 	addTool("close_issue") // notifies over the open stream
-	eventually(t, 10*time.Second, "a counted failure", func() bool {
+	// The listing comes sources.MCPMinRelist after the previous one.
+	eventually(t, sources.MCPMinRelist+20*time.Second, "a counted failure", func() bool {
 		n, _ := ts.metric("contextrouter_mcp_sync_failures_total", "source", "gh")
 		return n >= 1
 	})

@@ -375,7 +375,7 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 			return false, err
 		}
 	}
-	open := s.pool.begin(cfg, opts.Open, s.metrics)
+	open := s.pool.begin(cfg, opts.Open, s.metrics, s.state.Load() != nil)
 	opts.Open = open.open
 	snap, err := engine.Compile(ctx, cfg, opts)
 	if err != nil {

@@ -43,14 +43,23 @@ type opening struct {
 	next   map[string]*pooled
 	opened []string // git sources built anew, for their first-sync result
 	fresh  map[string]sources.Source
+	// background leaves the listings of MCP sources built anew to their
+	// sync loops (sources.Env.ListInBackground).
+	background bool
 }
 
-// begin starts a compile of cfg; base is the caller's Open (nil = sources.New).
-func (p *sourcePool) begin(cfg *engine.Config, base func(*v1alpha1.ContextSource, sources.Env) (sources.Source, error), m *metrics) *opening {
+// begin starts a compile of cfg; base is the caller's Open (nil =
+// sources.New). serving says whether a configuration serves already: then
+// the compile waits for no MCP listing. A reload of anything (a permission
+// revoked) must not wait behind a slow server; the new source serves no
+// tools until its sync loop's first listing rebuilds the configuration.
+// The first configuration still lists before it serves, so that a router
+// is ready with its tools (the listing's deadline bounds the wait).
+func (p *sourcePool) begin(cfg *engine.Config, base func(*v1alpha1.ContextSource, sources.Env) (sources.Source, error), m *metrics, serving bool) *opening {
 	if base == nil {
 		base = sources.New
 	}
-	return &opening{pool: p, cfg: cfg, base: base, m: m, next: map[string]*pooled{}, fresh: map[string]sources.Source{}}
+	return &opening{pool: p, cfg: cfg, base: base, m: m, next: map[string]*pooled{}, fresh: map[string]sources.Source{}, background: serving}
 }
 
 // open is the engine.Options.Open of the compile.
@@ -63,6 +72,7 @@ func (o *opening) open(spec *v1alpha1.ContextSource, env sources.Env) (sources.S
 		return p.src, nil
 	}
 	o.mu.Unlock()
+	env.ListInBackground = o.background
 	src, err := o.base(spec, env)
 	if err != nil {
 		return src, err
@@ -225,9 +235,11 @@ func closeSource(src any) {
 // syncLoop syncs a source every interval (the first sync happened when the
 // snapshot was built) and asks for a rebuild when its content changed. A
 // rebuild never blocks queries: they keep using the serving snapshot. A
-// Notifier (MCP) also syncs when it signals a change upstream, and once at
-// the start: its first sync, made while nothing listened, did not keep the
-// session that notifications arrive on.
+// Notifier (MCP) also syncs when it signals a change upstream (the source
+// debounces its notifications), and once at the start: its first sync,
+// made while nothing listened, did not keep the session that notifications
+// arrive on, and a source built while a configuration served has not
+// listed at all (sourcePool.begin).
 func (s *Server) syncLoop(ctx context.Context, name string, kind syncKind, sy sources.Syncer, every time.Duration) {
 	failures := kind.failures.WithLabelValues(name)
 	first := every

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -22,11 +21,13 @@ import (
 )
 
 // MaxCatalogTools bounds the tools of one source (catalog files, an MCP
-// listing); MaxInputSchemaBytes a tool's input schema. The API package
-// holds the rules of a catalog entry, for inline catalogs and files alike.
+// listing); MaxInputSchemaBytes and MaxInputSchemaDepth a tool's input
+// schema. The API package holds the rules of a catalog entry, for inline
+// catalogs and files alike.
 const (
 	MaxCatalogTools     = v1alpha1.MaxCatalogTools
 	MaxInputSchemaBytes = v1alpha1.MaxInputSchemaBytes
+	MaxInputSchemaDepth = v1alpha1.MaxInputSchemaDepth
 )
 
 // ToolProblem is what is wrong with entry Index of a catalog; Field is
@@ -57,7 +58,12 @@ func CheckTools(tools []v1alpha1.Tool, all bool, where func(i int) string) []Too
 		}
 		if t.InputSchema != nil {
 			if err := CheckInputSchema(t.InputSchema.Raw); err != nil {
-				add("inputSchema", err.Error())
+				at := inputSchemaPath.String()
+				var se *schemaError
+				if errors.As(err, &se) {
+					at = se.field
+				}
+				add(at, err.Error())
 			}
 		}
 		id := t.ID()
@@ -71,14 +77,25 @@ func CheckTools(tools []v1alpha1.Tool, all bool, where func(i int) string) []Too
 }
 
 // CheckInputSchema reports why raw is not a tool's input schema: at most
-// MaxInputSchemaBytes of JSON, a JSON Schema that resolves (draft 2020-12,
-// or the draft its $schema names; no remote references), of type object.
+// MaxInputSchemaBytes of JSON nested at most MaxInputSchemaDepth levels, a
+// JSON Schema that resolves (draft 2020-12, or the draft its $schema names;
+// no remote references), of type object. Its time is linear in the size:
+// the bounds are checked first, in one pass, and decodeSchema reads the
+// schema in one more. A problem at a place inside is a *schemaError, whose
+// field names the place.
 func CheckInputSchema(raw []byte) error {
 	if len(raw) > MaxInputSchemaBytes {
 		return fmt.Errorf("%d bytes; at most %d", len(raw), MaxInputSchemaBytes)
 	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if jsonTooDeep(raw, MaxInputSchemaDepth) {
+		return fmt.Errorf("nested more than %d levels deep (objects and arrays); a nested part can move under $defs, referenced with $ref", MaxInputSchemaDepth)
+	}
+	s, err := decodeSchema(raw)
+	var se *schemaError
+	switch {
+	case errors.As(err, &se):
+		return err
+	case err != nil:
 		return fmt.Errorf("not a JSON Schema: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if s.Type != "object" && !slices.Equal(s.Types, []string{"object"}) {

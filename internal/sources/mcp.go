@@ -35,6 +35,17 @@ const (
 	// maxToolDescription is api.md §10.1's limit, to which a longer MCP
 	// description is cut (the rest of the rules: v1alpha1.ValidateTool).
 	maxToolDescription = 4096
+	// MCPListingDeadline bounds a whole listing, initialize and every page:
+	// spec.mcp.timeout bounds each request, and without one deadline a
+	// server paging slowly could hold a sync for maxTools × timeout. A
+	// listing gets at least twice the timeout (initialize and one page).
+	MCPListingDeadline = time.Minute
+	// A notifications/tools/list_changed lists after MCPNotifyQuiet (the
+	// notifications of one change arrive together), and such listings are
+	// at least MCPMinRelist apart: a server that keeps notifying costs one
+	// listing per MCPMinRelist, not one per notification.
+	MCPNotifyQuiet = time.Second
+	MCPMinRelist   = 10 * time.Second
 )
 
 // MCP is a ToolSource that imports the tools of an MCP server (streamable
@@ -58,8 +69,19 @@ type MCP struct {
 	log       *slog.Logger
 	client    *http.Client
 
+	// deadline bounds a whole listing (MCPListingDeadline).
+	deadline time.Duration
+	// background: listings are the sync loop's only (Env.ListInBackground).
+	background bool
+
 	changed   chan struct{}
 	listening atomic.Bool
+	// The debounce of list_changed: quiet and minRelist (MCPNotifyQuiet,
+	// MCPMinRelist), whether a signal is scheduled, and when the last went.
+	quiet, minRelist time.Duration
+	notifyMu         sync.Mutex
+	notifyPending    bool
+	lastSignal       time.Time
 
 	// syncMu serialises syncs and guards session and the per-sync state below.
 	syncMu  sync.Mutex
@@ -69,6 +91,9 @@ type MCP struct {
 	// at MaxMCPResponseBytes.
 	lastStatus atomic.Value // string
 	oversize   atomic.Bool
+	// listed is the last small message of the answer to the last
+	// tools/list request (listAnswer).
+	listed atomic.Pointer[keptAnswer]
 	// sent are the credentials of the last request to the URL's host: its
 	// user part and the spec headers as sent, for scrubbing server texts
 	// that echo them. Each request replaces it whole; it is never appended to.
@@ -98,16 +123,19 @@ func newMCP(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		return nil, fmt.Errorf("%s: interval, timeout and maxTools must be set", mcpFieldPrefix)
 	}
 	m := &MCP{
-		name:      spec.Name,
-		url:       s.URL,
-		namespace: s.Namespace,
-		interval:  s.Interval.Duration,
-		timeout:   s.Timeout.Duration,
-		maxTools:  int(s.MaxTools),
-		getenv:    env.Getenv,
-		secrets:   env.Secrets,
-		log:       env.Logger,
-		changed:   make(chan struct{}, 1),
+		name:       spec.Name,
+		url:        s.URL,
+		namespace:  s.Namespace,
+		interval:   s.Interval.Duration,
+		timeout:    s.Timeout.Duration,
+		maxTools:   int(s.MaxTools),
+		getenv:     env.Getenv,
+		secrets:    env.Secrets,
+		log:        env.Logger,
+		background: env.ListInBackground,
+		changed:    make(chan struct{}, 1),
+		quiet:      MCPNotifyQuiet,
+		minRelist:  MCPMinRelist,
 	}
 	if m.getenv == nil { // New's defaults set Secrets and Logger
 		m.getenv = os.Getenv
@@ -115,6 +143,7 @@ func newMCP(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	if m.timeout <= 0 {
 		return nil, fmt.Errorf("%s.timeout: %s is not positive", mcpFieldPrefix, m.timeout)
 	}
+	m.deadline = max(MCPListingDeadline, 2*m.timeout)
 	u, err := checkMCPURL(s.URL)
 	if err != nil {
 		return nil, fmt.Errorf("%s.url: %w", mcpFieldPrefix, err)
@@ -177,12 +206,13 @@ func (m *MCP) Close() error {
 
 // LoadTools implements ToolSource: the last good listing, with a
 // *StaleError when the last sync failed; an error alone when no listing
-// ever succeeded. Only the first call does I/O (the first sync).
+// ever succeeded. Only the first call does I/O (the first sync), and not
+// even that one when listings are left to the sync loop.
 func (m *MCP) LoadTools(ctx context.Context) ([]v1alpha1.Tool, error) {
 	m.mu.RLock()
 	tried := m.attempted
 	m.mu.RUnlock()
-	if !tried {
+	if !tried && !m.background {
 		m.syncMu.Lock()
 		m.mu.RLock()
 		tried = m.attempted
@@ -239,10 +269,16 @@ func equalCatalogs(a, b []v1alpha1.Tool) bool {
 	return string(x) == string(y)
 }
 
-// list lists the tools, on the open session if there is one. A session that
-// broke since (the server restarted, the stream ended) gets one retry on a
-// new session, unless the failure was running out of time.
+// errListingDeadline is the cause of a listing cut at its deadline.
+var errListingDeadline = errors.New("MCP listing deadline")
+
+// list lists the tools, on the open session if there is one, within the
+// listing's deadline. A session that broke since (the server restarted, the
+// stream ended) gets one retry on a new session, unless the failure was
+// running out of time.
 func (m *MCP) list(ctx context.Context) ([]v1alpha1.Tool, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, m.deadline, errListingDeadline)
+	defer cancel()
 	reused := m.session != nil
 	tools, err := m.listOnce(ctx)
 	var te *timeoutError
@@ -282,13 +318,8 @@ func (m *MCP) closeSessionLocked() {
 func (m *MCP) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "contextrouter", Version: "v1alpha1"}, &mcp.ClientOptions{
 		// No roots, sampling or elicitation: the router only lists tools.
-		Capabilities: &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			select {
-			case m.changed <- struct{}{}:
-			default: // one pending signal is enough
-			}
-		},
+		Capabilities:           &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { m.listChanged() },
 	})
 	tr := &mcp.StreamableClientTransport{Endpoint: m.url, HTTPClient: m.client, MaxEventSize: MaxMCPResponseBytes}
 	cctx, cancel := context.WithTimeout(ctx, m.timeout)
@@ -300,14 +331,38 @@ func (m *MCP) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	return cs, nil
 }
 
-// listTools follows nextCursor, each page under the timeout, and checks the
-// listing as a whole: at most maxTools tools, unique ids.
+// listChanged schedules a signal on Changed for a list_changed
+// notification: MCPNotifyQuiet after it, and at least MCPMinRelist after
+// the previous signal. Notifications until the signal goes join it.
+func (m *MCP) listChanged() {
+	m.notifyMu.Lock()
+	defer m.notifyMu.Unlock()
+	if m.notifyPending {
+		return
+	}
+	m.notifyPending = true
+	wait := max(m.quiet, time.Until(m.lastSignal.Add(m.minRelist)))
+	time.AfterFunc(wait, func() {
+		m.notifyMu.Lock()
+		m.notifyPending, m.lastSignal = false, time.Now()
+		m.notifyMu.Unlock()
+		select {
+		case m.changed <- struct{}{}:
+		default: // one pending signal is enough
+		}
+	})
+}
+
+// listTools follows nextCursor, each page under the timeout and all of them
+// under the listing's deadline (ctx), and checks the listing as a whole: at
+// most maxTools tools, unique ids.
 func (m *MCP) listTools(ctx context.Context, cs *mcp.ClientSession) ([]v1alpha1.Tool, error) {
 	var out []v1alpha1.Tool
 	cursors := map[string]bool{}
 	params := &mcp.ListToolsParams{}
 	for {
 		pctx, cancel := context.WithTimeout(ctx, m.timeout)
+		m.listed.Store(nil)
 		res, err := cs.ListTools(pctx, params)
 		if err != nil {
 			err = m.requestError(ctx, pctx, "tools/list", err)
@@ -315,6 +370,12 @@ func (m *MCP) listTools(ctx context.Context, cs *mcp.ClientSession) ([]v1alpha1.
 		cancel()
 		if err != nil {
 			return nil, err
+		}
+		if len(res.Tools) == 0 {
+			if why := emptyListProblem(m.listed.Load()); why != "" {
+				// "tools" is required; the SDK would read no tools.
+				return nil, fmt.Errorf("MCP %s: tools/list: invalid answer: no list of tools (%s)", m.target, why)
+			}
 		}
 		if len(out)+len(res.Tools) > m.maxTools {
 			return nil, fmt.Errorf("MCP %s: tools/list: more than %d tools (%s.maxTools); the listing is refused", m.target, m.maxTools, mcpFieldPrefix)
@@ -325,6 +386,10 @@ func (m *MCP) listTools(ctx context.Context, cs *mcp.ClientSession) ([]v1alpha1.
 				return nil, fmt.Errorf("MCP %s: tools/list: %w", m.target, err)
 			}
 			out = append(out, tool)
+		}
+		if context.Cause(ctx) == errListingDeadline {
+			// Checking the page's tools took the rest of the time.
+			return nil, m.deadlineError("tools/list")
 		}
 		next := res.NextCursor
 		if next == "" {
@@ -413,6 +478,8 @@ func (m *MCP) requestError(ctx, rctx context.Context, step string, err error) er
 	switch status, _ := m.lastStatus.Load().(string); {
 	case m.oversize.Load():
 		msg = "response larger than " + mcpResponseLimitText
+	case context.Cause(rctx) == errListingDeadline:
+		return m.deadlineError(step)
 	case errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
 		return fmt.Errorf("MCP %s: %s: %w", m.target, step, &timeoutError{after: m.timeout})
 	case status != "":
@@ -435,6 +502,12 @@ func (m *MCP) requestError(ctx, rctx context.Context, step string, err error) er
 	// The SDK's message may carry a server's text of any length (a
 	// JSON-RPC error's message).
 	return fmt.Errorf("MCP %s: %s: %s", m.target, step, sent.Scrubber().Excerpt(msg, maxUpstreamErrorBytes, false))
+}
+
+// deadlineError is the error of a listing cut at its deadline; being a
+// timeout, it gets no retry.
+func (m *MCP) deadlineError(step string) error {
+	return fmt.Errorf("MCP %s: %s: %w for the whole listing (initialize and every page)", m.target, step, &timeoutError{after: m.deadline})
 }
 
 // mcpTransport sets the spec headers on requests to the URL's host (a
@@ -504,6 +577,9 @@ func (t *mcpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errMCPTooLarge
 	}
 	resp.Body = &limitedBody{rc: resp.Body, over: &m.oversize}
+	if id := listRequestID(req); id != "" && resp.StatusCode < 300 {
+		resp.Body = newListAnswer(resp, id, &m.listed)
+	}
 	return resp, nil
 }
 

@@ -1,15 +1,19 @@
 package sources
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,8 +40,12 @@ type mcpTestServer struct {
 	stop chan struct{} // closed at the end of the test: slow answers end
 
 	mu      sync.Mutex
-	mode    string // "" serves; "slow", "malformed", "unauthorized" break
+	mode    string // "" serves; "slow", "malformed", "unauthorized", "null result", "no tools" break
 	headers []http.Header
+	// onList, when set, runs before a tools/list request is answered.
+	onList func()
+	// lists counts the tools/list requests.
+	lists atomic.Int32
 }
 
 func newMCPTestServer(t *testing.T, pageSize int, tools ...*mcp.Tool) *mcpTestServer {
@@ -54,6 +62,35 @@ func newMCPTestServer(t *testing.T, pageSize int, tools ...*mcp.Tool) *mcpTestSe
 		s.mu.Unlock()
 		// A broken server echoes what it was sent, as some do in errors.
 		echo := r.Header.Get("X-Api-Key") + " " + r.Header.Get("Authorization")
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/list" {
+				s.lists.Add(1)
+				s.mu.Lock()
+				hook := s.onList
+				s.mu.Unlock()
+				if hook != nil {
+					hook()
+				}
+				// Answers the SDK reads as a list, though they are not one (or
+				// not the whole one): a stream's event, or a JSON body.
+				switch mode {
+				case "null result":
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\": \"2.0\", \"id\": %s, \"result\": null}\n\n", msg.ID)
+					return
+				case "no tools":
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"jsonrpc": "2.0", "id": %s, "result": {"nextCursor": ""}}`, msg.ID)
+					return
+				}
+			}
+		}
 		switch mode {
 		case "slow":
 			select {
@@ -88,6 +125,13 @@ func (s *mcpTestServer) add(tool *mcp.Tool) {
 func (s *mcpTestServer) setMode(mode string) {
 	s.mu.Lock()
 	s.mode = mode
+	s.mu.Unlock()
+}
+
+// setOnList sets the hook run before each tools/list answer.
+func (s *mcpTestServer) setOnList(f func()) {
+	s.mu.Lock()
+	s.onList = f
 	s.mu.Unlock()
 }
 
@@ -229,6 +273,10 @@ func TestMCPListsEveryPage(t *testing.T) {
 			t.Errorf("request %d: X-Api-Key %q, Authorization %q", i, h.Get("X-Api-Key"), h.Get("Authorization"))
 		}
 	}
+	// The transport kept the SDK server's last answer, read from its stream.
+	if k := m.listed.Load(); k == nil || !bytes.Contains(k.msg, []byte(`"tools":[`)) || emptyListProblem(k) != "" {
+		t.Errorf("kept answer %+v, want the last page's", k)
+	}
 	// LoadTools does no I/O once listed.
 	before := len(srv.seen())
 	if _, err := m.LoadTools(context.Background()); err != nil || len(srv.seen()) != before {
@@ -285,13 +333,28 @@ func TestMCPFailuresKeepTheLastGoodCatalog(t *testing.T) {
 				s.add(&mcp.Tool{Name: fmt.Sprintf("more_%d", i), Description: "More."})
 			}
 		}, "more than 4 tools (spec.mcp.maxTools); the listing is refused"},
-		{"invalid name", func(s *mcpTestServer) { s.add(&mcp.Tool{Name: "bad name!", Description: "Spaces."}) }, `tool "bad name!": name: Invalid value: "bad name!": must consist of letters`},
+		{"invalid name", func(s *mcpTestServer) { s.add(&mcp.Tool{Name: "bad name!", Description: "Spaces."}) }, `tool "bad name!": name: Invalid value: "bad name!": must be dotted words`},
+		{"a name of dots only", func(s *mcpTestServer) { s.add(&mcp.Tool{Name: ".", Description: "Dots."}) }, `tool ".": name: Invalid value: ".": must be dotted words of letters, digits, '_' and '-' with at least one letter or digit`},
+		{"a schema nested too deep", func(s *mcpTestServer) {
+			var schema map[string]any
+			if err := json.Unmarshal(nestedSchema(490, `{"type":"object"}`), &schema); err != nil {
+				panic(err)
+			}
+			s.add(&mcp.Tool{Name: "deep", Description: "Deep.", InputSchema: schema})
+		}, `tools/list: tool "deep": inputSchema: nested more than 64 levels deep`},
+		{"null result", func(s *mcpTestServer) { s.setMode("null result") }, `tools/list: invalid answer: no list of tools (the result is null)`},
+		{"result without tools", func(s *mcpTestServer) { s.setMode("no tools") }, `tools/list: invalid answer: no list of tools (the result has no "tools")`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newMCPTestServer(t, 2,
 				&mcp.Tool{Name: "a", Description: "First."}, &mcp.Tool{Name: "b", Description: "Second."})
 			m := newMCPSource(t, withUserinfo(srv.URL)+"/mcp?sig="+mcpSecretKey, func(s *v1alpha1.MCPSource) {
-				s.Timeout = &metav1.Duration{Duration: 300 * time.Millisecond}
+				// Short for the slow server; the others get time to answer
+				// (a 4 MiB page on a loaded machine can take 300ms).
+				s.Timeout = &metav1.Duration{Duration: 30 * time.Second}
+				if c.name == "slow" {
+					s.Timeout.Duration = 300 * time.Millisecond
+				}
 				s.MaxTools = 4
 			})
 			good, err := m.LoadTools(context.Background())
@@ -409,5 +472,165 @@ func TestMCPSpecErrors(t *testing.T) {
 		MCP: &v1alpha1.MCPSource{URL: "http://h/mcp", Headers: []v1alpha1.HTTPHeader{{Name: "A", Value: ptrTo("${1X}")}}}}}
 	if _, err := New(bad, Env{}); err == nil || !strings.Contains(err.Error(), "spec.mcp.headers[0].value: ${1X} is not a valid variable reference") {
 		t.Errorf("New with a bad header: %v", err)
+	}
+}
+
+// TestMCPListingDeadline: a server that answers every page within the
+// timeout but pages on past the listing's deadline fails the listing
+// (before, it held the sync for pages × timeout), and the last good
+// catalog keeps serving.
+func TestMCPListingDeadline(t *testing.T) {
+	var tools []*mcp.Tool
+	for i := range 12 {
+		tools = append(tools, &mcp.Tool{Name: fmt.Sprintf("t%02d", i), Description: "A tool."})
+	}
+	srv := newMCPTestServer(t, 2, tools...) // 6 pages
+	m := newMCPSource(t, srv.URL, func(s *v1alpha1.MCPSource) { s.Timeout = &metav1.Duration{Duration: 5 * time.Second} })
+	if m.deadline != MCPListingDeadline {
+		t.Fatalf("deadline %s, want %s", m.deadline, MCPListingDeadline)
+	}
+	if got, err := m.LoadTools(context.Background()); err != nil || len(got) != 12 {
+		t.Fatalf("first listing: %v, %v", toolIDs(got), err)
+	}
+	// Each page now waits for the test: the listing's deadline passes
+	// during the third page, long before any page's timeout.
+	m.deadline = 300 * time.Millisecond
+	pages := make(chan struct{})
+	var served atomic.Int32
+	srv.setOnList(func() {
+		if served.Add(1) > 2 {
+			<-pages
+		}
+	})
+	defer close(pages)
+	changed, err := m.Sync(context.Background())
+	if err == nil || !changed {
+		t.Fatalf("Sync past the deadline: changed %v, err %v", changed, err)
+	}
+	if want := "tools/list: timeout after 300ms for the whole listing (initialize and every page)"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if got, err := m.LoadTools(context.Background()); len(got) != 12 || !errors.As(err, new(*StaleError)) {
+		t.Errorf("after the failure: %d tools, %v; want the last good 12 and a *StaleError", len(got), err)
+	}
+	// The spec's timeout raises the deadline: at least two requests' worth.
+	long := newMCPSource(t, srv.URL, func(s *v1alpha1.MCPSource) { s.Timeout = &metav1.Duration{Duration: 45 * time.Second} })
+	if long.deadline != 90*time.Second {
+		t.Errorf("deadline with a 45s timeout: %s, want 1m30s", long.deadline)
+	}
+}
+
+// TestMCPListsInBackground: with Env.ListInBackground, LoadTools never
+// asks the server; the sync (serve's loop) lists.
+func TestMCPListsInBackground(t *testing.T) {
+	srv := newMCPTestServer(t, 0, &mcp.Tool{Name: "a", Description: "First."})
+	listing := make(chan struct{})
+	srv.setOnList(func() { <-listing })
+	spec := &v1alpha1.ContextSource{ObjectMeta: metav1.ObjectMeta{Name: "gh"},
+		Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceMCP, MCP: &v1alpha1.MCPSource{URL: srv.URL}}}
+	spec.Default()
+	src, err := New(spec, Env{ListInBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := src.(*MCP)
+	t.Cleanup(func() { _ = m.Close() })
+	got, err := m.LoadTools(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "not listed yet") || got != nil {
+		t.Fatalf("LoadTools before a listing: %v, %v; want no tools and \"not listed yet\"", got, err)
+	}
+	if n := len(srv.seen()); n != 0 {
+		t.Fatalf("LoadTools sent %d requests", n)
+	}
+	synced := make(chan error, 1)
+	go func() { _, err := m.Sync(context.Background()); synced <- err }()
+	// While the listing waits on the server, LoadTools answers at once.
+	eventually(t, func() bool { return srv.lists.Load() == 1 })
+	if _, err := m.LoadTools(context.Background()); err == nil || !strings.Contains(err.Error(), "not listed yet") {
+		t.Fatalf("LoadTools during the listing: %v", err)
+	}
+	close(listing)
+	if err := <-synced; err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if got, err := m.LoadTools(context.Background()); err != nil || len(got) != 1 {
+		t.Fatalf("LoadTools after the listing: %v, %v", toolIDs(got), err)
+	}
+}
+
+// TestMCPDebouncesListChanged: a burst of notifications/tools/list_changed
+// (20 tools added 30 ms apart, each notified) signals Changed once, after
+// MCPNotifyQuiet: a loop that lists on each signal, as serve's does, lists
+// once for the burst, not once per notification.
+func TestMCPDebouncesListChanged(t *testing.T) {
+	srv := newMCPTestServer(t, 0, &mcp.Tool{Name: "first", Description: "First."})
+	m := newMCPSource(t, srv.URL, func(s *v1alpha1.MCPSource) { s.Interval = &metav1.Duration{Duration: time.Hour} })
+	changed := m.Changed()
+	if _, err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.lists.Load()
+	var listings atomic.Int32
+	var last atomic.Int32 // tools in the latest listing
+	ctx, cancel := context.WithCancel(context.Background())
+	loop := make(chan struct{})
+	go func() {
+		defer close(loop)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			if _, err := m.Sync(ctx); err == nil {
+				listings.Add(1)
+				got, _ := m.LoadTools(ctx)
+				last.Store(int32(len(got)))
+			}
+		}
+	}()
+	defer func() { cancel(); <-loop }()
+	for i := range 20 {
+		srv.add(&mcp.Tool{Name: fmt.Sprintf("burst_%02d", i), Description: "Added."})
+		time.Sleep(30 * time.Millisecond) // past the SDK server's own 10 ms batching
+	}
+	eventually(t, func() bool { return last.Load() == 21 })
+	if n := listings.Load(); n > 2 {
+		t.Errorf("%d listings for one burst of notifications; want at most 2", n)
+	}
+	if n := srv.lists.Load() - before; n > 2 {
+		t.Errorf("the server was asked tools/list %d times for one burst; want at most 2", n)
+	}
+}
+
+// TestMCPNotifyMinInterval: signals for list_changed are at least
+// minRelist apart, however soon the next notification comes.
+func TestMCPNotifyMinInterval(t *testing.T) {
+	m := newMCPSource(t, "http://127.0.0.1:1/mcp", nil)
+	m.quiet, m.minRelist = 10*time.Millisecond, 300*time.Millisecond
+	changed := m.Changed()
+	m.listChanged()
+	m.listChanged() // joins the first
+	<-changed
+	first := time.Now()
+	m.listChanged()
+	<-changed
+	if gap := time.Since(first); gap < m.minRelist {
+		t.Errorf("second signal %s after the first, want at least %s", gap, m.minRelist)
+	}
+	select {
+	case <-changed:
+		t.Error("a third signal: the notification that joined the first was signalled again")
+	default:
+	}
+}
+
+// eventually polls cond until it holds, for at most 20 seconds.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20s")
+		}
 	}
 }

@@ -120,6 +120,12 @@ type Env struct {
 	Logger *slog.Logger
 	// CountTokens estimates tokens, for maxChunkTokens; nil means ceil(chars/4).
 	CountTokens func(string) int
+	// ListInBackground leaves every listing of an MCP source to its sync
+	// loop (serve, once a configuration serves): LoadTools never waits on
+	// the server, and reports the source as not listed yet until the first
+	// listing ends. Otherwise (the CLI, serve's first configuration) the
+	// first LoadTools lists.
+	ListInBackground bool
 }
 
 // Factory builds a source from a defaulted spec that Validate accepted. It

@@ -79,6 +79,12 @@ func TestParseCatalog(t *testing.T) {
 				`[0].sideEffects: Unsupported value: "Maybe"`, "[0].costHint: Too long: may not be more than 64 characters"}},
 		{name: "duplicate ids", file: "dup.yaml", data: "- {name: x, namespace: a, description: X.}\n- {name: y, description: Y.}\n- {name: x, namespace: a, description: X again.}\n",
 			want: []string{`dup.yaml:3: [2].name: duplicate tool id "a.x": dup.yaml:1 (entry 0) has it too`}},
+		{name: "name of dots only", file: "d.yaml", data: "- {name: a, description: A.}\n- {name: '.', description: Dots.}\n",
+			want: []string{`d.yaml:2: [1].name: Invalid value: ".": must be dotted words of letters, digits, '_' and '-' with at least one letter or digit`}},
+		{name: "schema nested too deep", file: "deep.json", data: `[{"name": "a", "description": "A.", "inputSchema": ` + string(nestedSchema(490, `{"type":"object"}`)) + `}]`,
+			want: []string{"deep.json:1: [0].inputSchema: nested more than 64 levels deep (objects and arrays)"}},
+		{name: "a subschema that is not one", file: "x.yaml", data: "- name: a\n  description: A.\n  inputSchema: {type: object, properties: {q: 3}}\n",
+			want: []string{"x.yaml:1: [0].inputSchema.properties[q]: a schema is an object or a boolean, not a number"}},
 		{name: "too large schema", file: "big.json", data: `[{"name": "a", "description": "A.", "inputSchema": {"type": "object", "description": "` + strings.Repeat("x", MaxInputSchemaBytes) + `"}}]`,
 			want: []string{"[0].inputSchema: 65", "bytes; at most 65536"}},
 	}
