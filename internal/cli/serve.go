@@ -135,8 +135,12 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		return server.Options{}, fmt.Errorf("--max-body-size: %q is not a positive size such as 64Ki or 1Mi", f.maxBody)
 	}
 	headroom, err := resource.ParseQuantity(f.gcHeadroom)
-	if err != nil || headroom.Value() < 0 {
+	if err != nil || headroom.Sign() < 0 {
 		return server.Options{}, fmt.Errorf("--gc-headroom: %q is not a size such as 32Mi (0 disables)", f.gcHeadroom)
+	}
+	// Compared as quantities: Value() of one past int64 (8Ei) is not its size.
+	if maxHeadroom := resource.NewQuantity(memlimit.MaxGCHeadroom, resource.BinarySI); headroom.Cmp(*maxHeadroom) > 0 {
+		return server.Options{}, fmt.Errorf("--gc-headroom: %q is more than %s, the largest accepted (the memory limit caps the heap in any case)", f.gcHeadroom, maxHeadroom)
 	}
 	f.gcHeadroomBytes = headroom.Value()
 	var memFlag *int64

@@ -36,6 +36,11 @@ func TestServeAuditLog(t *testing.T) {
 	if code, body := s.post(t, query); code != 200 {
 		t.Fatalf("query: %d %s", code, body)
 	}
+	// Lines are written by the audit writer, after the answer.
+	deadline := time.Now().Add(10 * time.Second)
+	for countLines(t, logPath) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if n := countLines(t, logPath); n != 1 {
 		t.Fatalf("%d audit lines after one query, want 1", n)
 	}
@@ -51,7 +56,7 @@ func TestServeAuditLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The reopen happens on serve's signal goroutine: ask until a line lands in the new file.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for countLines(t, logPath) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no line in the reopened file:\n%s", s.stderr.String())

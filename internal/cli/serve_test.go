@@ -285,6 +285,9 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"serve", "-f", quickstart, "--max-body-size", "lots"}, `--max-body-size: "lots" is not a positive size`},
 		{[]string{"serve", "-f", quickstart, "--max-body-size", "0"}, `--max-body-size: "0" is not a positive size`},
 		{[]string{"serve", "-f", quickstart, "--gc-headroom", "-1Mi"}, `--gc-headroom: "-1Mi" is not a size`},
+		{[]string{"serve", "-f", quickstart, "--gc-headroom", "8Ei"}, `--gc-headroom: "8Ei" is more than 64Gi, the largest accepted`},
+		{[]string{"serve", "-f", quickstart, "--gc-headroom", "65Gi"}, `--gc-headroom: "65Gi" is more than 64Gi, the largest accepted`},
+		{[]string{"serve", "-f", quickstart, "--gc-headroom", "1e30"}, `--gc-headroom: "1e30" is more than 64Gi, the largest accepted`},
 		{[]string{"serve", "-f", quickstart, "--memory-limit", "lots"}, `--memory-limit: "lots" is not a size such as 900Mi`},
 		{[]string{"serve", "-f", quickstart, "--memory-limit", "-1Mi"}, `--memory-limit: "-1Mi" is not a size such as 900Mi`},
 		{[]string{"serve", "-f", quickstart, "--query-timeout", "0s"}, "--query-timeout: 0s must be positive"},
@@ -300,6 +303,11 @@ func TestServeFlagErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// --gc-headroom takes sizes up to memlimit.MaxGCHeadroom (past it: TestServeFlagErrors).
+func TestServeGCHeadroomBound(t *testing.T) {
+	startServe(t, "-f", quickstart, "--gc-headroom", "64Gi")
 }
 
 // --allow-empty serves a manifest file that holds nothing: ready, with no route.

@@ -197,7 +197,11 @@ func Parse(name string, data []byte) (*Set, error) {
 // manifestExts are the extensions read when walking a directory.
 var manifestExts = map[string]bool{".yaml": true, ".yml": true, ".json": true}
 
-func isManifestFile(name string) bool {
+// IsManifestFile reports whether a directory walk reads a file of this
+// name as a manifest (by extension; hidden entries are skipped before).
+// The server's watcher and poller use it, so that other files in a
+// manifest folder, such as serve's own log, never cause a reload.
+func IsManifestFile(name string) bool {
 	return manifestExts[strings.ToLower(filepath.Ext(name))]
 }
 
@@ -237,7 +241,7 @@ func (p *parser) expand(path string) []string {
 			}
 			return nil
 		}
-		if d.IsDir() || !isManifestFile(d.Name()) {
+		if d.IsDir() || !IsManifestFile(d.Name()) {
 			return nil
 		}
 		if d.Type()&fs.ModeSymlink != 0 {

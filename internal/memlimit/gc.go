@@ -17,6 +17,11 @@ const (
 	maxGCPercent = 10000
 )
 
+// MaxGCHeadroom is the largest headroom serve accepts (--gc-headroom): far
+// past what a router's heap grows by between collections, and short of
+// values (8Ei) that only say the flag was mistyped.
+const MaxGCHeadroom = 64 << 30
+
 // gcTuner sets the GC percent after every collection so that the next one
 // starts about headroom bytes past the live heap that collection found.
 type gcTuner struct {

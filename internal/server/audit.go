@@ -6,16 +6,15 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -161,102 +160,39 @@ func newAuditMACs(key []byte) *sync.Pool {
 	return &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
 }
 
-// auditLog is where audit lines go: a file reopened on request (SIGHUP,
-// for log rotation) or the standard output.
-type auditLog struct {
-	path string // "" = out
-	out  io.Writer
-
-	mu sync.Mutex
-	w  io.Writer
-	f  *os.File
-	// failing is set after a failed write, so one failure is logged, not each.
-	failing bool
-}
-
-// openAuditLog opens path ("-" = out) for appending.
-func openAuditLog(path string, out io.Writer) (*auditLog, error) {
-	l := &auditLog{out: out}
-	if path != "-" {
-		l.path = path
-	}
-	if err := l.Reopen(); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-// Reopen opens the file again (after a rotation moved it); the standard
-// output is left as is. On failure the old file stays in use.
-func (l *auditLog) Reopen() error {
-	if l.path == "" {
-		l.mu.Lock()
-		l.w = l.out
-		l.mu.Unlock()
-		return nil
-	}
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("audit log (--audit-log): %w", err)
-	}
-	l.mu.Lock()
-	old := l.f
-	l.f, l.w = f, f
-	l.mu.Unlock()
-	if old != nil {
-		_ = old.Close()
-	}
-	return nil
-}
-
-func (l *auditLog) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f != nil {
-		_ = l.f.Close()
-		l.f = nil
-	}
-	l.w = nil
-}
-
-// write writes one line whole; firstFailure is set for the first failure
-// after a success.
-func (l *auditLog) write(line []byte) (err error, firstFailure bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.w == nil {
-		err = errors.New("audit log is closed")
-	} else {
-		_, err = l.w.Write(line)
-	}
-	first := err != nil && !l.failing
-	l.failing = err != nil
-	return err, first
-}
-
-// auditMetrics are the audit log's series.
+// auditMetrics are the audit log's series; the writer's counts are read
+// from the auditLog, which keeps them.
 type auditMetrics struct {
-	deliveries  *prometheus.CounterVec
-	records     prometheus.Counter
-	writeErrors prometheus.Counter
+	deliveries *prometheus.CounterVec
 }
 
-func newAuditMetrics(reg prometheus.Registerer) *auditMetrics {
+func newAuditMetrics(reg prometheus.Registerer, l *auditLog) *auditMetrics {
 	m := &auditMetrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "deliveries_total",
 			Help: "Answered deliveries of context by agent (those AgentPermissions name; others are \"other\") and by source of the delivered chunks and tools.",
 		}, []string{"agent", "source"}),
-		records: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Name: "audit_records_total",
-			Help: "Audit log lines written.",
-		}),
-		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Name: "audit_write_errors_total",
-			Help: "Audit log lines that could not be written (the deliveries were answered).",
-		}),
 	}
-	reg.MustRegister(m.deliveries, m.records, m.writeErrors)
+	count := func(name, help string, v *atomic.Uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help},
+			func() float64 { return float64(v.Load()) })
+	}
+	reg.MustRegister(m.deliveries,
+		count("audit_records_total", "Audit log lines written.", &l.written),
+		count("audit_write_errors_total", "Audit log lines that could not be written (the deliveries were answered).", &l.writeErrors),
+		count("audit_dropped_total", "Audit log lines dropped because the queue to the sink was full (a stalled or slow sink), or still queued at shutdown (the deliveries were answered).", &l.dropped),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "audit_queue_bytes",
+			Help: fmt.Sprintf("Bytes of audit log lines queued for the sink or being written (at most %d).", l.limit)},
+			func() float64 { return float64(l.status(time.Now()).QueuedBytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "audit_sink_stalled",
+			Help: fmt.Sprintf("1 while a write to the audit log has not returned for %s (the sink is stalled; lines queue, then are dropped), else 0.", l.stallAfter)},
+			func() float64 {
+				if l.status(time.Now()).Stalled {
+					return 1
+				}
+				return 0
+			}),
+	)
 	return m
 }
 
@@ -312,9 +248,10 @@ func (c *deliveryCounters) retire(cur *deliveryCounters) {
 }
 
 // deliver counts an answered delivery and, when the snapshot audits and the
-// request is sampled, writes its audit line. It returns the request id the
-// line was written under ("" when auditing is off). A failed write is counted
-// and logged, never returned: the answer goes out anyway.
+// request is sampled, queues its audit line for the writer. It returns the
+// request id the line was recorded under ("" when auditing is off). It never
+// waits for the sink: a line the queue cannot take is dropped and counted,
+// and the answer goes out anyway.
 func (s *Server) deliver(header http.Header, st *state, d *Delivery, start time.Time) string {
 	s.countDelivery(st, d)
 	p := st.audit
@@ -327,19 +264,11 @@ func (s *Server) deliver(header http.Header, st *state, d *Delivery, start time.
 	}
 	bp := respPool.Get().(*[]byte)
 	line := s.appendAuditRecord((*bp)[:0], st, p, d, id, start)
-	err, first := s.auditLog.write(line)
+	s.auditLog.enqueue(line)
 	if cap(line) <= maxPooledBuffer {
 		*bp = line[:0]
 		respPool.Put(bp)
 	}
-	if err != nil {
-		s.audit.writeErrors.Inc()
-		if first {
-			s.log.Error("cannot write the audit log; answering anyway (contextrouter_audit_write_errors_total counts the lost lines)", "error", err.Error())
-		}
-		return id
-	}
-	s.audit.records.Inc()
 	return id
 }
 

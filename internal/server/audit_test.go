@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/session"
@@ -154,6 +156,7 @@ func TestAuditLog(t *testing.T) {
 		t.Fatalf("empty question: %d", code)
 	}
 
+	ts.flushAudit()
 	data, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -251,6 +254,7 @@ func TestAuditQueryText(t *testing.T) {
 			ts := startServer(t, Options{Paths: []string{dir}, AuditOutput: &out})
 			ts.waitReady()
 			ts.query(engine.Request{Text: question, Agent: "eng-assistant"})
+			ts.flushAudit()
 			data := []byte(out.String())
 			for _, secret := range []string{"s3cretpw", "ghp_0123456789abcdefghij", "ops:"} {
 				if bytes.Contains(data, []byte(secret)) {
@@ -297,6 +301,7 @@ func TestAuditSampling(t *testing.T) {
 			want = append(want, id)
 		}
 	}
+	ts.flushAudit()
 	var got []string
 	for _, r := range readAuditFile(t, logPath) {
 		got = append(got, r.RequestID)
@@ -335,6 +340,7 @@ func TestAuditOff(t *testing.T) {
 	ts := startServer(t, Options{Paths: []string{dir}, AuditOutput: &out})
 	ts.waitReady()
 	_, hdr := postAudited(t, ts, engine.Request{Text: "vacation days", Agent: "hr-assistant"}, http.Header{RequestIDHeader: {"r1"}})
+	ts.flushAudit()
 	if out.String() != "" || hdr.Get(RequestIDHeader) != "" {
 		t.Errorf("audit off: wrote %q, answered X-Request-Id %q", out.String(), hdr.Get(RequestIDHeader))
 	}
@@ -346,6 +352,7 @@ func TestAuditOff(t *testing.T) {
 	ts2 := startServer(t, Options{Paths: []string{dir}, AuditLog: "-", AuditOutput: &out2})
 	ts2.waitReady()
 	ts2.query(engine.Request{Text: "vacation days", Agent: "hr-assistant"})
+	ts2.flushAudit()
 	if recs := readAudit(t, []byte(out2.String())); len(recs) != 1 || recs[0].Agent != "hr-assistant" {
 		t.Errorf("--audit-log -: %+v, want one line", recs)
 	}
@@ -373,6 +380,7 @@ func TestAuditWriteFailure(t *testing.T) {
 	ts.srv.auditLog.mu.Unlock()
 	ask()
 	ask()
+	ts.flushAudit()
 	if v, _ := ts.metric("contextrouter_audit_write_errors_total"); v != 2 {
 		t.Errorf("audit_write_errors_total = %v, want 2", v)
 	}
@@ -388,6 +396,7 @@ func TestAuditWriteFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	ask()
+	ts.flushAudit()
 	if n := len(readAuditFile(t, logPath+".1")); n != 1 {
 		t.Errorf("rotated file holds %d lines, want 1 (before the failure)", n)
 	}
@@ -403,6 +412,7 @@ func TestAuditWriteFailure(t *testing.T) {
 		t.Errorf("reopen into a removed folder: %v, want an error naming --audit-log", err)
 	}
 	ask()
+	ts.flushAudit()
 	if v, _ := ts.metric("contextrouter_audit_write_errors_total"); v != 2 {
 		t.Errorf("audit_write_errors_total = %v after the failed reopen, want still 2 (the open file takes the line)", v)
 	}
@@ -429,12 +439,14 @@ func TestAuditSessionPack(t *testing.T) {
 	ts.mustCall(200, "POST", "/v1/sessions/pto-9/items", sessionItems{Agent: hr, Items: []session.Item{
 		{ID: "u1", Kind: session.KindUserTurn, Text: "How many vacation days do I have left?"},
 	}}, nil)
+	ts.flushAudit()
 	if out.String() != "" {
 		t.Fatalf("writing session items is not a delivery, but was recorded: %s", out.String())
 	}
 	body := ts.mustCall(200, "POST", "/v1/sessions/pto-9/context", map[string]any{"phase": "interpret", "agent": hr, "query": "Can I carry vacation days over?"},
 		http.Header{RequestIDHeader: {"pack-1"}})
 	p := decodePack(t, body)
+	ts.flushAudit()
 	recs := readAudit(t, []byte(out.String()))
 	if len(recs) != 1 {
 		t.Fatalf("%d lines, want 1: %s", len(recs), out.String())
@@ -454,4 +466,168 @@ func TestAuditSessionPack(t *testing.T) {
 	if strings.Contains(out.String(), "vacation") {
 		t.Errorf("the record holds the question or the session's text: %s", out.String())
 	}
+}
+
+// TestAuditStalledSink: a sink nobody reads (a pipe, as `--audit-log -`
+// into a stuck log shipper) never holds up an answer. Lines queue up to the
+// bound, then are dropped and counted; status and metrics say the sink is
+// stalled while /readyz stays ready (the answers are right; only their
+// record is at risk). Once the pipe is read again the queued lines arrive
+// whole and the stall clears. Every delivery is written or dropped.
+func TestAuditStalledSink(t *testing.T) {
+	dir := auditQuickstart(t, "    enabled: true\n")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
+	const limit = 16 << 10
+	ts := startServer(t, Options{Paths: []string{dir}, AuditLog: "-", AuditOutput: w, auditQueueBytes: limit, auditStallAfter: 20 * time.Millisecond})
+	ts.waitReady()
+	if a := ts.status().Audit; a == nil || a.Stalled || a.QueueLimitBytes != limit || a.Dropped != 0 {
+		t.Fatalf("status.audit of an idle writer: %+v", a)
+	}
+
+	// A query that waited for the sink would hang: the client gives up.
+	client := &http.Client{Timeout: 10 * time.Second}
+	ask := func(id string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, ts.url+"/v1/query", strings.NewReader(`{"text": "vacation days", "agent": "hr-assistant"}`))
+		req.Header.Set(RequestIDHeader, id)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("query %s while the audit sink is stalled: %v", id, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("query %s: status %d", id, resp.StatusCode)
+		}
+	}
+	// The pipe takes 32 lines of 1.5 KB (a write per line), the queue 11.
+	sent := 0
+	for ; ts.status().Audit.Dropped == 0; sent++ {
+		if sent == 3000 {
+			t.Fatalf("no audit line dropped after %d queries into a pipe nobody reads: %+v", sent, ts.status().Audit)
+		}
+		ask(fmt.Sprintf("stalled-%04d", sent))
+	}
+	// The write in progress is stalled once 20ms pass.
+	eventually(t, 10*time.Second, "the stall reported", func() bool {
+		ask(fmt.Sprintf("stalled-%04d", sent))
+		sent++
+		return ts.status().Audit.Stalled
+	})
+	a := ts.status().Audit
+	if !a.Stalled || a.StalledSince == nil || a.QueuedBytes > limit || a.QueuedBytes == 0 || a.Dropped == 0 {
+		t.Errorf("status.audit with a stalled sink: %+v; want stalled, lines queued within the %d-byte limit and dropped", a, limit)
+	}
+	if v, _ := ts.metric("contextrouter_audit_sink_stalled"); v != 1 {
+		t.Errorf("audit_sink_stalled = %v, want 1", v)
+	}
+	if v, _ := ts.metric("contextrouter_audit_dropped_total"); v != float64(a.Dropped) {
+		t.Errorf("audit_dropped_total = %v, status says %d", v, a.Dropped)
+	}
+	if code, b := ts.get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz with a stalled audit sink: %d %s; the router still answers", code, b)
+	}
+	// The stall is logged by the next delivery that finds it.
+	eventually(t, 10*time.Second, "the stall logged", func() bool {
+		ask(fmt.Sprintf("stalled-%04d", sent))
+		sent++
+		return strings.Contains(ts.logs.String(), "audit log sink stalled")
+	})
+	// Once per episode, not per line. (A pipe may take a few more bytes now
+	// and then, so the queue can empty, and an episode end, while nobody reads.)
+	episodes := strings.Count(ts.logs.String(), "audit log sink caught up") + 1
+	for _, msg := range []string{"audit log sink stalled", "audit log queue full"} {
+		if n := strings.Count(ts.logs.String(), msg); n < 1 || n > episodes {
+			t.Errorf("%q logged %d times in %d episodes", msg, n, episodes)
+		}
+	}
+
+	// Someone reads the pipe again.
+	var got syncBuffer
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(&got, r)
+		close(copied)
+	}()
+	ts.flushAudit()
+	last := fmt.Sprintf("stalled-%04d", sent)
+	ask(last)
+	sent++
+	ts.flushAudit()
+	a = ts.status().Audit
+	if a.Stalled || a.QueuedBytes != 0 {
+		t.Errorf("status.audit after the sink recovered: %+v", a)
+	}
+	if a.Written+a.Dropped != uint64(sent) || a.WriteErrors != 0 {
+		t.Errorf("%d written + %d dropped (%d errors), want the %d deliveries", a.Written, a.Dropped, a.WriteErrors, sent)
+	}
+	if n := strings.Count(ts.logs.String(), "audit log sink caught up"); n < 1 || n > episodes {
+		t.Errorf("the recovery was logged %d times in %d episodes", n, episodes)
+	}
+	ts.stop() // closes the writer; the pipe's writing end is ours
+	_ = w.Close()
+	<-copied
+	recs := readAudit(t, []byte(got.String()))
+	if uint64(len(recs)) != a.Written || recs[len(recs)-1].RequestID != last {
+		t.Fatalf("%d whole lines read from the pipe, the writer counts %d written; last %+v", len(recs), a.Written, recs[len(recs)-1])
+	}
+	// Lines arrive in the order of the answers, each once.
+	for i := 1; i < len(recs); i++ {
+		if recs[i].RequestID <= recs[i-1].RequestID {
+			t.Fatalf("line %d is %s after %s", i, recs[i].RequestID, recs[i-1].RequestID)
+		}
+	}
+}
+
+// TestAuditShutdown: stopping the server writes every queued line before
+// the file is closed; a sink that takes nothing gets a bounded time, after
+// which the lines still queued are counted as dropped and logged, and the
+// server stops anyway.
+func TestAuditShutdown(t *testing.T) {
+	dir := auditQuickstart(t, "    enabled: true\n")
+	t.Run("flushed", func(t *testing.T) {
+		logPath := filepath.Join(t.TempDir(), "audit.jsonl")
+		ts := startServer(t, Options{Paths: []string{dir}, AuditLog: logPath})
+		ts.waitReady()
+		for i := range 20 {
+			postAudited(t, ts, engine.Request{Text: "vacation days", Agent: "hr-assistant"}, http.Header{RequestIDHeader: {fmt.Sprintf("last-%02d", i)}})
+		}
+		if err := ts.stop(); err != nil {
+			t.Fatal(err)
+		}
+		recs := readAuditFile(t, logPath)
+		if len(recs) != 20 || recs[19].RequestID != "last-19" {
+			t.Fatalf("%d lines in the file after shutdown, want the 20 answered", len(recs))
+		}
+	})
+	t.Run("stalled sink", func(t *testing.T) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
+		ts := startServer(t, Options{Paths: []string{dir}, AuditLog: "-", AuditOutput: w, auditFlushTimeout: 50 * time.Millisecond})
+		ts.waitReady()
+		// The pipe takes 32 to 43 lines; the rest wait in the queue.
+		const n = 80
+		for i := range n {
+			postAudited(t, ts, engine.Request{Text: "vacation days", Agent: "hr-assistant"}, http.Header{RequestIDHeader: {fmt.Sprintf("s-%02d", i)}})
+		}
+		if err := ts.stop(); err != nil {
+			t.Fatal(err)
+		}
+		a := ts.srv.auditLog.status(time.Now())
+		if a.Dropped == 0 || a.Written+a.Dropped != n || !strings.Contains(ts.logs.String(), "lines not written at shutdown") {
+			t.Errorf("after a stalled shutdown: %+v; want the queued lines dropped and logged", a)
+		}
+		// Answers after shutdown (a request cut off by the timeout) are dropped, not written.
+		ts.srv.auditLog.enqueue([]byte("{}\n"))
+		if b := ts.srv.auditLog.status(time.Now()); b.Dropped != a.Dropped+1 {
+			t.Errorf("a line after close: dropped %d, want %d", b.Dropped, a.Dropped+1)
+		}
+	})
 }

@@ -409,6 +409,9 @@ type Status struct {
 	Classifiers []engine.ClassifierStatus `json:"classifiers,omitempty"`
 	// Embedding reports the chunk vectors of spec.ranking.embedding.
 	Embedding *engine.EmbeddingStatus `json:"embedding,omitempty"`
+	// Audit reports the audit log's writer while the configuration audits
+	// (api.md §6.5): a stalled sink and dropped lines show here.
+	Audit *AuditStatus `json:"audit,omitempty"`
 }
 
 // SourceStatus is one source of the serving snapshot.
@@ -472,6 +475,10 @@ func (s *Server) Status() Status {
 	out.Classifiers = snap.Classifiers()
 	out.Embedding = snap.Embedding()
 	now := time.Now()
+	if st.audit != nil {
+		a := s.auditLog.status(now)
+		out.Audit = &a
+	}
 	for _, src := range snap.Sources() {
 		ss := SourceStatus{Name: src.Name, Type: string(src.Type), Chunks: src.Chunks, Tools: src.Tools, Error: src.Error, Commit: src.Commit}
 		if age, stale, ok := src.ContentAge(now); ok {

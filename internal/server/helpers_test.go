@@ -49,6 +49,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// flushAudit waits until the audit lines of the answers so far are written
+// (the writer is asynchronous).
+func (ts *testServer) flushAudit() {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !ts.srv.auditLog.flush(ctx) {
+		ts.t.Fatalf("audit lines still queued after 10s: %+v", ts.srv.auditLog.status(time.Now()))
+	}
+}
+
 // startServer runs a server for opts until the test ends. Unless set, the
 // debounce is short so reload tests run fast.
 func startServer(t *testing.T, opts Options) *testServer {
@@ -330,7 +341,7 @@ func compileFiles(t testing.TB, paths ...string) *engine.Snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := srv.loadConfig()
+	cfg, _, err := srv.loadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -473,5 +475,119 @@ func TestTokenModeNeedsReviewer(t *testing.T) {
 	resp := ts.query(engine.Request{Text: "deploy checklist"})
 	if len(resp.Chunks) != 1 || !slices.Equal(resp.DeniedSources, []string{}) {
 		t.Fatalf("pinned answer: %+v", resp)
+	}
+}
+
+// brokenRoute is a route whose source does not exist: the manifests decode,
+// their check fails, and the error names the missing source.
+const brokenRoute = `---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: leaky}
+spec:
+  sources: [{name: internal-ledger-7f3a}]
+`
+
+// notServingAnswers asks what an unauthenticated caller can ask of a server
+// that has no configuration, and returns the bodies by path.
+func notServingAnswers(t *testing.T, ts *testServer) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, r := range []struct{ method, path, body string }{
+		{http.MethodGet, "/readyz", ""},
+		{http.MethodPost, "/v1/query", `{"text": "deploy"}`},
+		{http.MethodPost, "/mcp", mcpInitialize},
+		{http.MethodGet, "/v1/status", ""},
+	} {
+		code, b := ts.do(r.method, r.path, strings.NewReader(r.body), http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}})
+		out[r.path] = fmt.Sprintf("%d %s", code, b)
+	}
+	return out
+}
+
+// Before a configuration serves, a failed load's error describes the
+// configuration: a router in token mode shows it to nobody unauthenticated
+// (/readyz, /v1/query and /mcp say only that the load failed; /v1/status
+// asks for a token), and neither does a server that cannot tell whether the
+// router is in token mode (the ContextRouter, or a document that could be
+// one, did not decode). A router that the files show is not in token mode
+// says why, as it always has.
+func TestLoadErrorHiddenBeforeTokenModeServes(t *testing.T) {
+	secure := tokenRouter
+	open := strings.Replace(tokenRouter, "  auth: {mode: ServiceAccountToken}\n", "", 1)
+	for _, tc := range []struct {
+		name, manifests, marker string
+		hidden                  bool
+	}{
+		{"token mode, a route's source missing", secure + "---\n" + inlineManifests("v1", "notes") + brokenRoute, "internal-ledger-7f3a", true},
+		{"token mode, the router does not decode", strings.Replace(secure, "defaultAccess: Deny", "defaultAccess: Deny\n  ledgerAccount7f3a: x", 1) + "---\n" + inlineManifests("v1", "notes"), "ledgerAccount7f3a", true},
+		{"a document that is not YAML", open + "---\n" + inlineManifests("v1", "notes") + "---\nkind: [ledger7f3a\n", "invalid YAML", true},
+		{"auth mode None", open + "---\n" + inlineManifests("v1", "notes") + brokenRoute, "internal-ledger-7f3a", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeAtomic(t, filepath.Join(dir, "router.yaml"), tc.manifests)
+			ts := startServer(t, Options{Paths: []string{dir}})
+			eventually(t, 10*time.Second, "the failed load in the log", func() bool {
+				return strings.Contains(ts.logs.String(), "configuration not loaded; not ready")
+			})
+			if !strings.Contains(ts.logs.String(), tc.marker) {
+				t.Fatalf("the log lacks the error (%s):\n%s", tc.marker, ts.logs.String())
+			}
+			for path, got := range notServingAnswers(t, ts) {
+				leaks := strings.Contains(got, tc.marker) || strings.Contains(got, dir)
+				switch {
+				case tc.hidden && leaks:
+					t.Errorf("%s shows the load error to an unauthenticated caller: %s", path, got)
+				case tc.hidden && path == "/v1/status" && !strings.HasPrefix(got, "401 "):
+					t.Errorf("%s: %s, want 401", path, got)
+				case tc.hidden && path != "/v1/status" && (!strings.HasPrefix(got, "503 ") || !strings.Contains(got, "the last load failed (the router's log says why)")):
+					t.Errorf("%s: %s, want 503 saying the load failed", path, got)
+				case !tc.hidden && !leaks:
+					t.Errorf("%s: %s; a router without token auth says why it is not ready", path, got)
+				}
+			}
+		})
+	}
+}
+
+// Before a token-mode router serves, a caller with a ServiceAccount token of
+// its namespace reads the load error in /v1/status, as it would once the
+// router serves; /readyz still says only that the load failed.
+func TestLoadErrorForAuthenticatedCaller(t *testing.T) {
+	c := newTokenCluster(t)
+	dir := c.routerDir()
+	f, err := os.OpenFile(filepath.Join(dir, "router.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(brokenRoute)
+	_ = f.Close()
+	ts := startServer(t, Options{Paths: []string{dir}, Kube: c.kube(nil)})
+	eventually(t, 10*time.Second, "the failed load", func() bool {
+		return strings.Contains(ts.logs.String(), "configuration not loaded; not ready")
+	})
+	for _, tc := range []struct {
+		name, token string
+		code        int
+		want        string
+	}{
+		{"an agent of the namespace", c.token(agentsNamespace, "hr-assistant", Audience), 200, `internal-ledger-7f3a`},
+		{"another namespace", c.token("elsewhere", "hr-assistant", Audience), 403, "is not in the router's namespace"},
+		{"no token", "", 401, "requires an `Authorization: Bearer <token>` header"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.token != "" {
+				h.Set("Authorization", "Bearer "+tc.token)
+			}
+			code, b := ts.do(http.MethodGet, "/v1/status", nil, h)
+			if code != tc.code || !strings.Contains(string(b), tc.want) || (code != 200 && strings.Contains(string(b), "internal-ledger-7f3a")) {
+				t.Errorf("/v1/status: %d %s; want %d with %s", code, b, tc.code, tc.want)
+			}
+		})
+	}
+	if code, b := ts.get("/readyz"); code != 503 || strings.Contains(string(b), "internal-ledger-7f3a") {
+		t.Errorf("/readyz: %d %s", code, b)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,7 +78,9 @@ func (s *Server) newMCPHandler() http.Handler {
 			return
 		}
 		if !st.tokens || s.opts.Agent != "" {
-			h.ServeHTTP(w, r)
+			if s.admitMCP(w, r) {
+				h.ServeHTTP(w, r)
+			}
 			return
 		}
 		agent, herr := s.tokenAgent(r.Context(), r, st.cfg.Router.Namespace)
@@ -83,8 +88,99 @@ func (s *Server) newMCPHandler() http.Handler {
 			writeAuthError(w, herr)
 			return
 		}
-		withAgent.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpAgentKey{}, agent)))
+		if s.admitMCP(w, r) {
+			withAgent.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpAgentKey{}, agent)))
+		}
 	})
+}
+
+// JSON-RPC error codes the endpoint answers itself.
+const jsonrpcInvalidRequest = -32600
+
+// maxExactID is the largest JSON-RPC id number the SDK echoes exactly: it
+// reads a number as a float64 and sends back its int64, so 2^64 came back
+// as -2^63 and 2^53+1 as 2^53.
+const maxExactID = 1<<53 - 1
+
+// admitMCP reads a POST's body (up to --max-body-size) and refuses, before
+// any call runs, what the SDK would mishandle: a JSON-RPC batch (the MCP
+// transport since 2025-06-18 has none, and one request could carry
+// thousands of calls) and an id it could not echo exactly. It hands the
+// body on to the SDK; false means it answered.
+func (s *Server) admitMCP(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return true
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes (--max-body-size)", tooLarge.Limit))
+		} else {
+			writeError(w, http.StatusBadRequest, "cannot read the request body")
+		}
+		return false
+	}
+	if msg := mcpRefusal(body); msg != "" {
+		// As the MCP transport asks: an HTTP error, with a JSON-RPC error
+		// without id (none can be echoed) as its body.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		type rpcError struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		}
+		b, _ := json.Marshal(struct {
+			JSONRPC string   `json:"jsonrpc"`
+			ID      *int     `json:"id"`
+			Error   rpcError `json:"error"`
+		}{"2.0", nil, rpcError{jsonrpcInvalidRequest, msg}})
+		_, _ = w.Write(b)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
+}
+
+// mcpRefusal is why a JSON-RPC message is refused ("" = pass it on; the SDK
+// reports malformed ones).
+func mcpRefusal(body []byte) string {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		return "invalid request: JSON-RPC batches are not supported; send one request per POST"
+	}
+	id := jsonrpcID(body)
+	if len(id) == 0 || id[0] == '"' || string(id) == "null" {
+		return ""
+	}
+	if n, err := strconv.ParseInt(string(id), 10, 64); err != nil || n > maxExactID || n < -maxExactID {
+		return fmt.Sprintf("invalid request: id %.64s is not a string or an integer between -%d and %d, so it could not be echoed exactly", id, maxExactID, maxExactID)
+	}
+	return ""
+}
+
+// jsonrpcID is the raw value of a JSON object's "id" member as the SDK
+// reads it (the key exactly; the last of several wins), or nil.
+func jsonrpcID(body []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var id json.RawMessage
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if key == "id" {
+			id = v
+		}
+	}
+	return id
 }
 
 // addMCPToolTools registers find_tools and describe_tool (api.md §10.6).

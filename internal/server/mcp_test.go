@@ -373,3 +373,137 @@ func TestMCPFindAndDescribeTools(t *testing.T) {
 		})
 	}
 }
+
+// postMCP posts one raw body to /mcp as a streamable HTTP client does.
+func (ts *testServer) postMCP(body string, header http.Header) (int, string) {
+	ts.t.Helper()
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	for k, v := range header {
+		h[k] = v
+	}
+	code, b := ts.do(http.MethodPost, "/mcp", strings.NewReader(body), h)
+	return code, string(b)
+}
+
+// jsonrpcError is a JSON-RPC error answer.
+type jsonrpcError struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// decodeJSONRPCError reads a refusal: a JSON-RPC error with id null.
+func decodeJSONRPCError(t *testing.T, code int, body string) jsonrpcError {
+	t.Helper()
+	var e jsonrpcError
+	if err := json.Unmarshal([]byte(body), &e); err != nil || code != http.StatusBadRequest || e.JSONRPC != "2.0" ||
+		string(e.ID) != "null" || e.Error.Code != -32600 {
+		t.Fatalf("%d %s: want 400 with a JSON-RPC error -32600 and id null (%v)", code, body, err)
+	}
+	return e
+}
+
+// A JSON-RPC batch is refused whole, before any call runs: no tool is
+// called, nothing is delivered or audited. One request per POST still works.
+func TestMCPRefusesBatches(t *testing.T) {
+	dir := auditQuickstart(t, "    enabled: true\n")
+	var out syncBuffer
+	ts := startServer(t, Options{Paths: []string{dir}, AuditOutput: &out})
+	ts.waitReady()
+	call := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "get_context", "arguments": {"text": "vacation days", "agent": "hr-assistant"}}}`, id)
+	}
+	batch := func(n int) string {
+		calls := make([]string, n)
+		for i := range calls {
+			calls[i] = call(i + 1)
+		}
+		return " \n[" + strings.Join(calls, ",") + "]"
+	}
+	for _, tc := range []struct {
+		name, body string
+		header     http.Header
+	}{
+		{"500 calls, no protocol version (2025-03-26 had batches)", batch(500), nil},
+		{"500 calls, 2025-03-26", batch(500), http.Header{"Mcp-Protocol-Version": {"2025-03-26"}}},
+		{"one call", batch(1), nil},
+		{"2025-06-18", batch(2), http.Header{"Mcp-Protocol-Version": {"2025-06-18"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := ts.postMCP(tc.body, tc.header)
+			if e := decodeJSONRPCError(t, code, body); !strings.Contains(e.Error.Message, "batches are not supported") {
+				t.Errorf("message %q", e.Error.Message)
+			}
+		})
+	}
+	ts.flushAudit()
+	if v, ok := ts.metric("contextrouter_mcp_tool_calls_total", "tool", "get_context"); ok || v != 0 {
+		t.Errorf("mcp_tool_calls_total{tool=get_context} = %v: a batch ran", v)
+	}
+	if out.String() != "" {
+		t.Errorf("a refused batch was audited:\n%.500s", out.String())
+	}
+
+	code, body := ts.postMCP(call(7), nil)
+	if code != http.StatusOK || !strings.Contains(body, `"id":7`) || !strings.Contains(body, `hr-docs`) {
+		t.Fatalf("one call: %d %.300s", code, body)
+	}
+	ts.flushAudit()
+	if recs := readAudit(t, []byte(out.String())); len(recs) != 1 || recs[0].Endpoint != "mcp:get_context" {
+		t.Errorf("one call audited as %+v", recs)
+	}
+}
+
+// A request's id comes back exactly as sent, or the request is refused: the
+// SDK reads numbers as float64 into int64, so an id it would change (2^64
+// came back as -2^63) is a JSON-RPC error, not a different id.
+func TestMCPRequestIDs(t *testing.T) {
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "router.yaml"), inlineManifests("v1", "notes"))
+	ts := startServer(t, Options{Paths: []string{dir}})
+	ts.waitReady()
+	for _, tc := range []struct {
+		id      string
+		refused bool
+	}{
+		{`1`, false},
+		{`0`, false},
+		{`-7`, false},
+		{`9007199254740991`, false},  // 2^53-1
+		{`-9007199254740991`, false}, // -(2^53-1)
+		{`"18446744073709551616"`, false},
+		{`"a \"quoted\" id"`, false},
+		{`18446744073709551616`, true}, // 2^64
+		{`9223372036854775808`, true},  // 2^63
+		{`9007199254740993`, true},     // 2^53+1: a float64 rounds it to 2^53
+		{`9007199254740992`, true},     // 2^53
+		{`-18446744073709551616`, true},
+		{`1.5`, true},
+		{`1e3`, true},
+		{`12345678901234567890123456789012345678901234567890123456789012345678901234567890`, true},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			code, body := ts.postMCP(`{"jsonrpc": "2.0", "id": `+tc.id+`, "method": "tools/list"}`, nil)
+			if tc.refused {
+				e := decodeJSONRPCError(t, code, body)
+				if !strings.Contains(e.Error.Message, "could not be echoed exactly") || len(e.Error.Message) > 200 {
+					t.Errorf("message %q", e.Error.Message)
+				}
+				return
+			}
+			var resp struct {
+				ID     json.RawMessage `json:"id"`
+				Result struct{ Tools []any }
+			}
+			if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
+				t.Fatalf("%d %s: %v", code, body, err)
+			}
+			if string(resp.ID) != tc.id || len(resp.Result.Tools) != 4 {
+				t.Errorf("id %s answered with id %s and %d tools: %.200s", tc.id, resp.ID, len(resp.Result.Tools), body)
+			}
+		})
+	}
+}

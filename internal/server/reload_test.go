@@ -374,3 +374,83 @@ func checkedQuery(client *http.Client, url string, body []byte) (problem, versio
 	}
 	return "", version
 }
+
+// A file in a manifest folder that is not a manifest never reloads: serve
+// writing its own log there (`serve -f DIR 2> DIR/log`) reloaded on every
+// line the reload logged, forever. Manifest changes still reload, once each.
+func TestWatcherIgnoresOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "router.yaml")
+	writeAtomic(t, file, inlineManifests("v1", "notes"))
+	logFile, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logFile.Close() })
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(logs, logFile), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ts := startServer(t, Options{Paths: []string{dir}, PollInterval: -1, Logger: logger})
+	ts.logs = logs
+	ts.waitReady()
+	ts.waitEdition("v1")
+	// Notes and tools beside the manifests are not read either.
+	for _, name := range []string{"README.md", "notes.txt", "router.yaml.orig"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("not a manifest\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeAtomic(t, file, inlineManifests("v2", "notes"))
+	ts.waitEdition("v2")
+	writeAtomic(t, file, inlineManifests("v3", "notes"))
+	ts.waitEdition("v3")
+	// The v3 reload logged into the folder. Were that a change, it would
+	// reload one debounce (20ms) later and log again, and so on: give such a
+	// loop ten rounds to show.
+	time.Sleep(10 * 20 * time.Millisecond)
+	// The first load and the two changes.
+	if v, _ := ts.metric("contextrouter_snapshot_reloads_total", "result", "success"); v != 3 {
+		t.Errorf("snapshot_reloads_total{result=success} = %v, want 3:\n%s", v, logs.String())
+	}
+}
+
+// The watcher's rule for one event: in a manifest folder only what the
+// loader reads (and folders, which it walks) matters; in a Directory
+// source's folder every file does; ConfigMap swaps always do.
+func TestWatcherClassify(t *testing.T) {
+	root := t.TempDir()
+	manifests, docs := filepath.Join(root, "config"), filepath.Join(root, "docs")
+	for _, d := range []string{manifests, docs, filepath.Join(manifests, "more")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	single := filepath.Join(root, "router.txt")
+	w := &watcher{dirs: map[string][]dirRule{
+		manifests:                        {{kind: kindManifest}},
+		filepath.Join(manifests, "more"): {{kind: kindManifest}},
+		docs:                             {{kind: kindSource}},
+		root:                             {{kind: kindManifest, only: "router.txt"}},
+	}}
+	for _, tc := range []struct {
+		name string
+		want rootKind
+	}{
+		{filepath.Join(manifests, "router.yaml"), kindManifest},
+		{filepath.Join(manifests, "ROUTES.YML"), kindManifest},
+		{filepath.Join(manifests, "bundle.json"), kindManifest},
+		{filepath.Join(manifests, "log"), 0},
+		{filepath.Join(manifests, "serve.log"), 0},
+		{filepath.Join(manifests, "router.yaml.swp"), 0},
+		{filepath.Join(manifests, ".router.yaml"), 0},
+		{filepath.Join(manifests, "..data"), kindManifest},
+		{filepath.Join(manifests, "more"), kindManifest}, // a folder the loader walks
+		{filepath.Join(docs, "notes.txt"), kindSource},
+		{filepath.Join(docs, "guide.md"), kindSource},
+		{single, kindManifest}, // named with -f: read whatever its extension
+		{filepath.Join(root, "other.yaml"), 0},
+	} {
+		if got := w.classify(tc.name); got != tc.want {
+			t.Errorf("classify(%s) = %d, want %d", strings.TrimPrefix(tc.name, root), got, tc.want)
+		}
+	}
+}

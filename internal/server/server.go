@@ -33,6 +33,7 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
+	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/session"
 	"github.com/contextrouter/contextrouter/internal/sessionstore"
 	"github.com/contextrouter/contextrouter/internal/sources"
@@ -121,6 +122,12 @@ type Options struct {
 
 	// auditSampleKey, set by tests, replaces the random key of audit sampling.
 	auditSampleKey []byte
+	// auditQueueBytes, auditStallAfter and auditFlushTimeout, set by tests,
+	// replace DefaultAuditQueueBytes, DefaultAuditStallAfter and
+	// AuditFlushTimeout.
+	auditQueueBytes   int
+	auditStallAfter   time.Duration
+	auditFlushTimeout time.Duration
 }
 
 // state is one serving configuration: queries load it once and use it to the end.
@@ -253,15 +260,15 @@ func New(opts Options) (*Server, error) {
 		path = "-"
 	}
 	var err error
-	if s.auditLog, err = openAuditLog(path, out); err != nil {
+	if s.auditLog, err = openAuditLog(path, out, opts.auditQueueBytes, opts.auditStallAfter, opts.Logger); err != nil {
 		return nil, err
 	}
 	if err := s.openSessionStore(); err != nil {
-		s.auditLog.close()
+		s.auditLog.close(context.Background())
 		return nil, err
 	}
 	s.metrics = newMetrics(s)
-	s.audit = newAuditMetrics(s.metrics.reg)
+	s.audit = newAuditMetrics(s.metrics.reg, s.auditLog)
 	s.auth = newTokenAuth(s.metrics)
 	s.mcp = s.newMCPHandler()
 	s.handler = s.routes()
@@ -299,13 +306,23 @@ func (s *Server) Reload(ctx context.Context) error {
 	h := manifestHash(s.opts.Paths)
 	s.filesHash.Store(&h)
 	start := time.Now()
-	cfg, err := s.loadConfig()
+	cfg, set, err := s.loadConfig()
 	swapped := false
 	if err == nil {
 		if s.state.Load() == nil {
 			s.firstGuard.Store(&guard{tokens: s.needsTokens(cfg), namespace: cfg.Router.Namespace})
 		}
 		swapped, err = s.build(ctx, cfg)
+	} else if s.state.Load() == nil {
+		g := s.failedReadGuard(set, err)
+		s.firstGuard.Store(&g)
+		if g.tokens {
+			// Callers with a token may read the error in /v1/status; without
+			// the API server nobody can, which is the safe side.
+			if err := s.auth.ensure(s.opts.Kube, s.log, s.plainMetrics); err != nil {
+				s.log.Debug("no token verification for /v1/status while no configuration serves", "error", err.Error())
+			}
+		}
 	}
 	s.recordReload(ctx, "files", start, swapped, err)
 	return err
@@ -327,15 +344,16 @@ func (s *Server) rebuild(ctx context.Context, trigger string) error {
 }
 
 // loadConfig reads and checks the manifests like `contextrouter validate`
-// and selects the router's configuration.
-func (s *Server) loadConfig() (*engine.Config, error) {
+// and selects the router's configuration. set is what was read, also on
+// error (nil when nothing was).
+func (s *Server) loadConfig() (cfg *engine.Config, set *manifest.Set, err error) {
 	lookup := manifest.LookupEnv(os.LookupEnv)
 	if s.opts.LiteralManifests {
 		lookup = nil
 	}
-	set, err := manifest.LoadEnv(lookup, s.opts.Paths...)
+	set, err = manifest.LoadEnv(lookup, s.opts.Paths...)
 	if err != nil {
-		return nil, err
+		return nil, set, err
 	}
 	var errs []string
 	for _, p := range set.Check() {
@@ -346,11 +364,10 @@ func (s *Server) loadConfig() (*engine.Config, error) {
 		errs = append(errs, p.Error())
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
+		return nil, set, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
 	}
-	cfg, err := set.Config(s.opts.Router)
-	if err != nil {
-		return nil, err
+	if cfg, err = set.Config(s.opts.Router); err != nil {
+		return nil, set, err
 	}
 	// An emptied file must not silently replace a working router with one that answers nothing.
 	if len(cfg.Routes) == 0 && !cfg.Router.Spec.AllowEmpty && !s.opts.AllowEmpty {
@@ -358,9 +375,37 @@ func (s *Server) loadConfig() (*engine.Config, error) {
 		for _, f := range set.EmptyFiles() {
 			lines = append(lines, f+": "+manifest.EmptyFileMessage)
 		}
-		return nil, fmt.Errorf("configuration refused:\n%s", strings.Join(lines, "\n"))
+		return nil, set, fmt.Errorf("configuration refused:\n%s", strings.Join(lines, "\n"))
 	}
-	return cfg, nil
+	return cfg, set, nil
+}
+
+// failedReadGuard is what callers must present while no configuration
+// serves and the last one read failed to load: what its router asks when
+// the files say for sure, else a token (the load error describes the
+// configuration, and a router in token mode must not show it to anyone).
+// The files say for sure when no ContextRouter, list or unreadable document
+// failed to decode: a token-mode router could hide in one.
+func (s *Server) failedReadGuard(set *manifest.Set, loadErr error) guard {
+	closed := guard{tokens: s.opts.Agent == ""}
+	if set == nil {
+		return closed
+	}
+	closed.namespace = set.Namespace
+	var problems problem.List
+	if loadErr != nil && errors.As(loadErr, &problems) {
+		for _, p := range problems.Errors() {
+			switch p.Kind {
+			case "", "List", v1alpha1.KindContextRouter, v1alpha1.KindContextRouter + "List":
+				return closed
+			}
+		}
+	}
+	cfg, err := set.Config(s.opts.Router)
+	if err != nil {
+		return closed
+	}
+	return guard{tokens: s.needsTokens(cfg), namespace: cfg.Router.Namespace}
 }
 
 // build compiles cfg and swaps the result in, unless it equals the serving
@@ -575,6 +620,14 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.bgWG.Wait()
 	s.stopLoops()
 	s.closeSessionStore()
+	// Answers are out; their audit lines get a bounded time to reach the sink.
+	flushTimeout := AuditFlushTimeout
+	if s.opts.auditFlushTimeout > 0 {
+		flushTimeout = s.opts.auditFlushTimeout
+	}
+	flushCtx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	s.auditLog.close(flushCtx)
+	cancel()
 	return err
 }
 

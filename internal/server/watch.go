@@ -16,6 +16,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -73,6 +74,27 @@ type dirRule struct {
 	// and the `..data` link of a mounted ConfigMap, which the kubelet swaps
 	// atomically while the visible names stay symlinks into `..data`.
 	only string
+}
+
+// matters reports whether an event on name, an entry of a folder of the
+// rule, calls for its kind. In manifest folders only what the loader reads
+// matters (manifest files, and folders, which it walks): a log file written
+// there (`serve -f DIR 2> DIR/log`) would otherwise reload on every line the
+// reload itself logs.
+func (r dirRule) matters(name string) bool {
+	base := filepath.Base(name)
+	switch {
+	case strings.HasPrefix(base, ".."):
+		return true
+	case r.only != "":
+		return base == r.only
+	case strings.HasPrefix(base, "."):
+		return false
+	case r.kind != kindManifest || manifest.IsManifestFile(base):
+		return true
+	}
+	fi, err := os.Stat(name)
+	return err == nil && fi.IsDir()
 }
 
 // watcher turns file events under the roots into reload requests, after a
@@ -172,12 +194,8 @@ func (w *watcher) classify(name string) rootKind {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var k rootKind
-	base := filepath.Base(name)
-	configMapEntry := strings.HasPrefix(base, "..")
 	for _, r := range w.dirs[filepath.Dir(name)] {
-		switch {
-		case r.only == "" && (configMapEntry || !strings.HasPrefix(base, ".")),
-			r.only == base, r.only != "" && configMapEntry:
+		if r.matters(name) {
 			k |= r.kind
 		}
 	}
@@ -302,9 +320,7 @@ func manifestHash(paths []string) string {
 				}
 				return nil
 			}
-			switch strings.ToLower(filepath.Ext(d.Name())) {
-			case ".yaml", ".yml", ".json":
-			default:
+			if !manifest.IsManifestFile(d.Name()) {
 				return nil
 			}
 			if d.Type()&fs.ModeSymlink != 0 {
