@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -507,5 +508,53 @@ func TestMemStoreReopenBounds(t *testing.T) {
 				t.Errorf("third open: %d sessions, skipped %v; want %d, none", m3.Len(), m3.Skipped(), len(tc.keep))
 			}
 		})
+	}
+}
+
+// BenchmarkMemStoreAppendParallel is the store under concurrent writers to
+// different sessions (issue 23): 8 goroutines on GOMAXPROCS, each writing
+// 5 items at a time to its own sessions, which grow to size items before the
+// next begins; in memory and with a directory (every write reaches its file).
+func BenchmarkMemStoreAppendParallel(b *testing.B) {
+	ctx := context.Background()
+	d := idleSession(0)
+	for _, dir := range []bool{false, true} {
+		for _, size := range []int{200, 2000} {
+			name := fmt.Sprintf("memory/items=%d", size)
+			if dir {
+				name = fmt.Sprintf("dir/items=%d", size)
+			}
+			b.Run(name, func(b *testing.B) {
+				cfg := StoreConfig{MaxSessions: 1 << 20, MaxBytes: 1 << 40}
+				if dir {
+					cfg.Dir = b.TempDir()
+				}
+				m, err := NewMemStore(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				var writers atomic.Int64
+				b.SetParallelism(4)
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					w := writers.Add(1)
+					for i := 0; pb.Next(); i++ {
+						id := fmt.Sprintf("w%d-s%d", w, i/(size/5))
+						k := i % (size / 5)
+						wr := Delta{Items: make([]Item, 5)}
+						for j := range 5 {
+							wr.Items[j] = d.Items[(k*5+j)%50]
+							wr.Items[j].ID = fmt.Sprintf("%d-%d", k, j)
+							wr.Items[j].ParentID = ""
+						}
+						if _, err := m.Append(ctx, id, "a", wr); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
 	}
 }
