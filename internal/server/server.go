@@ -34,7 +34,8 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/session"
-	"github.com/contextrouter/contextrouter/internal/sessionstore"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
+	"github.com/contextrouter/contextrouter/internal/session/storeselect"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -115,7 +116,7 @@ type Options struct {
 	// Sessions are the embedded session store's own settings: Dir (serve
 	// --session-dir) and, for tests and embedders, bounds and a clock that
 	// take precedence over the router's spec.sessions (api.md §11.9).
-	Sessions session.StoreConfig
+	Sessions memstore.Config
 	// SessionStore, when set, replaces the embedded store; its owner closes it.
 	SessionStore session.Store
 
@@ -172,7 +173,7 @@ type Server struct {
 	// sessions is the store Options.SessionStore gave; otherwise holder
 	// keeps the store each configuration names.
 	sessions session.Store
-	holder   *sessionstore.Holder
+	holder   *storeselect.Holder
 
 	// firstGuard is the guard of the last configuration read while none
 	// serves yet, so that a token-mode router's status and metrics are not

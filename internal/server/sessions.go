@@ -18,7 +18,8 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/session"
-	"github.com/contextrouter/contextrouter/internal/sessionstore"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
+	"github.com/contextrouter/contextrouter/internal/session/storeselect"
 )
 
 // The session API (api.md §11.9): writes to an agent's session, context
@@ -49,7 +50,7 @@ func (s *Server) sessionRoute(path string) (counter string, h http.HandlerFunc, 
 }
 
 // openSessionStore sets up the server's store: the one given, or the one
-// each configuration's spec.sessions names (sessionstore.Holder; the
+// each configuration's spec.sessions names (storeselect.Holder; the
 // sidecar's is always embedded), opened when the first configuration loads.
 func (s *Server) openSessionStore() error {
 	if s.opts.SessionStore != nil {
@@ -57,11 +58,11 @@ func (s *Server) openSessionStore() error {
 		return nil
 	}
 	if dir := s.opts.Sessions.Dir; dir != "" {
-		if err := session.PrepareDir(dir); err != nil {
+		if err := memstore.PrepareDir(dir); err != nil {
 			return err
 		}
 	}
-	s.holder = sessionstore.NewHolder(sessionstore.Where{Local: s.opts.Agent != "", Memory: s.opts.Sessions})
+	s.holder = storeselect.NewHolder(storeselect.Where{Local: s.opts.Agent != "", Memory: s.opts.Sessions})
 	return nil
 }
 
@@ -76,7 +77,7 @@ func (s *Server) updateSessionStore(cfg *engine.Config) {
 	if err := s.holder.Update(&cfg.Router, s.opts.Engine.Secrets); err != nil {
 		s.log.Error("session store not available; sessions answer 503 until a configuration fixes it", "error", err.Error())
 	}
-	if m, ok := s.holder.Store().(*session.MemStore); ok && s.holder.Store() != before {
+	if m, ok := s.holder.Store().(*memstore.Store); ok && s.holder.Store() != before {
 		for _, err := range m.Skipped() {
 			s.log.Error("session file set aside; its session is left out", "error", err.Error())
 		}

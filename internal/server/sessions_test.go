@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
 )
 
 // bigBalance is a tool result past the firewall threshold.
@@ -322,7 +323,7 @@ func TestSessionStoreBounds(t *testing.T) {
 	var elapsed atomic.Int64
 	now := func() time.Time { return time.Unix(1e9, elapsed.Load()) }
 	ts := startServer(t, Options{Paths: []string{"../../examples/quickstart"},
-		Sessions: session.StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 4000, Now: now}})
+		Sessions: memstore.Config{TTL: time.Minute, MaxSessions: 2, MaxBytes: 4000, Now: now}})
 	ts.waitReady()
 	write := func(id, text string) (int, string) {
 		return ts.sessionCall("POST", "/v1/sessions/"+id+"/items", sessionItems{Items: []session.Item{{ID: fmt.Sprint(len(text)), Kind: session.KindUserTurn, Text: text}}}, nil)
@@ -354,7 +355,7 @@ func TestSessionStoreBounds(t *testing.T) {
 
 func TestSessionPersistenceAcrossRestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sessions")
-	opts := Options{Paths: []string{"../../examples/quickstart"}, Sessions: session.StoreConfig{Dir: dir}}
+	opts := Options{Paths: []string{"../../examples/quickstart"}, Sessions: memstore.Config{Dir: dir}}
 	ts := startServer(t, opts)
 	ts.waitReady()
 	ts.mustCall(200, "POST", "/v1/sessions/s/items", sessionItems{Agent: "hr-assistant", Items: []session.Item{{ID: "c", Kind: session.KindToolCall, Text: "f()"}}}, nil)

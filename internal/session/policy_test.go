@@ -44,6 +44,14 @@ func TestPolicy(t *testing.T) {
 	if pol.Budget(PhaseAnswer) != 30 || pol.Budget(PhaseRoute) != DefaultBudget(PhaseRoute) || pol.FirewallMaxChars() != 150 {
 		t.Fatalf("budgets answer %d, route %d, firewall %d", pol.Budget(PhaseAnswer), pol.Budget(PhaseRoute), pol.FirewallMaxChars())
 	}
+	build := func(t *testing.T, s *Session, o Options) *Pack {
+		t.Helper()
+		p, err := Build(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	first := func(o Options) string {
 		p := build(t, s, o)
 		if len(p.Items) != 1 {

@@ -1,7 +1,11 @@
 // Package session builds context packs from an agent's session: the items it
 // accumulated (turns, tool calls and results, facts, plans), cut to the budget
-// of one LLM call phase (docs/api.md §11). It is pure computation: storage and
-// transport live elsewhere.
+// of one LLM call phase (docs/api.md §11). It holds the model and its
+// validation (Validate, Merge, ReadJSONL), the packs (Build, the firewall),
+// drill-down into artifacts, and the Store contract with its errors. It is
+// pure computation, no I/O: the stores are its subpackages memstore
+// (embedded) and redisstore, both held to storetest; storeselect picks one
+// from spec.sessions; the HTTP API is internal/server.
 package session
 
 import (
@@ -322,6 +326,31 @@ func checkCycles(items []Item, pos map[string]int) error {
 		}
 		for _, j := range path {
 			state[j] = done
+		}
+	}
+	return nil
+}
+
+// MaxSessionIDBytes bounds a session id; see ValidateSessionID.
+const MaxSessionIDBytes = 128
+
+// ValidateSessionID checks a session id: 1–128 bytes of ASCII letters,
+// digits, '.', '_' and '-', not starting with '.' (it names a file of the
+// embedded store and a key of Redis). The error names the first byte
+// outside that set, or the rune BadNameRune finds.
+func ValidateSessionID(id string) error {
+	if id == "" || len(id) > MaxSessionIDBytes {
+		return fmt.Errorf("session id is %d bytes; it must be 1 to %d bytes", len(id), MaxSessionIDBytes)
+	}
+	if bad := BadNameRune(id); bad != "" {
+		return fmt.Errorf("session id %q: %s; only ASCII letters, digits, '.', '_' and '-' are allowed", id, bad)
+	}
+	if id[0] == '.' {
+		return fmt.Errorf("session id %q must not start with '.'", id)
+	}
+	for i, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("session id %q: %q (%U) at byte %d is not allowed; only ASCII letters, digits, '.', '_' and '-' are allowed", id, c, c, i)
 		}
 	}
 	return nil

@@ -1,4 +1,9 @@
-package session
+// Package memstore is the embedded session store (session.Store): the
+// sessions of one process in its memory, within a bound of their heap
+// (footprint.go) and an idle TTL, optionally kept in one append-only file per
+// session (Config.Dir, serve --session-dir). It is the default store and the
+// sidecar's (docs/api.md §11.8).
+package memstore
 
 import (
 	"bytes"
@@ -23,22 +28,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
-// Defaults of StoreConfig (api.md §11.9): spec.sessions's defaults.
+// Defaults of Config (api.md §11.9): spec.sessions's defaults.
 var (
 	DefaultTTL         = v1alpha1.DefaultSessionTTL
 	DefaultMaxSessions = int(v1alpha1.DefaultMaxSessions)
 	DefaultMaxBytes    = func() int64 { q := resource.MustParse(v1alpha1.DefaultSessionBytes); return q.Value() }()
 )
 
-const (
-	// MaxSessionIDBytes bounds a session id; see ValidateSessionID.
-	MaxSessionIDBytes = 128
-)
-
-// StoreConfig bounds a session store.
-type StoreConfig struct {
+// Config bounds a session store.
+type Config struct {
 	// TTL is how long a session may stay idle (no write, no pack) before it
 	// is removed (0: DefaultTTL).
 	TTL time.Duration
@@ -55,7 +56,7 @@ type StoreConfig struct {
 }
 
 // WithDefaults fills the zero fields.
-func (c StoreConfig) WithDefaults() StoreConfig {
+func (c Config) WithDefaults() Config {
 	if c.TTL <= 0 {
 		c.TTL = DefaultTTL
 	}
@@ -71,30 +72,8 @@ func (c StoreConfig) WithDefaults() StoreConfig {
 	return c
 }
 
-// ValidateSessionID checks a session id: 1–128 bytes of ASCII letters,
-// digits, '.', '_' and '-', not starting with '.' (it names a file of the
-// embedded store and a key of Redis). The error names the first byte
-// outside that set, or the rune BadNameRune finds.
-func ValidateSessionID(id string) error {
-	if id == "" || len(id) > MaxSessionIDBytes {
-		return fmt.Errorf("session id is %d bytes; it must be 1 to %d bytes", len(id), MaxSessionIDBytes)
-	}
-	if bad := BadNameRune(id); bad != "" {
-		return fmt.Errorf("session id %q: %s; only ASCII letters, digits, '.', '_' and '-' are allowed", id, bad)
-	}
-	if id[0] == '.' {
-		return fmt.Errorf("session id %q must not start with '.'", id)
-	}
-	for i, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("session id %q: %q (%U) at byte %d is not allowed; only ASCII letters, digits, '.', '_' and '-' are allowed", id, c, c, i)
-		}
-	}
-	return nil
-}
-
-// MemStore is the embedded store: sessions in the process's memory,
-// optionally kept in files (StoreConfig.Dir). One mutex guards it; a write
+// Store is the embedded store: sessions in the process's memory,
+// optionally kept in files (Config.Dir). One mutex guards it; a write
 // validates the session it makes, which for the limits of §11.7 takes
 // microseconds to about a millisecond.
 //
@@ -103,8 +82,8 @@ func ValidateSessionID(id string) error {
 // make room, only sessions idle for TTL are removed. Expired sessions are
 // swept by every call, oldest first from a list kept in order of use, so no
 // timer or goroutine runs per session.
-type MemStore struct {
-	cfg StoreConfig
+type Store struct {
+	cfg Config
 
 	mu       sync.Mutex
 	sessions map[string]*memSession
@@ -119,7 +98,7 @@ type MemStore struct {
 
 type memSession struct {
 	id, owner string
-	s         Session
+	s         session.Session
 	// use is what the session takes of MaxBytes (footprint.go).
 	use heapUse
 	// refs maps the SHA-256 of each tool result to its item, computed when
@@ -130,7 +109,7 @@ type memSession struct {
 	elem *list.Element
 }
 
-var _ Store = (*MemStore)(nil)
+var _ session.Store = (*Store)(nil)
 
 // PrepareDir makes the embedded store's directory, or says why it cannot:
 // serve checks --session-dir with it at start, before any configuration
@@ -142,14 +121,14 @@ func PrepareDir(dir string) error {
 	return nil
 }
 
-// NewMemStore opens an embedded store. With cfg.Dir it reads the sessions
+// New opens an embedded store. With cfg.Dir it reads the sessions
 // kept there (their idle time starts anew), most recently written first,
 // within MaxSessions and MaxBytes: a directory written under larger bounds
 // must not load past them. A session that would pass a bound is set aside
 // as <id>.jsonl.over, a file it cannot read as <id>.jsonl.bad; both are
 // listed by Skipped. A directory it cannot use is an error.
-func NewMemStore(cfg StoreConfig) (*MemStore, error) {
-	m := &MemStore{cfg: cfg.WithDefaults(), sessions: map[string]*memSession{}, idle: list.New(),
+func New(cfg Config) (*Store, error) {
+	m := &Store{cfg: cfg.WithDefaults(), sessions: map[string]*memSession{}, idle: list.New(),
 		byAgent: map[string]map[string]*memSession{}}
 	if m.cfg.Dir == "" {
 		return m, nil
@@ -167,7 +146,7 @@ func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 	}
 	files := make([]logFile, 0, len(names))
 	for _, name := range names {
-		if ValidateSessionID(strings.TrimSuffix(filepath.Base(name), logSuffix)) != nil {
+		if session.ValidateSessionID(strings.TrimSuffix(filepath.Base(name), logSuffix)) != nil {
 			continue // not a session file of ours
 		}
 		fi, err := os.Stat(name)
@@ -208,7 +187,7 @@ func NewMemStore(cfg StoreConfig) (*MemStore, error) {
 	// Least recent first, so the idle list keeps the files' order of use.
 	for _, ms := range slices.Backward(kept) {
 		s, use := ms.s, ms.use
-		ms.s, ms.use = Session{}, heapUse{}
+		ms.s, ms.use = session.Session{}, heapUse{}
 		m.commit(ms, s, use)
 	}
 	return m, nil
@@ -231,19 +210,19 @@ func setAside(name, why string) error {
 // SetBounds applies new TTL, MaxSessions and MaxBytes (zero fields take
 // the defaults) to a live store, as a reload does: sessions already held
 // stay; past a lowered bound, new writes get 507 until enough expire.
-func (m *MemStore) SetBounds(c StoreConfig) {
+func (m *Store) SetBounds(c Config) {
 	c = c.WithDefaults()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.cfg.TTL, m.cfg.MaxSessions, m.cfg.MaxBytes = c.TTL, c.MaxSessions, c.MaxBytes
 }
 
-// Skipped are the session files NewMemStore left out: set aside as .bad
+// Skipped are the session files New left out: set aside as .bad
 // (unreadable) or .over (past the store's bounds); the caller logs them.
-func (m *MemStore) Skipped() []error { return m.skipped }
+func (m *Store) Skipped() []error { return m.skipped }
 
 // Len is the number of live sessions (expired ones are swept first).
-func (m *MemStore) Len() int {
+func (m *Store) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep()
@@ -251,7 +230,7 @@ func (m *MemStore) Len() int {
 }
 
 // sweep removes the sessions idle for longer than the TTL. The caller holds mu.
-func (m *MemStore) sweep() {
+func (m *Store) sweep() {
 	deadline := m.cfg.Now().Add(-m.cfg.TTL)
 	for e := m.idle.Front(); e != nil; e = m.idle.Front() {
 		ms := e.Value.(*memSession)
@@ -262,7 +241,7 @@ func (m *MemStore) sweep() {
 	}
 }
 
-func (m *MemStore) remove(ms *memSession) {
+func (m *Store) remove(ms *memSession) {
 	m.idle.Remove(ms.elem)
 	delete(m.sessions, ms.id)
 	if a := m.byAgent[ms.owner]; a != nil {
@@ -277,53 +256,53 @@ func (m *MemStore) remove(ms *memSession) {
 	}
 }
 
-func (m *MemStore) touch(ms *memSession) {
+func (m *Store) touch(ms *memSession) {
 	ms.used = m.cfg.Now()
 	m.idle.MoveToBack(ms.elem)
 }
 
 // get finds a live session of agent; the caller holds mu.
-func (m *MemStore) get(id, agent string) (*memSession, error) {
+func (m *Store) get(id, agent string) (*memSession, error) {
 	if m.closed {
-		return nil, fmt.Errorf("%w: the store is closed", ErrUnavailable)
+		return nil, fmt.Errorf("%w: the store is closed", session.ErrUnavailable)
 	}
 	m.sweep()
 	ms := m.sessions[id]
 	switch {
 	case ms == nil:
-		return nil, ErrNotFound
+		return nil, session.ErrNotFound
 	case ms.owner != agent:
-		return nil, ErrForbidden
+		return nil, session.ErrForbidden
 	}
 	return ms, nil
 }
 
 // Append implements Store.
-func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]string, error) {
-	if err := ValidateSessionID(id); err != nil {
+func (m *Store) Append(_ context.Context, id, agent string, d session.Delta) ([]string, error) {
+	if err := session.ValidateSessionID(id); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ms, err := m.get(id, agent)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, session.ErrNotFound):
 		if len(m.sessions) >= m.cfg.MaxSessions {
-			return nil, &LimitError{Limit: "maxSessions", Max: int64(m.cfg.MaxSessions),
+			return nil, &session.LimitError{Limit: "maxSessions", Max: int64(m.cfg.MaxSessions),
 				Msg: fmt.Sprintf("the session store is full: it holds %d sessions, its maxSessions; sessions idle for %s are removed", len(m.sessions), m.cfg.TTL)}
 		}
 		ms = &memSession{id: id, owner: agent}
 	case err != nil:
 		return nil, err
 	}
-	next, err := Merge(&ms.s, d)
+	next, err := session.Merge(&ms.s, d)
 	if err != nil {
 		return nil, err
 	}
 	use := ms.use.grown(id, agent, &ms.s, next)
 	grow := use.total - ms.use.total
 	if m.bytes+grow > m.cfg.MaxBytes {
-		return nil, &LimitError{Limit: "maxBytes", Max: m.cfg.MaxBytes,
+		return nil, &session.LimitError{Limit: "maxBytes", Max: m.cfg.MaxBytes,
 			Msg: fmt.Sprintf("the session store is full: this write needs %d bytes and %d of its maxBytes %d are in use", grow, m.bytes, m.cfg.MaxBytes)}
 	}
 	if m.cfg.Dir != "" {
@@ -333,7 +312,7 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return nil, fmt.Errorf("%w: writing the session's file: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: writing the session's file: %v", session.ErrUnavailable, err)
 		}
 	}
 	m.commit(ms, *next, use)
@@ -346,7 +325,7 @@ func (m *MemStore) Append(_ context.Context, id, agent string, d Delta) ([]strin
 
 // commit makes next the content of ms (new or not), taking use of the
 // heap; the caller holds mu.
-func (m *MemStore) commit(ms *memSession, next Session, use heapUse) {
+func (m *Store) commit(ms *memSession, next session.Session, use heapUse) {
 	for i := len(ms.s.Items); i < len(next.Items); i++ {
 		it := &next.Items[i]
 		// The heap estimate counts a backing array of just the tags: spare
@@ -354,7 +333,7 @@ func (m *MemStore) commit(ms *memSession, next Session, use heapUse) {
 		if cap(it.Tags) > len(it.Tags) {
 			it.Tags = slices.Clone(it.Tags)
 		}
-		if it.Kind != KindToolResult {
+		if it.Kind != session.KindToolResult {
 			continue
 		}
 		if ms.refs == nil {
@@ -383,7 +362,7 @@ func (m *MemStore) commit(ms *memSession, next Session, use heapUse) {
 
 // Load implements Store. The session returned is the caller's: its
 // slices and maps are copies (texts, immutable, are shared).
-func (m *MemStore) Load(_ context.Context, id, agent string) (*Session, error) {
+func (m *Store) Load(_ context.Context, id, agent string) (*session.Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ms, err := m.get(id, agent)
@@ -391,7 +370,7 @@ func (m *MemStore) Load(_ context.Context, id, agent string) (*Session, error) {
 		return nil, err
 	}
 	m.touch(ms)
-	s := &Session{Items: slices.Clone(ms.s.Items), Facts: slices.Clone(ms.s.Facts), Episodes: slices.Clone(ms.s.Episodes)}
+	s := &session.Session{Items: slices.Clone(ms.s.Items), Facts: slices.Clone(ms.s.Facts), Episodes: slices.Clone(ms.s.Episodes)}
 	for i := range s.Items {
 		it := &s.Items[i]
 		it.Tags = slices.Clone(it.Tags)
@@ -401,7 +380,7 @@ func (m *MemStore) Load(_ context.Context, id, agent string) (*Session, error) {
 }
 
 // Delete implements Store.
-func (m *MemStore) Delete(_ context.Context, id, agent string) error {
+func (m *Store) Delete(_ context.Context, id, agent string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ms, err := m.get(id, agent)
@@ -414,18 +393,18 @@ func (m *MemStore) Delete(_ context.Context, id, agent string) error {
 
 // Artifact implements Store: the agent's live sessions, in id order so the
 // same ref in two sessions resolves the same way each time.
-func (m *MemStore) Artifact(_ context.Context, agent, ref string) (string, error) {
+func (m *Store) Artifact(_ context.Context, agent, ref string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return "", fmt.Errorf("%w: the store is closed", ErrUnavailable)
+		return "", fmt.Errorf("%w: the store is closed", session.ErrUnavailable)
 	}
 	m.sweep()
 	var sum [sha256.Size]byte
 	if h, ok := strings.CutPrefix(ref, "sha256:"); !ok || len(h) != hex.EncodedLen(len(sum)) {
-		return "", ErrNotFound
+		return "", session.ErrNotFound
 	} else if _, err := hex.Decode(sum[:], []byte(h)); err != nil {
-		return "", ErrNotFound
+		return "", session.ErrNotFound
 	}
 	var found *memSession
 	for id, ms := range m.byAgent[agent] {
@@ -434,14 +413,14 @@ func (m *MemStore) Artifact(_ context.Context, agent, ref string) (string, error
 		}
 	}
 	if found == nil {
-		return "", ErrNotFound
+		return "", session.ErrNotFound
 	}
 	return found.s.Items[found.refs[sum]].Text, nil
 }
 
 // Close implements Store. Every write is in its file already, so there is
 // nothing to flush.
-func (m *MemStore) Close() error {
+func (m *Store) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
@@ -461,14 +440,14 @@ type logHeader struct {
 }
 
 type logDelta struct {
-	Items    []Item    `json:"items,omitempty"`
-	Facts    []Fact    `json:"facts,omitempty"`
-	Episodes []Episode `json:"episodes,omitempty"`
+	Items    []session.Item    `json:"items,omitempty"`
+	Facts    []session.Fact    `json:"facts,omitempty"`
+	Episodes []session.Episode `json:"episodes,omitempty"`
 }
 
-func (m *MemStore) logPath(id string) string { return filepath.Join(m.cfg.Dir, id+logSuffix) }
+func (m *Store) logPath(id string) string { return filepath.Join(m.cfg.Dir, id+logSuffix) }
 
-func (m *MemStore) writeLog(ms *memSession, d Delta) error {
+func (m *Store) writeLog(ms *memSession, d session.Delta) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -503,7 +482,7 @@ func (m *MemStore) writeLog(ms *memSession, d Delta) error {
 // when the file is empty. A file it cannot read whole
 // is set aside as <name>.bad and its session left out: one bad file must
 // not keep the router from starting or cost the other sessions.
-func (m *MemStore) replay(name string) (*memSession, error) {
+func (m *Store) replay(name string) (*memSession, error) {
 	id := strings.TrimSuffix(filepath.Base(name), logSuffix)
 	fail := func(err error) (*memSession, error) {
 		_ = os.Rename(name, name+".bad")
@@ -536,14 +515,14 @@ func (m *MemStore) replay(name string) (*memSession, error) {
 		if err := json.Unmarshal(line, &d); err != nil {
 			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
 		}
-		next, err := Merge(&ms.s, Delta(d))
+		next, err := session.Merge(&ms.s, session.Delta(d))
 		if err != nil {
 			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
 		}
 		ms.s = *next
 	}
 	if ms != nil {
-		ms.use = heapUse{}.grown(ms.id, ms.owner, &Session{}, &ms.s)
+		ms.use = heapUse{}.grown(ms.id, ms.owner, &session.Session{}, &ms.s)
 	}
 	return ms, nil
 }

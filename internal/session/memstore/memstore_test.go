@@ -1,4 +1,4 @@
-package session
+package memstore
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
 // clock is a settable time for TTL tests.
@@ -34,9 +36,9 @@ func (c *clock) Add(d time.Duration) {
 
 func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
 
-func openStore(t *testing.T, cfg StoreConfig) *MemStore {
+func openStore(t *testing.T, cfg Config) *Store {
 	t.Helper()
-	m, err := NewMemStore(cfg)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,26 +46,26 @@ func openStore(t *testing.T, cfg StoreConfig) *MemStore {
 	return m
 }
 
-func delta(its ...Item) Delta { return Delta{Items: its} }
+func delta(its ...session.Item) session.Delta { return session.Delta{Items: its} }
 
 var bigResult = `{"rows": [` + strings.Repeat(`{"a": 1, "b": "xyz"}, `, 200) + `{"a": 2}]}`
 
 func TestMemStoreWrites(t *testing.T) {
 	ctx := context.Background()
-	m := openStore(t, StoreConfig{})
-	ids, err := m.Append(ctx, "s1", "hr", delta(Item{ID: "u1", Kind: KindUserTurn, Text: "hi"}, Item{ID: "c1", Kind: KindToolCall, Text: "f()"}))
+	m := openStore(t, Config{})
+	ids, err := m.Append(ctx, "s1", "hr", delta(session.Item{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}, session.Item{ID: "c1", Kind: session.KindToolCall, Text: "f()"}))
 	if err != nil || strings.Join(ids, ",") != "u1,c1" {
 		t.Fatalf("append: %v %v", ids, err)
 	}
 	// The result names the call of the earlier write.
-	if _, err := m.Append(ctx, "s1", "hr", delta(Item{ID: "r1", Kind: KindToolResult, ParentID: "c1", Text: bigResult})); err != nil {
+	if _, err := m.Append(ctx, "s1", "hr", delta(session.Item{ID: "r1", Kind: session.KindToolResult, ParentID: "c1", Text: bigResult})); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := m.Load(ctx, "s1", "hr")
-	if _, err := m.Append(ctx, "s1", "hr", Delta{Facts: []Fact{{Key: "k", Value: "v1"}}, Episodes: []Episode{{ID: "e1", Text: "t"}}}); err != nil {
+	if _, err := m.Append(ctx, "s1", "hr", session.Delta{Facts: []session.Fact{{Key: "k", Value: "v1"}}, Episodes: []session.Episode{{ID: "e1", Text: "t"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Append(ctx, "s1", "hr", Delta{Facts: []Fact{{Key: "k", Value: "v2"}, {Key: "j", Value: "w"}}}); err != nil {
+	if _, err := m.Append(ctx, "s1", "hr", session.Delta{Facts: []session.Fact{{Key: "k", Value: "v2"}, {Key: "j", Value: "w"}}}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := m.Load(ctx, "s1", "hr")
@@ -78,28 +80,28 @@ func TestMemStoreWrites(t *testing.T) {
 		t.Fatalf("an earlier Load changed: %+v", before)
 	}
 	// The oversized result is an artifact of the agent, and only of it.
-	ref := ArtifactRef(bigResult)
+	ref := session.ArtifactRef(bigResult)
 	if got, err := m.Artifact(ctx, "hr", ref); err != nil || got != bigResult {
 		t.Fatalf("artifact: %v", err)
 	}
-	if _, err := m.Artifact(ctx, "intruder", ref); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Artifact(ctx, "intruder", ref); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("another agent's artifact: %v, want ErrNotFound", err)
 	}
 	// The pack names the same ref the store finds.
-	p, err := Build(s, Options{Phase: PhaseInterpret})
+	p, err := session.Build(s, session.Options{Phase: session.PhaseInterpret})
 	if err != nil || len(p.Artifacts) != 1 || p.Artifacts[0].Ref != ref {
 		t.Fatalf("pack artifacts: %+v %v", p.Artifacts, err)
 	}
 	for name, call := range map[string]func() error{
 		"append": func() error {
-			_, err := m.Append(ctx, "s1", "intruder", delta(Item{ID: "x", Kind: KindUserTurn}))
+			_, err := m.Append(ctx, "s1", "intruder", delta(session.Item{ID: "x", Kind: session.KindUserTurn}))
 			return err
 		},
 		"load":   func() error { _, err := m.Load(ctx, "s1", "intruder"); return err },
 		"delete": func() error { return m.Delete(ctx, "s1", "intruder") },
 	} {
 		t.Run("another agent "+name, func(t *testing.T) {
-			if err := call(); !errors.Is(err, ErrForbidden) {
+			if err := call(); !errors.Is(err, session.ErrForbidden) {
 				t.Fatalf("%v, want ErrForbidden", err)
 			}
 		})
@@ -107,10 +109,10 @@ func TestMemStoreWrites(t *testing.T) {
 	if err := m.Delete(ctx, "s1", "hr"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Load(ctx, "s1", "hr"); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Load(ctx, "s1", "hr"); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
 	}
-	if _, err := m.Artifact(ctx, "hr", ref); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Artifact(ctx, "hr", ref); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("artifact after delete: %v", err)
 	}
 	if m.Len() != 0 || m.bytes != 0 {
@@ -120,26 +122,26 @@ func TestMemStoreWrites(t *testing.T) {
 
 func TestMemStoreBadWrites(t *testing.T) {
 	ctx := context.Background()
-	m := openStore(t, StoreConfig{})
-	if _, err := m.Append(ctx, "s", "a", delta(Item{ID: "u1", Kind: KindUserTurn, Text: "hi"}, Item{ID: "c1", Kind: KindToolCall})); err != nil {
+	m := openStore(t, Config{})
+	if _, err := m.Append(ctx, "s", "a", delta(session.Item{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}, session.Item{ID: "c1", Kind: session.KindToolCall})); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name     string
 		id       string
-		d        Delta
+		d        session.Delta
 		want     string
 		tooLarge bool
 	}{
-		{"unknown kind", "s", delta(Item{ID: "x", Kind: "thought"}), `items[0].kind: unknown kind "thought"`, false},
-		{"missing parent", "s", delta(Item{ID: "ok", Kind: KindUserTurn}, Item{ID: "r", Kind: KindToolResult, ParentID: "nope"}), `items[1].parent_id: no item has id "nope"`, false},
-		{"cycle", "s", delta(Item{ID: "a", Kind: KindUserTurn, ParentID: "b"}, Item{ID: "b", Kind: KindUserTurn, ParentID: "a"}), "parent chain loops: a → b → a", false},
-		{"id of an earlier write", "s", delta(Item{ID: "u1", Kind: KindUserTurn}), `items[0].id: "u1" is already in the session`, false},
-		{"oversized text", "s", delta(Item{ID: "big", Kind: KindToolResult, Text: strings.Repeat("x", MaxItemBytes+1)}), "items[0].text: 262145 bytes; an item's text is limited to 262144 bytes", true},
-		{"oversized fact", "s", Delta{Facts: []Fact{{Key: "k", Value: strings.Repeat("x", MaxFactBytes+1)}}}, "facts[0].value: 4097 bytes", true},
-		{"duplicate episode in one write", "s", Delta{Episodes: []Episode{{ID: "e", Text: "1"}, {ID: "e", Text: "2"}}}, `episodes[1].id: "e" is also the id of episodes[0]`, false},
-		{"bad session id", "../etc", delta(Item{ID: "x", Kind: KindUserTurn}), "must not start with '.'", false},
-		{"session id charset", "a/b", delta(Item{ID: "x", Kind: KindUserTurn}), "only ASCII letters", false},
+		{"unknown kind", "s", delta(session.Item{ID: "x", Kind: "thought"}), `items[0].kind: unknown kind "thought"`, false},
+		{"missing parent", "s", delta(session.Item{ID: "ok", Kind: session.KindUserTurn}, session.Item{ID: "r", Kind: session.KindToolResult, ParentID: "nope"}), `items[1].parent_id: no item has id "nope"`, false},
+		{"cycle", "s", delta(session.Item{ID: "a", Kind: session.KindUserTurn, ParentID: "b"}, session.Item{ID: "b", Kind: session.KindUserTurn, ParentID: "a"}), "parent chain loops: a → b → a", false},
+		{"id of an earlier write", "s", delta(session.Item{ID: "u1", Kind: session.KindUserTurn}), `items[0].id: "u1" is already in the session`, false},
+		{"oversized text", "s", delta(session.Item{ID: "big", Kind: session.KindToolResult, Text: strings.Repeat("x", session.MaxItemBytes+1)}), "items[0].text: 262145 bytes; an item's text is limited to 262144 bytes", true},
+		{"oversized fact", "s", session.Delta{Facts: []session.Fact{{Key: "k", Value: strings.Repeat("x", session.MaxFactBytes+1)}}}, "facts[0].value: 4097 bytes", true},
+		{"duplicate episode in one write", "s", session.Delta{Episodes: []session.Episode{{ID: "e", Text: "1"}, {ID: "e", Text: "2"}}}, `episodes[1].id: "e" is also the id of episodes[0]`, false},
+		{"bad session id", "../etc", delta(session.Item{ID: "x", Kind: session.KindUserTurn}), "must not start with '.'", false},
+		{"session id charset", "a/b", delta(session.Item{ID: "x", Kind: session.KindUserTurn}), "only ASCII letters", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,7 +149,7 @@ func TestMemStoreBadWrites(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
-			var e *Error
+			var e *session.Error
 			if errors.As(err, &e) && e.TooLarge != tc.tooLarge {
 				t.Errorf("TooLarge = %v", e.TooLarge)
 			}
@@ -159,7 +161,7 @@ func TestMemStoreBadWrites(t *testing.T) {
 		})
 	}
 	// The session keeps taking good writes.
-	if _, err := m.Append(ctx, "s", "a", delta(Item{ID: "r1", Kind: KindToolResult, ParentID: "c1"})); err != nil {
+	if _, err := m.Append(ctx, "s", "a", delta(session.Item{ID: "r1", Kind: session.KindToolResult, ParentID: "c1"})); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -167,9 +169,9 @@ func TestMemStoreBadWrites(t *testing.T) {
 func TestMemStoreTTL(t *testing.T) {
 	ctx := context.Background()
 	c := newClock()
-	m := openStore(t, StoreConfig{TTL: time.Minute, Now: c.Now})
+	m := openStore(t, Config{TTL: time.Minute, Now: c.Now})
 	for _, id := range []string{"old", "used"} {
-		if _, err := m.Append(ctx, id, "a", delta(Item{ID: "u", Kind: KindUserTurn, Text: "x"})); err != nil {
+		if _, err := m.Append(ctx, id, "a", delta(session.Item{ID: "u", Kind: session.KindUserTurn, Text: "x"})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,7 +181,7 @@ func TestMemStoreTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Add(20 * time.Second)
-	if _, err := m.Load(ctx, "old", "a"); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Load(ctx, "old", "a"); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("a session idle past the TTL: %v, want ErrNotFound", err)
 	}
 	if _, err := m.Load(ctx, "used", "a"); err != nil {
@@ -197,28 +199,28 @@ func TestMemStoreTTL(t *testing.T) {
 func TestMemStoreFull(t *testing.T) {
 	ctx := context.Background()
 	c := newClock()
-	m := openStore(t, StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 2000, Now: c.Now})
+	m := openStore(t, Config{TTL: time.Minute, MaxSessions: 2, MaxBytes: 2000, Now: c.Now})
 	for _, id := range []string{"a", "b"} {
-		if _, err := m.Append(ctx, id, "x", delta(Item{ID: "u", Kind: KindUserTurn, Text: "0123456789"})); err != nil {
+		if _, err := m.Append(ctx, id, "x", delta(session.Item{ID: "u", Kind: session.KindUserTurn, Text: "0123456789"})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var le *LimitError
-	_, err := m.Append(ctx, "c", "x", delta(Item{ID: "u", Kind: KindUserTurn}))
+	var le *session.LimitError
+	_, err := m.Append(ctx, "c", "x", delta(session.Item{ID: "u", Kind: session.KindUserTurn}))
 	if !errors.As(err, &le) || le.Limit != "maxSessions" || le.Max != 2 || !strings.Contains(err.Error(), "the session store is full") {
 		t.Fatalf("a third session: %v", err)
 	}
 	// Live sessions keep working, within maxBytes.
-	if _, err := m.Append(ctx, "a", "x", delta(Item{ID: "u2", Kind: KindUserTurn, Text: "more"})); err != nil {
+	if _, err := m.Append(ctx, "a", "x", delta(session.Item{ID: "u2", Kind: session.KindUserTurn, Text: "more"})); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Append(ctx, "a", "x", delta(Item{ID: "u3", Kind: KindUserTurn, Text: strings.Repeat("y", 500)}))
+	_, err = m.Append(ctx, "a", "x", delta(session.Item{ID: "u3", Kind: session.KindUserTurn, Text: strings.Repeat("y", 500)}))
 	if !errors.As(err, &le) || le.Limit != "maxBytes" || le.Max != 2000 {
 		t.Fatalf("past maxBytes: %v", err)
 	}
 	// Once the others expire there is room again.
 	c.Add(2 * time.Minute)
-	if _, err := m.Append(ctx, "c", "x", delta(Item{ID: "u", Kind: KindUserTurn, Text: strings.Repeat("y", 500)})); err != nil {
+	if _, err := m.Append(ctx, "c", "x", delta(session.Item{ID: "u", Kind: session.KindUserTurn, Text: strings.Repeat("y", 500)})); err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
@@ -226,7 +228,7 @@ func TestMemStoreFull(t *testing.T) {
 func TestMemStorePersistence(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	m, err := NewMemStore(StoreConfig{Dir: dir})
+	m, err := New(Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,13 +238,13 @@ func TestMemStorePersistence(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(m.Append(ctx, "s1", "hr", delta(Item{ID: "c1", Kind: KindToolCall, Text: "f()"})))
-	must(m.Append(ctx, "s1", "hr", delta(Item{ID: "r1", Kind: KindToolResult, ParentID: "c1", Text: bigResult, Tags: []string{"t"}, Metadata: map[string]string{"k": "v"}})))
-	must(m.Append(ctx, "s1", "hr", Delta{Facts: []Fact{{Key: "k", Value: "1"}}}))
-	must(m.Append(ctx, "s1", "hr", Delta{Facts: []Fact{{Key: "k", Value: "2"}}, Episodes: []Episode{{ID: "e", Text: "t"}}}))
-	must(m.Append(ctx, "gone", "hr", delta(Item{ID: "u", Kind: KindUserTurn})))
+	must(m.Append(ctx, "s1", "hr", delta(session.Item{ID: "c1", Kind: session.KindToolCall, Text: "f()"})))
+	must(m.Append(ctx, "s1", "hr", delta(session.Item{ID: "r1", Kind: session.KindToolResult, ParentID: "c1", Text: bigResult, Tags: []string{"t"}, Metadata: map[string]string{"k": "v"}})))
+	must(m.Append(ctx, "s1", "hr", session.Delta{Facts: []session.Fact{{Key: "k", Value: "1"}}}))
+	must(m.Append(ctx, "s1", "hr", session.Delta{Facts: []session.Fact{{Key: "k", Value: "2"}}, Episodes: []session.Episode{{ID: "e", Text: "t"}}}))
+	must(m.Append(ctx, "gone", "hr", delta(session.Item{ID: "u", Kind: session.KindUserTurn})))
 	// A refused write leaves no trace in the file either.
-	if _, err := m.Append(ctx, "s1", "hr", delta(Item{ID: "bad", Kind: "thought"})); err == nil {
+	if _, err := m.Append(ctx, "s1", "hr", delta(session.Item{ID: "bad", Kind: "thought"})); err == nil {
 		t.Fatal("bad write accepted")
 	}
 	if err := m.Delete(ctx, "gone", "hr"); err != nil {
@@ -253,7 +255,7 @@ func TestMemStorePersistence(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Load(ctx, "s1", "hr"); !errors.Is(err, ErrUnavailable) {
+	if _, err := m.Load(ctx, "s1", "hr"); !errors.Is(err, session.ErrUnavailable) {
 		t.Fatalf("load after close: %v", err)
 	}
 	// A write the process did not finish: the last line is cut short.
@@ -264,7 +266,7 @@ func TestMemStorePersistence(t *testing.T) {
 	_, _ = f.WriteString(`{"items":[{"id":"half`)
 	f.Close()
 
-	m2 := openStore(t, StoreConfig{Dir: dir})
+	m2 := openStore(t, Config{Dir: dir})
 	got, err := m2.Load(ctx, "s1", "hr")
 	if err != nil {
 		t.Fatal(err)
@@ -272,13 +274,13 @@ func TestMemStorePersistence(t *testing.T) {
 	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("reopened:\n%+v\nwant\n%+v", got, want)
 	}
-	if _, err := m2.Load(ctx, "gone", "hr"); !errors.Is(err, ErrNotFound) {
+	if _, err := m2.Load(ctx, "gone", "hr"); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("a deleted session came back: %v", err)
 	}
-	if _, err := m2.Load(ctx, "s1", "other"); !errors.Is(err, ErrForbidden) {
+	if _, err := m2.Load(ctx, "s1", "other"); !errors.Is(err, session.ErrForbidden) {
 		t.Fatalf("owner lost: %v", err)
 	}
-	if a, err := m2.Artifact(ctx, "hr", ArtifactRef(bigResult)); err != nil || a != bigResult {
+	if a, err := m2.Artifact(ctx, "hr", session.ArtifactRef(bigResult)); err != nil || a != bigResult {
 		t.Fatalf("artifact after reopen: %v", err)
 	}
 	if m2.bytes != wantBytes {
@@ -288,7 +290,7 @@ func TestMemStorePersistence(t *testing.T) {
 		t.Fatalf("skipped: %v", m2.Skipped())
 	}
 	// The next write goes after the cut line, which a third open still skips.
-	must(m2.Append(ctx, "s1", "hr", delta(Item{ID: "u9", Kind: KindUserTurn})))
+	must(m2.Append(ctx, "s1", "hr", delta(session.Item{ID: "u9", Kind: session.KindUserTurn})))
 	wantBytes = m2.bytes
 	// A file broken in its middle (or naming a parent it lacks) is set
 	// aside whole; the other sessions load.
@@ -300,7 +302,7 @@ func TestMemStorePersistence(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m3 := openStore(t, StoreConfig{Dir: dir})
+	m3 := openStore(t, Config{Dir: dir})
 	if s, err := m3.Load(ctx, "s1", "hr"); err != nil || len(s.Items) != 3 {
 		t.Fatalf("third open: %v %+v", err, s)
 	}
@@ -311,7 +313,7 @@ func TestMemStorePersistence(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"bad", "orphan"} {
-		if _, err := m3.Load(ctx, id, "hr"); !errors.Is(err, ErrNotFound) {
+		if _, err := m3.Load(ctx, id, "hr"); !errors.Is(err, session.ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", id, err)
 		}
 		if _, err := os.Stat(filepath.Join(dir, id+".jsonl.bad")); err != nil {
@@ -322,12 +324,12 @@ func TestMemStorePersistence(t *testing.T) {
 		t.Errorf("%d sessions, %d bytes", m3.Len(), m3.bytes)
 	}
 	// The id of a set-aside session can start anew.
-	must(m3.Append(ctx, "bad", "hr", delta(Item{ID: "x", Kind: KindUserTurn})))
+	must(m3.Append(ctx, "bad", "hr", delta(session.Item{ID: "x", Kind: session.KindUserTurn})))
 }
 
 func TestMemStoreConcurrentAppends(t *testing.T) {
 	ctx := context.Background()
-	m := openStore(t, StoreConfig{Dir: t.TempDir()})
+	m := openStore(t, Config{Dir: t.TempDir()})
 	const writers, each = 8, 25
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -336,7 +338,7 @@ func TestMemStoreConcurrentAppends(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				id := fmt.Sprintf("w%d-%d", w, i)
-				if _, err := m.Append(ctx, "s", "a", delta(Item{ID: id, Kind: KindUserTurn, Text: id})); err != nil {
+				if _, err := m.Append(ctx, "s", "a", delta(session.Item{ID: id, Kind: session.KindUserTurn, Text: id})); err != nil {
 					t.Error(err)
 					return
 				}
@@ -352,10 +354,10 @@ func TestMemStoreConcurrentAppends(t *testing.T) {
 	if err != nil || len(s.Items) != writers*each {
 		t.Fatalf("%d items, want %d (%v)", len(s.Items), writers*each, err)
 	}
-	if err := Validate(s); err != nil {
+	if err := session.Validate(s); err != nil {
 		t.Fatal(err)
 	}
-	m2 := openStore(t, StoreConfig{Dir: m.cfg.Dir})
+	m2 := openStore(t, Config{Dir: m.cfg.Dir})
 	if s2, err := m2.Load(ctx, "s", "a"); err != nil || len(s2.Items) != writers*each {
 		t.Fatalf("reopened: %v", err)
 	}
@@ -363,17 +365,17 @@ func TestMemStoreConcurrentAppends(t *testing.T) {
 
 // idleSession is a session of 50 items as an agent leaves it: turns,
 // tool calls and results (two of them over the firewall threshold).
-func idleSession(n int) Delta {
-	var d Delta
+func idleSession(n int) session.Delta {
+	var d session.Delta
 	for i := range 50 {
-		it := Item{ID: fmt.Sprintf("i%02d", i), Kind: KindUserTurn, Text: fmt.Sprintf("turn %d of session %d: what is the status of ticket %d?", i, n, i*7)}
+		it := session.Item{ID: fmt.Sprintf("i%02d", i), Kind: session.KindUserTurn, Text: fmt.Sprintf("turn %d of session %d: what is the status of ticket %d?", i, n, i*7)}
 		switch i % 5 {
 		case 1:
-			it.Kind, it.Text = KindToolCall, fmt.Sprintf(`tickets.get(id=%d)`, i*7)
+			it.Kind, it.Text = session.KindToolCall, fmt.Sprintf(`tickets.get(id=%d)`, i*7)
 		case 2:
-			it.Kind, it.ParentID, it.Text = KindToolResult, fmt.Sprintf("i%02d", i-1), fmt.Sprintf(`{"id": %d, "status": "open", "owner": "team-%d", "updated": "2026-01-%02d"}`, i*7, n%10, i%28+1)
+			it.Kind, it.ParentID, it.Text = session.KindToolResult, fmt.Sprintf("i%02d", i-1), fmt.Sprintf(`{"id": %d, "status": "open", "owner": "team-%d", "updated": "2026-01-%02d"}`, i*7, n%10, i%28+1)
 		case 3:
-			it.Kind, it.Text = KindAgentMessage, "The ticket is open; the owning team has been notified and will answer today."
+			it.Kind, it.Text = session.KindAgentMessage, "The ticket is open; the owning team has been notified and will answer today."
 		}
 		d.Items = append(d.Items, it)
 	}
@@ -392,12 +394,12 @@ func BenchmarkIdleSessions(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		m, _ := NewMemStore(StoreConfig{MaxBytes: 1 << 30})
+		m, _ := New(Config{MaxBytes: 1 << 30})
 		for n := range 10_000 {
 			// Written as an agent writes: 10 writes of 5 items.
 			d := idleSession(n)
 			for w := 0; w < len(d.Items); w += 5 {
-				if _, err := m.Append(ctx, fmt.Sprintf("s%05d", n), "agent", Delta{Items: d.Items[w : w+5]}); err != nil {
+				if _, err := m.Append(ctx, fmt.Sprintf("s%05d", n), "agent", session.Delta{Items: d.Items[w : w+5]}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -410,22 +412,27 @@ func BenchmarkIdleSessions(b *testing.B) {
 	}
 }
 
+// benchWrite is the k-th write of 5 items to a session of the benchmarks:
+// items of d under ids of their own, without parents.
+func benchWrite(d session.Delta, k int) session.Delta {
+	w := session.Delta{Items: make([]session.Item, 5)}
+	for j := range 5 {
+		w.Items[j] = d.Items[(k*5+j)%50]
+		w.Items[j].ID = fmt.Sprintf("%d-%d", k, j)
+		w.Items[j].ParentID = ""
+	}
+	return w
+}
+
 // BenchmarkAppend is one write of 5 items to a session that grows to 200.
 func BenchmarkAppend(b *testing.B) {
 	ctx := context.Background()
-	m, _ := NewMemStore(StoreConfig{})
+	m, _ := New(Config{})
 	d := idleSession(0)
 	b.ResetTimer()
 	for i := range b.N {
 		id := fmt.Sprintf("s%d", i/40)
-		k := i % 40
-		w := Delta{Items: make([]Item, 5)}
-		for j := range 5 {
-			w.Items[j] = d.Items[(k*5+j)%50]
-			w.Items[j].ID = fmt.Sprintf("%d-%d", k, j)
-			w.Items[j].ParentID = ""
-		}
-		if _, err := m.Append(ctx, id, "a", w); err != nil {
+		if _, err := m.Append(ctx, id, "a", benchWrite(d, i%40)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -439,31 +446,31 @@ func TestMemStoreReopenBounds(t *testing.T) {
 	ctx := context.Background()
 	text := strings.Repeat("x", 99)
 	// per is what a session of one item "u" of 99 bytes counts.
-	one := openStore(t, StoreConfig{})
-	if _, err := one.Append(ctx, "s0", "hr", delta(Item{ID: "u", Kind: KindUserTurn, Text: text})); err != nil {
+	one := openStore(t, Config{})
+	if _, err := one.Append(ctx, "s0", "hr", delta(session.Item{ID: "u", Kind: session.KindUserTurn, Text: text})); err != nil {
 		t.Fatal(err)
 	}
 	per := one.bytes
 	for _, tc := range []struct {
 		name       string
-		cfg        StoreConfig
+		cfg        Config
 		keep, over []string
 		reason     string
 		bytes      int64
 	}{
-		{"maxSessions", StoreConfig{MaxSessions: 3}, []string{"s0", "s1", "s3"}, []string{"s2", "s4"},
+		{"maxSessions", Config{MaxSessions: 3}, []string{"s0", "s1", "s3"}, []string{"s2", "s4"},
 			"the store's maxSessions 3 is held by more recently written sessions", 3 * per},
-		{"maxBytes", StoreConfig{MaxBytes: 2*per + per/2}, []string{"s1", "s3"}, []string{"s0", "s2", "s4"},
+		{"maxBytes", Config{MaxBytes: 2*per + per/2}, []string{"s1", "s3"}, []string{"s0", "s2", "s4"},
 			fmt.Sprintf("its %d bytes would pass the store's maxBytes %d (%d held by more recently written sessions)", per, 2*per+per/2, 2*per), 2 * per},
-		{"within", StoreConfig{MaxSessions: 5, MaxBytes: 5 * per}, []string{"s0", "s1", "s2", "s3", "s4"}, nil, "", 5 * per},
+		{"within", Config{MaxSessions: 5, MaxBytes: 5 * per}, []string{"s0", "s1", "s2", "s3", "s4"}, nil, "", 5 * per},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			m := openStore(t, StoreConfig{Dir: dir})
+			m := openStore(t, Config{Dir: dir})
 			base := time.Now().Add(-time.Hour)
 			for i := range 5 {
 				id := fmt.Sprintf("s%d", i)
-				if _, err := m.Append(ctx, id, "hr", delta(Item{ID: "u", Kind: KindUserTurn, Text: text})); err != nil {
+				if _, err := m.Append(ctx, id, "hr", delta(session.Item{ID: "u", Kind: session.KindUserTurn, Text: text})); err != nil {
 					t.Fatal(err)
 				}
 				// Newest first: s1, s3, s0, s4, s2 (neither order of the names).
@@ -488,7 +495,7 @@ func TestMemStoreReopenBounds(t *testing.T) {
 				t.Errorf("skipped %s; want %v", skipped, tc.over)
 			}
 			for _, id := range tc.over {
-				if _, err := m2.Load(ctx, id, "hr"); !errors.Is(err, ErrNotFound) {
+				if _, err := m2.Load(ctx, id, "hr"); !errors.Is(err, session.ErrNotFound) {
 					t.Errorf("%s: %v, want ErrNotFound (set aside)", id, err)
 				}
 				if _, err := os.Stat(filepath.Join(dir, id+".jsonl.over")); err != nil {
@@ -503,7 +510,7 @@ func TestMemStoreReopenBounds(t *testing.T) {
 				}
 			}
 			// A third open reads only what was kept.
-			m3 := openStore(t, StoreConfig{Dir: dir})
+			m3 := openStore(t, Config{Dir: dir})
 			if m3.Len() != len(tc.keep) || len(m3.Skipped()) != 0 {
 				t.Errorf("third open: %d sessions, skipped %v; want %d, none", m3.Len(), m3.Skipped(), len(tc.keep))
 			}
@@ -525,11 +532,11 @@ func BenchmarkMemStoreAppendParallel(b *testing.B) {
 				name = fmt.Sprintf("dir/items=%d", size)
 			}
 			b.Run(name, func(b *testing.B) {
-				cfg := StoreConfig{MaxSessions: 1 << 20, MaxBytes: 1 << 40}
+				cfg := Config{MaxSessions: 1 << 20, MaxBytes: 1 << 40}
 				if dir {
 					cfg.Dir = b.TempDir()
 				}
-				m, err := NewMemStore(cfg)
+				m, err := New(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -541,14 +548,7 @@ func BenchmarkMemStoreAppendParallel(b *testing.B) {
 					w := writers.Add(1)
 					for i := 0; pb.Next(); i++ {
 						id := fmt.Sprintf("w%d-s%d", w, i/(size/5))
-						k := i % (size / 5)
-						wr := Delta{Items: make([]Item, 5)}
-						for j := range 5 {
-							wr.Items[j] = d.Items[(k*5+j)%50]
-							wr.Items[j].ID = fmt.Sprintf("%d-%d", k, j)
-							wr.Items[j].ParentID = ""
-						}
-						if _, err := m.Append(ctx, id, "a", wr); err != nil {
+						if _, err := m.Append(ctx, id, "a", benchWrite(d, i%(size/5))); err != nil {
 							b.Error(err)
 							return
 						}
