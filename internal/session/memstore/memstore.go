@@ -73,32 +73,55 @@ func (c Config) WithDefaults() Config {
 }
 
 // Store is the embedded store: sessions in the process's memory,
-// optionally kept in files (Config.Dir). One mutex guards it; a write
-// validates the session it makes, which for the limits of §11.7 takes
-// microseconds to about a millisecond.
+// optionally kept in files (Config.Dir).
+//
+// Locks: mu guards the session map, the idle list, the by-agent index and
+// the accounting of sessions and bytes; it is held for those alone, never
+// across a merge, a validation or disk I/O. Each session has a mutex of its
+// own, held by a write across its merge (which checks only what the write
+// adds), its file write and its commit, and by the removal of its file: writes
+// to different sessions run in parallel, writes to one session in order. A
+// write reserves the bytes it adds under mu before its file write and gives
+// them back if that fails, so the count stays exact. Lock order: a
+// session's mutex, then mu.
 //
 // Bounds: a write that would pass MaxSessions (a new session) or MaxBytes
 // is refused with a *LimitError (507): live sessions are never evicted to
 // make room, only sessions idle for TTL are removed. Expired sessions are
 // swept by every call, oldest first from a list kept in order of use, so no
-// timer or goroutine runs per session.
+// timer or goroutine runs per session; their files are removed after mu is
+// released.
 type Store struct {
 	cfg Config
 
 	mu       sync.Mutex
 	sessions map[string]*memSession
-	// idle orders the sessions by last use, least recent first.
+	// idle orders the live sessions by last use, least recent first.
 	idle *list.List
-	// byAgent indexes sessions by owner, for Artifact.
+	// byAgent indexes live sessions by owner, for Artifact.
 	byAgent map[string]map[string]*memSession
-	bytes   int64
-	closed  bool
+	// live counts the sessions against MaxSessions: those stored and those
+	// whose first write is under way.
+	live int
+	// bytes is what the stored sessions take of MaxBytes, and what writes
+	// under way reserved.
+	bytes  int64
+	closed bool
+	// doomed are sessions removed while mu was held whose files unlock
+	// removes once it is released.
+	doomed  []*memSession
 	skipped []error
 }
 
+// memSession is one session. Its content (s, use, refs, elem) is changed
+// by a write holding mu and the session's own mutex, and read under either;
+// a write replaces s's slices, never what they hold, so a reader may copy
+// them after releasing mu.
 type memSession struct {
 	id, owner string
-	s         session.Session
+	// mu orders the writes of the session and the removal of its file.
+	mu sync.Mutex
+	s  session.Session
 	// use is what the session takes of MaxBytes (footprint.go).
 	use heapUse
 	// refs maps the SHA-256 of each tool result to its item, computed when
@@ -106,7 +129,12 @@ type memSession struct {
 	// is the key, not the 71-byte ref, to keep idle sessions small.
 	refs map[[sha256.Size]byte]int32
 	used time.Time
+	// elem is the session's place in idle; nil until its first write is
+	// stored.
 	elem *list.Element
+	// gone is set (under Store.mu) when the session leaves the store, and
+	// closed once its id is free again: its file removed, the map entry gone.
+	gone chan struct{}
 }
 
 var _ session.Store = (*Store)(nil)
@@ -185,10 +213,15 @@ func New(cfg Config) (*Store, error) {
 		}
 	}
 	// Least recent first, so the idle list keeps the files' order of use.
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, ms := range slices.Backward(kept) {
 		s, use := ms.s, ms.use
 		ms.s, ms.use = session.Session{}, heapUse{}
-		m.commit(ms, s, use)
+		m.sessions[ms.id] = ms
+		m.live++
+		m.bytes += use.total
+		m.commit(ms, s, use, prepare(s.Items))
 	}
 	return m, nil
 }
@@ -224,9 +257,20 @@ func (m *Store) Skipped() []error { return m.skipped }
 // Len is the number of live sessions (expired ones are swept first).
 func (m *Store) Len() int {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.unlock()
 	m.sweep()
-	return len(m.sessions)
+	return m.idle.Len()
+}
+
+// unlock releases mu, then removes the files of the sessions removed while
+// it was held.
+func (m *Store) unlock() {
+	doomed := m.doomed
+	m.doomed = nil
+	m.mu.Unlock()
+	for _, ms := range doomed {
+		m.dispose(ms)
+	}
 }
 
 // sweep removes the sessions idle for longer than the TTL. The caller holds mu.
@@ -241,9 +285,11 @@ func (m *Store) sweep() {
 	}
 }
 
+// remove takes a stored session out of the store: its bytes and its place
+// in MaxSessions are free at once; its file, if any, goes at unlock. The
+// caller holds mu.
 func (m *Store) remove(ms *memSession) {
 	m.idle.Remove(ms.elem)
-	delete(m.sessions, ms.id)
 	if a := m.byAgent[ms.owner]; a != nil {
 		delete(a, ms.id)
 		if len(a) == 0 {
@@ -251,9 +297,35 @@ func (m *Store) remove(ms *memSession) {
 		}
 	}
 	m.bytes -= ms.use.total
-	if m.cfg.Dir != "" {
-		_ = os.Remove(m.logPath(ms.id))
+	m.live--
+	m.retire(ms)
+}
+
+// retire marks ms gone. Without a file its id is free at once; with one, it
+// stays in the map (so no new session of the id writes the file) until
+// dispose has removed the file. The caller holds mu.
+func (m *Store) retire(ms *memSession) {
+	ms.gone = make(chan struct{})
+	if m.cfg.Dir == "" {
+		delete(m.sessions, ms.id)
+		close(ms.gone)
+		return
 	}
+	m.doomed = append(m.doomed, ms)
+}
+
+// dispose removes a retired session's file, under the session's mutex so
+// that no write of it is under way, then frees its id.
+func (m *Store) dispose(ms *memSession) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	_ = os.Remove(m.logPath(ms.id))
+	m.mu.Lock()
+	if m.sessions[ms.id] == ms {
+		delete(m.sessions, ms.id)
+	}
+	m.mu.Unlock()
+	close(ms.gone)
 }
 
 func (m *Store) touch(ms *memSession) {
@@ -261,15 +333,17 @@ func (m *Store) touch(ms *memSession) {
 	m.idle.MoveToBack(ms.elem)
 }
 
-// get finds a live session of agent; the caller holds mu.
+var errClosed = fmt.Errorf("%w: the store is closed", session.ErrUnavailable)
+
+// get finds a stored session of agent; the caller holds mu.
 func (m *Store) get(id, agent string) (*memSession, error) {
 	if m.closed {
-		return nil, fmt.Errorf("%w: the store is closed", session.ErrUnavailable)
+		return nil, errClosed
 	}
 	m.sweep()
 	ms := m.sessions[id]
 	switch {
-	case ms == nil:
+	case ms == nil || ms.elem == nil || ms.gone != nil:
 		return nil, session.ErrNotFound
 	case ms.owner != agent:
 		return nil, session.ErrForbidden
@@ -282,74 +356,182 @@ func (m *Store) Append(_ context.Context, id, agent string, d session.Delta) ([]
 	if err := session.ValidateSessionID(id); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ms, err := m.get(id, agent)
-	switch {
-	case errors.Is(err, session.ErrNotFound):
-		if len(m.sessions) >= m.cfg.MaxSessions {
-			return nil, &session.LimitError{Limit: "maxSessions", Max: int64(m.cfg.MaxSessions),
-				Msg: fmt.Sprintf("the session store is full: it holds %d sessions, its maxSessions; sessions idle for %s are removed", len(m.sessions), m.cfg.TTL)}
+	for {
+		ms, err := m.writer(id, agent)
+		if err != nil {
+			return nil, err
 		}
-		ms = &memSession{id: id, owner: agent}
-	case err != nil:
-		return nil, err
+		if ids, again, err := m.write(ms, d); !again {
+			return ids, err
+		}
 	}
+}
+
+// writer returns the session a write of agent to id goes to, its mutex
+// held: the stored one, or a new one that takes a place in MaxSessions
+// until its first write is stored or fails.
+func (m *Store) writer(id, agent string) (*memSession, error) {
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.unlock()
+			return nil, errClosed
+		}
+		m.sweep()
+		ms := m.sessions[id]
+		switch {
+		case ms == nil:
+			if m.live >= m.cfg.MaxSessions {
+				err := &session.LimitError{Limit: "maxSessions", Max: int64(m.cfg.MaxSessions),
+					Msg: fmt.Sprintf("the session store is full: it holds %d sessions, its maxSessions; sessions idle for %s are removed", m.live, m.cfg.TTL)}
+				m.unlock()
+				return nil, err
+			}
+			ms = &memSession{id: id, owner: agent}
+			ms.mu.Lock() // new: nobody else holds it
+			m.sessions[id] = ms
+			m.live++
+			m.unlock()
+			return ms, nil
+		case ms.gone != nil:
+			// Removed, its file not yet: the id is free once it is.
+			gone := ms.gone
+			m.unlock()
+			<-gone
+		case ms.owner != agent && ms.elem == nil:
+			// Another agent's first write is under way: wait for it to
+			// be stored (forbidden) or to fail (the id is free).
+			m.unlock()
+			ms.mu.Lock()
+			ms.mu.Unlock() // the first write is done: look again
+		case ms.owner != agent:
+			m.unlock()
+			return nil, session.ErrForbidden
+		default:
+			m.unlock()
+			ms.mu.Lock()
+			return ms, nil
+		}
+	}
+}
+
+// write applies d to ms, whose mutex the caller holds and write releases:
+// merge and check (no store lock), reserve the bytes, write the file (no
+// store lock), store. again: ms left the store meanwhile (deleted,
+// expired, or a first write that failed); the write starts over.
+func (m *Store) write(ms *memSession, d session.Delta) (ids []string, again bool, err error) {
+	defer ms.mu.Unlock()
 	next, err := session.Merge(&ms.s, d)
 	if err != nil {
-		return nil, err
+		m.mu.Lock()
+		again = ms.gone != nil
+		m.abandon(ms)
+		m.unlock()
+		return nil, again, err
 	}
-	use := ms.use.grown(id, agent, &ms.s, next)
+	use := ms.use.grown(ms.id, ms.owner, &ms.s, next)
 	grow := use.total - ms.use.total
-	if m.bytes+grow > m.cfg.MaxBytes {
-		return nil, &session.LimitError{Limit: "maxBytes", Max: m.cfg.MaxBytes,
+	m.mu.Lock()
+	switch {
+	case ms.gone != nil:
+		m.unlock()
+		return nil, true, nil
+	case m.bytes+grow > m.cfg.MaxBytes:
+		err := &session.LimitError{Limit: "maxBytes", Max: m.cfg.MaxBytes,
 			Msg: fmt.Sprintf("the session store is full: this write needs %d bytes and %d of its maxBytes %d are in use", grow, m.bytes, m.cfg.MaxBytes)}
+		m.abandon(ms)
+		m.unlock()
+		return nil, false, err
 	}
+	// A write that shrinks the session (a shorter fact) frees its bytes
+	// when it is stored, not before.
+	reserved := max(grow, 0)
+	m.bytes += reserved
+	m.mu.Unlock()
+	digests := prepare(next.Items[len(ms.s.Items):])
 	if m.cfg.Dir != "" {
 		if err := m.writeLog(ms, d); err != nil {
+			m.mu.Lock()
+			m.bytes -= reserved
+			m.abandon(ms)
+			m.unlock()
 			// The answer names the cause, not the server's paths.
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return nil, fmt.Errorf("%w: writing the session's file: %v", session.ErrUnavailable, err)
+			return nil, false, fmt.Errorf("%w: writing the session's file: %v", session.ErrUnavailable, err)
 		}
 	}
-	m.commit(ms, *next, use)
-	ids := make([]string, len(d.Items))
+	m.mu.Lock()
+	if ms.gone != nil {
+		// Removed while its file was written: that file goes with it.
+		m.bytes -= reserved
+		m.unlock()
+		return nil, true, nil
+	}
+	m.bytes += grow - reserved
+	for i := range digests {
+		digests[i].at += int32(len(ms.s.Items))
+	}
+	m.commit(ms, *next, use, digests)
+	m.mu.Unlock()
+	ids = make([]string, len(d.Items))
 	for i := range d.Items {
 		ids[i] = d.Items[i].ID
 	}
-	return ids, nil
+	return ids, false, nil
 }
 
-// commit makes next the content of ms (new or not), taking use of the
-// heap; the caller holds mu.
-func (m *Store) commit(ms *memSession, next session.Session, use heapUse) {
-	for i := len(ms.s.Items); i < len(next.Items); i++ {
-		it := &next.Items[i]
-		// The heap estimate counts a backing array of just the tags: spare
-		// room a decoder left is not kept.
+// abandon frees the place of a session whose first write failed; the
+// caller holds mu and the session's mutex.
+func (m *Store) abandon(ms *memSession) {
+	if ms.elem == nil && ms.gone == nil {
+		m.live--
+		delete(m.sessions, ms.id)
+		ms.gone = make(chan struct{})
+		close(ms.gone)
+	}
+}
+
+// digest is the SHA-256 of a tool result and its position among the items.
+type digest struct {
+	sum [sha256.Size]byte
+	at  int32
+}
+
+// prepare readies items a write adds to be stored, before any lock is
+// taken: their tags' arrays clipped, as the heap estimate counts them, and
+// the digests of the tool results among them (positions in items).
+func prepare(items []session.Item) []digest {
+	var out []digest
+	for i := range items {
+		it := &items[i]
 		if cap(it.Tags) > len(it.Tags) {
 			it.Tags = slices.Clone(it.Tags)
 		}
-		if it.Kind != session.KindToolResult {
-			continue
+		if it.Kind == session.KindToolResult {
+			out = append(out, digest{sha256.Sum256(unsafe.Slice(unsafe.StringData(it.Text), len(it.Text))), int32(i)})
 		}
+	}
+	return out
+}
+
+// commit makes next the content of ms (new or not) with its heap use, whose
+// bytes the caller counted, and indexes the digests of its new tool
+// results; the caller holds mu (and, for a store in use, ms.mu).
+func (m *Store) commit(ms *memSession, next session.Session, use heapUse, digests []digest) {
+	for _, d := range digests {
 		if ms.refs == nil {
 			ms.refs = map[[sha256.Size]byte]int32{}
 		}
-		sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(it.Text), len(it.Text)))
-		if _, dup := ms.refs[sum]; !dup {
-			ms.refs[sum] = int32(i)
+		if _, dup := ms.refs[d.sum]; !dup {
+			ms.refs[d.sum] = d.at
 		}
 	}
-	ms.s = next
-	m.bytes += use.total - ms.use.total
-	ms.use = use
+	ms.s, ms.use = next, use
 	if ms.elem == nil {
 		ms.elem = m.idle.PushBack(ms)
-		m.sessions[ms.id] = ms
 		a := m.byAgent[ms.owner]
 		if a == nil {
 			a = map[string]*memSession{}
@@ -361,16 +543,19 @@ func (m *Store) commit(ms *memSession, next session.Session, use heapUse) {
 }
 
 // Load implements Store. The session returned is the caller's: its
-// slices and maps are copies (texts, immutable, are shared).
+// slices and maps are copies (texts, immutable, are shared), made after the
+// store's lock is released.
 func (m *Store) Load(_ context.Context, id, agent string) (*session.Session, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	ms, err := m.get(id, agent)
 	if err != nil {
+		m.unlock()
 		return nil, err
 	}
 	m.touch(ms)
-	s := &session.Session{Items: slices.Clone(ms.s.Items), Facts: slices.Clone(ms.s.Facts), Episodes: slices.Clone(ms.s.Episodes)}
+	held := ms.s
+	m.unlock()
+	s := &session.Session{Items: slices.Clone(held.Items), Facts: slices.Clone(held.Facts), Episodes: slices.Clone(held.Episodes)}
 	for i := range s.Items {
 		it := &s.Items[i]
 		it.Tags = slices.Clone(it.Tags)
@@ -379,10 +564,10 @@ func (m *Store) Load(_ context.Context, id, agent string) (*session.Session, err
 	return s, nil
 }
 
-// Delete implements Store.
+// Delete implements Store; the session's file is removed when it returns.
 func (m *Store) Delete(_ context.Context, id, agent string) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.unlock()
 	ms, err := m.get(id, agent)
 	if err != nil {
 		return err
@@ -395,9 +580,9 @@ func (m *Store) Delete(_ context.Context, id, agent string) error {
 // same ref in two sessions resolves the same way each time.
 func (m *Store) Artifact(_ context.Context, agent, ref string) (string, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.unlock()
 	if m.closed {
-		return "", fmt.Errorf("%w: the store is closed", session.ErrUnavailable)
+		return "", errClosed
 	}
 	m.sweep()
 	var sum [sha256.Size]byte
@@ -479,7 +664,8 @@ func (m *Store) writeLog(ms *memSession, d session.Delta) error {
 }
 
 // replay reads one session file back, without adding it to the store; nil
-// when the file is empty. A file it cannot read whole
+// when the file is empty. Each write is checked against the ones before
+// it (session.Replay), in time linear in the file. A file it cannot read whole
 // is set aside as <name>.bad and its session left out: one bad file must
 // not keep the router from starting or cost the other sessions.
 func (m *Store) replay(name string) (*memSession, error) {
@@ -502,6 +688,7 @@ func (m *Store) replay(name string) (*memSession, error) {
 	}
 	lines = lines[:len(lines)-1]
 	var ms *memSession
+	var r session.Replay
 	for n, line := range lines {
 		if ms == nil {
 			var h logHeader
@@ -515,14 +702,23 @@ func (m *Store) replay(name string) (*memSession, error) {
 		if err := json.Unmarshal(line, &d); err != nil {
 			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
 		}
-		next, err := session.Merge(&ms.s, session.Delta(d))
-		if err != nil {
+		if err := r.Apply(session.Delta(d)); err != nil {
 			return fail(fmt.Errorf("session file %s:%d: %v", name, n+1, err))
 		}
-		ms.s = *next
 	}
 	if ms != nil {
+		// Arrays of the session's size, as a write makes them: the heap
+		// estimate counts their capacity.
+		s := r.Session()
+		ms.s = session.Session{Items: exact(s.Items), Facts: exact(s.Facts), Episodes: exact(s.Episodes)}
 		ms.use = heapUse{}.grown(ms.id, ms.owner, &session.Session{}, &ms.s)
 	}
 	return ms, nil
+}
+
+// exact copies s into an array of its length.
+func exact[T any](s []T) []T {
+	out := make([]T, len(s))
+	copy(out, s)
+	return out
 }

@@ -363,6 +363,78 @@ func TestMemStoreConcurrentAppends(t *testing.T) {
 	}
 }
 
+// TestMemStoreConcurrentSessions: writers to different sessions, with
+// refused writes (a missing parent, a full store), deletes, loads and
+// expiry running at once (issue 23: a lock per session, the store's lock
+// for the map and the accounting), under -race in `make test`. After them
+// the byte count is exactly what the stored sessions take, and a store
+// reopened on the directory holds the same sessions and bytes.
+func TestMemStoreConcurrentSessions(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	dir := t.TempDir()
+	m := openStore(t, Config{Dir: dir, Now: clk.Now, TTL: time.Hour, MaxBytes: 10_000})
+	const writers, each = 6, 40
+	var wg sync.WaitGroup
+	var full atomic.Int64
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("s%d-%d", w, i%4)
+				it := session.Item{ID: fmt.Sprintf("i%d", i), Kind: session.KindToolResult, Text: strings.Repeat("x", 100*(w+1))}
+				_, err := m.Append(ctx, id, "a", delta(it))
+				var lim *session.LimitError
+				switch {
+				case errors.As(err, &lim):
+					full.Add(1)
+				case err != nil && !errors.Is(err, session.ErrNotFound):
+					t.Errorf("%s: %v", id, err)
+					return
+				}
+				// Refused whole: a parent no item has.
+				if _, err := m.Append(ctx, id, "a", delta(session.Item{ID: "orphan", Kind: session.KindToolResult, ParentID: "nope"})); err == nil {
+					t.Errorf("%s: a write naming a missing parent was stored", id)
+				}
+				switch i % 10 {
+				case 3:
+					if err := m.Delete(ctx, id, "a"); err != nil && !errors.Is(err, session.ErrNotFound) {
+						t.Error(err)
+					}
+				case 7:
+					clk.Add(20 * time.Minute) // some sessions expire
+				default:
+					if _, err := m.Load(ctx, id, "a"); err != nil && !errors.Is(err, session.ErrNotFound) {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if full.Load() == 0 {
+		t.Error("no write found the store full; raise the writes or lower maxBytes")
+	}
+	m.mu.Lock()
+	var sum int64
+	for _, ms := range m.sessions {
+		sum += ms.use.total
+		if want := (heapUse{}).grown(ms.id, ms.owner, &session.Session{}, &ms.s).total; ms.use.total != want {
+			t.Errorf("%s counts %d bytes; its content takes %d", ms.id, ms.use.total, want)
+		}
+	}
+	n, bytes, live := len(m.sessions), m.bytes, m.live
+	m.mu.Unlock()
+	if bytes != sum || live != n || m.Len() != n {
+		t.Fatalf("the store counts %d bytes and %d sessions (%d listed); its sessions take %d bytes in %d", bytes, live, m.Len(), sum, n)
+	}
+	m2 := openStore(t, Config{Dir: dir, MaxBytes: 10_000})
+	if m2.Len() != n || m2.bytes != bytes {
+		t.Fatalf("reopened: %d sessions, %d bytes; want %d, %d (skipped %v)", m2.Len(), m2.bytes, n, bytes, m2.Skipped())
+	}
+}
+
 // idleSession is a session of 50 items as an agent leaves it: turns,
 // tool calls and results (two of them over the firewall threshold).
 func idleSession(n int) session.Delta {
