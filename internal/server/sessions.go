@@ -201,9 +201,10 @@ func (s *Server) readSessionBody(w http.ResponseWriter, r *http.Request, v any, 
 	return st, agent, true
 }
 
-// sessionError is the one place a store's error becomes a status and a message.
+// sessionError is the one place a store's error becomes a status and a
+// message: by the sentinel it wraps (session.ErrStoreFull 507,
+// session.ErrTooLarge 413, session.ErrUnavailable 503), never by its text.
 func (s *Server) sessionError(id string, err error) *httpError {
-	var limit *session.LimitError
 	var bad *session.Error
 	switch {
 	case errors.Is(err, session.ErrNotFound):
@@ -217,15 +218,11 @@ func (s *Server) sessionError(id string, err error) *httpError {
 	case errors.Is(err, session.ErrUnavailable):
 		s.log.Warn("session store unavailable", "error", err.Error())
 		return errorf(http.StatusServiceUnavailable, "%v; nothing was written, retry later", err)
-	case errors.As(err, &limit):
-		if limit.Limit == "maxSessions" || limit.Limit == "maxBytes" || limit.Limit == "maxmemory" {
-			return errorf(http.StatusInsufficientStorage, "%s", limit.Msg)
-		}
-		return errorf(http.StatusRequestEntityTooLarge, "%s", limit.Msg)
+	case errors.Is(err, session.ErrStoreFull):
+		return errorf(http.StatusInsufficientStorage, "%v", err)
+	case errors.Is(err, session.ErrTooLarge):
+		return errorf(http.StatusRequestEntityTooLarge, "%v", err)
 	case errors.As(err, &bad):
-		if bad.TooLarge {
-			return errorf(http.StatusRequestEntityTooLarge, "%v", err)
-		}
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
 	s.log.Error("session store failed", "error", err.Error())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -467,5 +468,61 @@ func TestSessionRouterPhases(t *testing.T) {
 	}
 	if p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/p1/context", `{"agent": "hr-assistant", "phase": "call"}`, nil)); p.Budget != session.DefaultBudget(session.PhaseCall) {
 		t.Errorf("call budget %d, want the default %d", p.Budget, session.DefaultBudget(session.PhaseCall))
+	}
+}
+
+// TestSessionErrorStatus: each store error maps to its status by the
+// sentinel it wraps, not by its text or a limit's name (issue 23: a bound
+// named other than maxSessions, maxBytes or maxmemory used to become 413).
+// The embedded store's errors are its own, from a real store.
+func TestSessionErrorStatus(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m, err := memstore.New(memstore.Config{MaxSessions: 1, MaxBytes: 2000, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	storeErr := func(_ []string, err error) error { return err }
+	item := func(id string, n int) session.Delta {
+		return session.Delta{Items: []session.Item{{ID: id, Kind: session.KindUserTurn, Text: strings.Repeat("x", n)}}}
+	}
+	if err := storeErr(m.Append(ctx, "s1", "hr", item("a", 1))); err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{log: slog.New(slog.DiscardHandler)}
+	for _, c := range []struct {
+		name string
+		err  error
+		code int
+	}{
+		{"memstore maxSessions", storeErr(m.Append(ctx, "s2", "hr", item("a", 1))), 507},
+		{"memstore maxBytes", storeErr(m.Append(ctx, "s1", "hr", item("b", 1900))), 507},
+		{"memstore item too large", storeErr(m.Append(ctx, "s1", "hr", item("c", session.MaxItemBytes+1))), 413},
+		{"memstore bad parent", storeErr(m.Append(ctx, "s1", "hr", session.Delta{Items: []session.Item{{ID: "r", Kind: session.KindToolResult, ParentID: "zz"}}})), 400},
+		{"memstore other agent", storeErr(m.Append(ctx, "s1", "it", item("d", 1))), 403},
+		{"memstore not found", m.Delete(ctx, "nope", "hr"), 404},
+		{"a store bound of another name", &session.LimitError{Limit: "maxWidgets", Kind: session.ErrStoreFull, Msg: "full of widgets"}, 507},
+		{"a session bound", fmt.Errorf("redis: %w", &session.LimitError{Limit: "maxItems", Kind: session.ErrTooLarge, Msg: "too many"}), 413},
+		{"wrapped store full", fmt.Errorf("write: %w", session.ErrStoreFull), 507},
+		{"unavailable", fmt.Errorf("%w: redis: connection refused", session.ErrUnavailable), 503},
+		{"cancelled", context.Canceled, 503},
+		{"anything else", fmt.Errorf("disk on fire"), 500},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.err == nil {
+				t.Fatal("the store accepted the write")
+			}
+			if herr := srv.sessionError("s1", c.err); herr.code != c.code {
+				t.Errorf("%v: %d %s, want %d", c.err, herr.code, herr.msg, c.code)
+			}
+		})
+	}
+	// The directory gone: the store cannot write the file.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if herr := srv.sessionError("s1", storeErr(m.Append(ctx, "s1", "hr", item("e", 1)))); herr.code != 503 {
+		t.Errorf("file write failed: %d %s, want 503", herr.code, herr.msg)
 	}
 }

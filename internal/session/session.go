@@ -98,11 +98,15 @@ type Error struct {
 	Field string
 	Msg   string
 	// TooLarge marks a size limit (a text, or the session's entries or
-	// bytes) rather than a malformed entry: HTTP answers it 413.
+	// bytes) rather than a malformed entry: errors.Is(e, ErrTooLarge), HTTP
+	// 413.
 	TooLarge bool
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s[%d].%s: %s", e.Entry, e.Index, e.Field, e.Msg) }
+
+// Is makes an error past a size limit ErrTooLarge.
+func (e *Error) Is(target error) bool { return e.TooLarge && target == ErrTooLarge }
 
 // BadNameRune says what a name must not hold, at its first offence, or ""
 // when it holds none. Names are what a pack or a session file shows as

@@ -382,7 +382,7 @@ func (m *Store) writer(id, agent string) (*memSession, error) {
 		switch {
 		case ms == nil:
 			if m.live >= m.cfg.MaxSessions {
-				err := &session.LimitError{Limit: "maxSessions", Max: int64(m.cfg.MaxSessions),
+				err := &session.LimitError{Limit: "maxSessions", Max: int64(m.cfg.MaxSessions), Kind: session.ErrStoreFull,
 					Msg: fmt.Sprintf("the session store is full: it holds %d sessions, its maxSessions; sessions idle for %s are removed", m.live, m.cfg.TTL)}
 				m.unlock()
 				return nil, err
@@ -437,7 +437,7 @@ func (m *Store) write(ms *memSession, d session.Delta) (ids []string, again bool
 		m.unlock()
 		return nil, true, nil
 	case m.bytes+grow > m.cfg.MaxBytes:
-		err := &session.LimitError{Limit: "maxBytes", Max: m.cfg.MaxBytes,
+		err := &session.LimitError{Limit: "maxBytes", Max: m.cfg.MaxBytes, Kind: session.ErrStoreFull,
 			Msg: fmt.Sprintf("the session store is full: this write needs %d bytes and %d of its maxBytes %d are in use", grow, m.bytes, m.cfg.MaxBytes)}
 		m.abandon(ms)
 		m.unlock()

@@ -207,7 +207,7 @@ func TestMemStoreFull(t *testing.T) {
 	}
 	var le *session.LimitError
 	_, err := m.Append(ctx, "c", "x", delta(session.Item{ID: "u", Kind: session.KindUserTurn}))
-	if !errors.As(err, &le) || le.Limit != "maxSessions" || le.Max != 2 || !strings.Contains(err.Error(), "the session store is full") {
+	if !errors.As(err, &le) || le.Limit != "maxSessions" || le.Max != 2 || !errors.Is(err, session.ErrStoreFull) || !strings.Contains(err.Error(), "the session store is full") {
 		t.Fatalf("a third session: %v", err)
 	}
 	// Live sessions keep working, within maxBytes.

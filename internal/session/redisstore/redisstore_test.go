@@ -271,8 +271,8 @@ func TestFull(t *testing.T) {
 		stored = append(stored, it)
 	}
 	var lim *session.LimitError
-	if !errors.As(err, &lim) || lim.Limit != "maxmemory" {
-		t.Fatalf("after %d writes: %v, want a maxmemory LimitError", len(stored), err)
+	if !errors.As(err, &lim) || lim.Limit != "maxmemory" || !errors.Is(err, session.ErrStoreFull) {
+		t.Fatalf("after %d writes: %v, want a maxmemory LimitError, ErrStoreFull", len(stored), err)
 	}
 	got := mustLoad(t, s, "s1", "alice")
 	if len(got.Items) != len(stored) || len(got.Facts) != len(stored) {
