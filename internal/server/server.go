@@ -159,7 +159,9 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	handler http.Handler
-	auth    *tokenAuth
+	// sessionMux routes the session API (sessions.go).
+	sessionMux *http.ServeMux
+	auth       *tokenAuth
 	// plainMetrics is /metrics without authentication.
 	plainMetrics http.Handler
 	// mcp is the /mcp endpoint.
@@ -265,6 +267,7 @@ func New(opts Options) (*Server, error) {
 	s.audit = newAuditMetrics(s.metrics.reg)
 	s.auth = newTokenAuth(s.metrics)
 	s.mcp = s.newMCPHandler()
+	s.sessionMux = s.newSessionMux()
 	s.handler = s.routes()
 	return s, nil
 }

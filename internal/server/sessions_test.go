@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -524,5 +526,66 @@ func TestSessionErrorStatus(t *testing.T) {
 	}
 	if herr := srv.sessionError("s1", storeErr(m.Append(ctx, "s1", "hr", item("e", 1)))); herr.code != 503 {
 		t.Errorf("file write failed: %d %s, want 503", herr.code, herr.msg)
+	}
+}
+
+// TestSessionMethods: every session and artifact path answers every method
+// it does not serve with 405, an Allow header naming exactly the methods it
+// serves (GET brings HEAD) and the API's JSON error; the methods it serves
+// are not 405 (issue 23: POST /v1/sessions/x was 405 with Allow: DELETE
+// though GET is served; artifacts served HEAD but advertised GET only).
+// The request counter keeps its handler labels.
+func TestSessionMethods(t *testing.T) {
+	ts := startServer(t, Options{Paths: []string{"../../examples/quickstart"}})
+	ts.waitReady()
+	ref := "/v1/artifacts/" + session.ArtifactRef("x")
+	paths := []struct {
+		path, counter, allow string
+	}{
+		{"/v1/sessions/s1", "sessions", "DELETE, GET, HEAD"},
+		{"/v1/sessions/s1/items", "sessions", "POST"},
+		{"/v1/sessions/s1/facts/k", "sessions", "PUT"},
+		{"/v1/sessions/s1/facts/a%2Fb", "sessions", "PUT"},
+		{"/v1/sessions/s1/episodes", "sessions", "POST"},
+		{"/v1/sessions/s1/context", "sessions", "POST"},
+		{ref, "artifacts", "GET, HEAD"},
+	}
+	methods := []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
+	refused := map[string]float64{}
+	for _, p := range paths {
+		for _, m := range methods {
+			t.Run(m+" "+p.path, func(t *testing.T) {
+				resp, body := ts.request(m, p.path, strings.NewReader("{}"), nil)
+				served := slices.Contains(strings.Split(p.allow, ", "), m)
+				switch {
+				case served && resp.StatusCode == 405:
+					t.Errorf("405 for a method the path serves: %s", body)
+				case served:
+				case resp.StatusCode != 405 || resp.Header.Get("Allow") != p.allow:
+					t.Errorf("%d, Allow %q; want 405, Allow %q", resp.StatusCode, resp.Header.Get("Allow"), p.allow)
+				default:
+					refused[p.counter]++
+					var e errorBody
+					if m == http.MethodHead {
+						return // no body
+					}
+					shown, _ := url.PathUnescape(p.path)
+					if err := json.Unmarshal(body, &e); err != nil || e.Error != "method "+m+" is not allowed on "+shown+": use "+p.allow {
+						t.Errorf("body %s", body)
+					}
+				}
+			})
+		}
+	}
+	for counter, n := range refused {
+		if got, _ := ts.metric("contextrouter_http_requests_total", "handler", counter, "code", "405"); got != n {
+			t.Errorf("http_requests_total{handler=%s,code=405} = %v, want %v", counter, got, n)
+		}
+	}
+	// Paths no endpoint has stay 404, naming the path.
+	for _, p := range []string{"/v1/sessions/s1/notes", "/v1/sessions/s1/", "/v1/sessions//s1", "/v1/sessions/s1/facts/", "/v1/artifacts/a/b"} {
+		if code, body := ts.do(http.MethodGet, p, nil, nil); code != 404 || !strings.Contains(string(body), "no endpoint "+p) {
+			t.Errorf("GET %s: %d %s, want 404 naming it", p, code, body)
+		}
 	}
 }
