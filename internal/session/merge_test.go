@@ -111,19 +111,6 @@ func TestMergeChecksWhatTheWriteAdds(t *testing.T) {
 		}
 		return d
 	}
-	same := func(t *testing.T, what string, got, want *Session, gerr, werr error) {
-		t.Helper()
-		if fmt.Sprint(gerr) != fmt.Sprint(werr) || tooLarge(gerr) != tooLarge(werr) {
-			t.Fatalf("%s: err = %v, want %v", what, gerr, werr)
-		}
-		// An empty list and none are the same session.
-		norm := func(s *Session) Session {
-			return Session{Items: append([]Item{}, s.Items...), Facts: append([]Fact{}, s.Facts...), Episodes: append([]Episode{}, s.Episodes...)}
-		}
-		if werr == nil && !reflect.DeepEqual(norm(got), norm(want)) {
-			t.Fatalf("%s: session =\n%+v\nwant\n%+v", what, got, want)
-		}
-	}
 	errs := 0
 	kinds := []string{"parent chain loops", "is already in the session", "is also the", "no item has id", "is limited to", "unknown kind", "control character", "token_estimate"}
 	seen := map[string]int{}
@@ -134,7 +121,7 @@ func TestMergeChecksWhatTheWriteAdds(t *testing.T) {
 			d := write()
 			got, gerr := Merge(s, d)
 			want, werr := mergeWhole(s, d)
-			same(t, fmt.Sprintf("run %d write %d", n, w), got, want, gerr, werr)
+			sameMerge(t, fmt.Sprintf("run %d write %d", n, w), got, want, gerr, werr)
 			if werr != nil {
 				errs++
 				for _, k := range kinds {
@@ -145,7 +132,7 @@ func TestMergeChecksWhatTheWriteAdds(t *testing.T) {
 				break
 			}
 			rerr := r.Apply(d)
-			same(t, fmt.Sprintf("run %d replay %d", n, w), r.Session(), want, rerr, nil)
+			sameMerge(t, fmt.Sprintf("run %d replay %d", n, w), r.Session(), want, rerr, nil)
 			s = want
 		}
 	}
@@ -154,7 +141,11 @@ func TestMergeChecksWhatTheWriteAdds(t *testing.T) {
 			t.Errorf("no write was refused with %q; the cases do not reach every error (%d refused)", k, errs)
 		}
 	}
-	// The limits of a whole session, from a session at or near them.
+}
+
+// TestMergeLimits: a write past the limits of a whole session, onto a
+// session at or near them, gives the error the whole-session check gave.
+func TestMergeLimits(t *testing.T) {
 	full := &Session{}
 	for i := range MaxItems {
 		full.Items = append(full.Items, Item{ID: fmt.Sprint(i), Kind: KindUserTurn, Text: strings.Repeat("x", MaxSessionBytes/MaxItems)})
@@ -182,8 +173,23 @@ func TestMergeChecksWhatTheWriteAdds(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, gerr := Merge(c.s, c.d)
 			want, werr := mergeWhole(c.s, c.d)
-			same(t, c.name, got, want, gerr, werr)
+			sameMerge(t, c.name, got, want, gerr, werr)
 		})
+	}
+}
+
+// sameMerge fails t unless two merges gave the same session or error.
+func sameMerge(t *testing.T, what string, got, want *Session, gerr, werr error) {
+	t.Helper()
+	if fmt.Sprint(gerr) != fmt.Sprint(werr) || tooLarge(gerr) != tooLarge(werr) {
+		t.Fatalf("%s: err = %v, want %v", what, gerr, werr)
+	}
+	// An empty list and none are the same session.
+	norm := func(s *Session) Session {
+		return Session{Items: append([]Item{}, s.Items...), Facts: append([]Fact{}, s.Facts...), Episodes: append([]Episode{}, s.Episodes...)}
+	}
+	if werr == nil && !reflect.DeepEqual(norm(got), norm(want)) {
+		t.Fatalf("%s: session =\n%+v\nwant\n%+v", what, got, want)
 	}
 }
 
