@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,8 +19,8 @@ func TestSessionEntryKinds(t *testing.T) {
 	if strings.Join(v1alpha1.SessionEntryKinds, ",") != strings.Join(want, ",") {
 		t.Errorf("v1alpha1.SessionEntryKinds = %v, want %v", v1alpha1.SessionEntryKinds, want)
 	}
-	if len(kindWeights[0]) != len(want) || episodeWeight != len(want)-1 {
-		t.Errorf("a kindWeights row has %d weights (episode at %d) for %d kinds", len(kindWeights[0]), episodeWeight, len(want))
+	if len(kindWeights[0]) != len(want) || weightEpisode != len(want)-1 || slices.Index(Kinds, KindMemoryFact) != weightMemoryFact || slices.Index(Kinds, KindDocSnippet) != weightDocSnippet {
+		t.Errorf("a kindWeights row has %d weights (episode at %d) for %d kinds", len(kindWeights[0]), weightEpisode, len(want))
 	}
 }
 
