@@ -630,3 +630,33 @@ func BenchmarkMemStoreAppendParallel(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReopen reads back a directory holding one session written as n
+// writes of one item (issue 23: each write was merged and the whole
+// session validated again, quadratic in the writes).
+func BenchmarkReopen(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("writes=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			m, err := New(Config{Dir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				it := session.Item{ID: fmt.Sprint("i", i), Kind: session.KindUserTurn, Text: "a turn of the conversation"}
+				if _, err := m.Append(ctx, "s", "a", delta(it)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = m.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				m2, err := New(Config{Dir: dir})
+				if err != nil || m2.Len() != 1 {
+					b.Fatalf("reopened: %v, %d sessions", err, m2.Len())
+				}
+			}
+		})
+	}
+}
