@@ -159,9 +159,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	handler http.Handler
-	// sessionMux routes the session API (sessions.go).
-	sessionMux *http.ServeMux
-	auth       *tokenAuth
+	auth    *tokenAuth
 	// plainMetrics is /metrics without authentication.
 	plainMetrics http.Handler
 	// mcp is the /mcp endpoint.
@@ -176,6 +174,8 @@ type Server struct {
 	// keeps the store each configuration names.
 	sessions session.Store
 	holder   *storeselect.Holder
+	// sessionMux routes the session API (sessions.go).
+	sessionMux *http.ServeMux
 
 	// firstGuard is the guard of the last configuration read while none
 	// serves yet, so that a token-mode router's status and metrics are not
