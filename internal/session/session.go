@@ -2,10 +2,11 @@
 // accumulated (turns, tool calls and results, facts, plans), cut to the budget
 // of one LLM call phase (docs/api.md §11). It holds the model and its
 // validation (Validate, Merge, ReadJSONL), the packs (Build, the firewall),
-// drill-down into artifacts, and the Store contract with its errors. It is
-// pure computation, no I/O: the stores are its subpackages memstore
-// (embedded) and redisstore, both held to storetest; storeselect picks one
-// from spec.sessions; the HTTP API is internal/server.
+// drill-down into artifacts, and the Store contract with its errors. It
+// does no I/O of its own (BuildFor runs the engine's query): the stores are
+// its subpackages memstore (embedded) and redisstore, both held to
+// storetest; storeselect picks one from spec.sessions; sessiontest holds the
+// tests' fixtures; the HTTP API is internal/server.
 package session
 
 import (
