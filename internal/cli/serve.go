@@ -22,7 +22,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/memlimit"
 	"github.com/contextrouter/contextrouter/internal/server"
-	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
 )
 
 // serveFlags are the flags of `contextrouter serve`.
@@ -201,7 +201,7 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 		Kube:             func() (*rest.Config, error) { return restConfig(kubeconfig) },
 		AuditLog:         f.auditLog,
 		AuditOutput:      cmd.OutOrStdout(),
-		Sessions:         session.StoreConfig{Dir: f.sessionDir},
+		Sessions:         memstore.Config{Dir: f.sessionDir},
 	}, nil
 }
 

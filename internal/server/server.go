@@ -35,7 +35,8 @@ import (
 	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/session"
-	"github.com/contextrouter/contextrouter/internal/sessionstore"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
+	"github.com/contextrouter/contextrouter/internal/session/storeselect"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
 
@@ -116,7 +117,7 @@ type Options struct {
 	// Sessions are the embedded session store's own settings: Dir (serve
 	// --session-dir) and, for tests and embedders, bounds and a clock that
 	// take precedence over the router's spec.sessions (api.md §11.9).
-	Sessions session.StoreConfig
+	Sessions memstore.Config
 	// SessionStore, when set, replaces the embedded store; its owner closes it.
 	SessionStore session.Store
 
@@ -179,7 +180,9 @@ type Server struct {
 	// sessions is the store Options.SessionStore gave; otherwise holder
 	// keeps the store each configuration names.
 	sessions session.Store
-	holder   *sessionstore.Holder
+	holder   *storeselect.Holder
+	// sessionMux routes the session API (sessions.go).
+	sessionMux *http.ServeMux
 
 	// firstGuard is the guard of the last configuration read while none
 	// serves yet, so that a token-mode router's status and metrics are not
@@ -271,6 +274,7 @@ func New(opts Options) (*Server, error) {
 	s.audit = newAuditMetrics(s.metrics.reg, s.auditLog)
 	s.auth = newTokenAuth(s.metrics)
 	s.mcp = s.newMCPHandler()
+	s.sessionMux = s.newSessionMux()
 	s.handler = s.routes()
 	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,8 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/session"
-	"github.com/contextrouter/contextrouter/internal/sessionstore"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
+	"github.com/contextrouter/contextrouter/internal/session/storeselect"
 )
 
 // The session API (api.md §11.9): writes to an agent's session, context
@@ -37,19 +39,106 @@ const (
 	artifactsPrefix = "/v1/artifacts/"
 )
 
-// sessionRoute is the handler of a path under the session prefixes.
-func (s *Server) sessionRoute(path string) (counter string, h http.HandlerFunc, ok bool) {
+// sessionRoute is the handler of a path under the session prefixes, with
+// the label of its request counter.
+func (s *Server) sessionRoute(urlPath string) (counter string, h http.HandlerFunc, ok bool) {
 	switch {
-	case strings.HasPrefix(path, sessionsPrefix):
-		return "sessions", s.handleSessions, true
-	case strings.HasPrefix(path, artifactsPrefix):
-		return "artifacts", s.handleArtifact, true
+	case strings.HasPrefix(urlPath, sessionsPrefix):
+		return "sessions", s.serveSessionAPI, true
+	case strings.HasPrefix(urlPath, artifactsPrefix):
+		return "artifacts", s.serveSessionAPI, true
 	}
 	return "", nil, false
 }
 
+// newSessionMux routes the session API (api.md §11.9) by method and
+// path. A GET pattern serves HEAD too; path values are unescaped segments,
+// so a fact key may hold '/' as %2F.
+func (s *Server) newSessionMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+sessionsPrefix+"{id}", s.withSessionID(s.getSession))
+	mux.HandleFunc("DELETE "+sessionsPrefix+"{id}", s.withSessionID(s.deleteSession))
+	mux.HandleFunc("POST "+sessionsPrefix+"{id}/items", s.withSessionID(s.appendItems))
+	mux.HandleFunc("PUT "+sessionsPrefix+"{id}/facts/{key}", s.withSessionID(s.putFact))
+	mux.HandleFunc("POST "+sessionsPrefix+"{id}/episodes", s.withSessionID(s.appendEpisode))
+	mux.HandleFunc("POST "+sessionsPrefix+"{id}/context", s.withSessionID(s.sessionContext))
+	mux.HandleFunc("GET "+artifactsPrefix+"{ref}", s.handleArtifact)
+	return mux
+}
+
+// serveSessionAPI serves a request under the session prefixes. A path no
+// pattern has, or one with empty segments or a trailing slash (the mux would
+// redirect it), is 404; a method the path does not serve is 405 with the
+// methods it does in Allow, as the mux finds them; both with the API's JSON
+// errors.
+func (s *Server) serveSessionAPI(w http.ResponseWriter, r *http.Request) {
+	r = literalDots(r)
+	esc := r.URL.EscapedPath()
+	h, pattern := s.sessionMux.Handler(r)
+	if pattern != "" && path.Clean(esc) == esc {
+		s.sessionMux.ServeHTTP(w, r)
+		return
+	}
+	probe := &headerProbe{header: http.Header{}}
+	if pattern == "" {
+		h.ServeHTTP(probe, r) // the mux's own 404 or 405 answer
+	}
+	if allow := probe.header.Get("Allow"); probe.code == http.StatusMethodNotAllowed && allow != "" {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.Path, allow))
+		return
+	}
+	what := "sessions serve GET and DELETE /v1/sessions/{id}, POST …/items, PUT …/facts/{key}, POST …/episodes and POST …/context"
+	if strings.HasPrefix(r.URL.Path, artifactsPrefix) {
+		what = "use GET /v1/artifacts/{ref}"
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: %s", r.URL.Path, what))
+}
+
+// literalDots escapes the "." and ".." segments of r's path: here they
+// are names (a session id or a fact key, which their checks refuse or
+// keep), not steps up the path, which the mux would resolve by a redirect.
+func literalDots(r *http.Request) *http.Request {
+	segs := strings.Split(r.URL.EscapedPath(), "/")
+	dots := false
+	for i, seg := range segs {
+		if seg == "." || seg == ".." {
+			segs[i], dots = strings.Repeat("%2E", len(seg)), true
+		}
+	}
+	if !dots {
+		return r
+	}
+	r = r.Clone(r.Context())
+	r.URL.RawPath = strings.Join(segs, "/")
+	return r
+}
+
+// headerProbe records the status and headers of the mux's own answer
+// and drops its plain-text body.
+type headerProbe struct {
+	header http.Header
+	code   int
+}
+
+func (p *headerProbe) Header() http.Header         { return p.header }
+func (p *headerProbe) WriteHeader(code int)        { p.code = code }
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+
+// withSessionID checks the {id} of a session path (400) before its handler.
+func (s *Server) withSessionID(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if err := session.ValidateSessionID(id); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		h(w, r, id)
+	}
+}
+
 // openSessionStore sets up the server's store: the one given, or the one
-// each configuration's spec.sessions names (sessionstore.Holder; the
+// each configuration's spec.sessions names (storeselect.Holder; the
 // sidecar's is always embedded), opened when the first configuration loads.
 func (s *Server) openSessionStore() error {
 	if s.opts.SessionStore != nil {
@@ -57,11 +146,11 @@ func (s *Server) openSessionStore() error {
 		return nil
 	}
 	if dir := s.opts.Sessions.Dir; dir != "" {
-		if err := session.PrepareDir(dir); err != nil {
+		if err := memstore.PrepareDir(dir); err != nil {
 			return err
 		}
 	}
-	s.holder = sessionstore.NewHolder(sessionstore.Where{Local: s.opts.Agent != "", Memory: s.opts.Sessions})
+	s.holder = storeselect.NewHolder(storeselect.Where{Local: s.opts.Agent != "", Memory: s.opts.Sessions})
 	return nil
 }
 
@@ -76,7 +165,7 @@ func (s *Server) updateSessionStore(cfg *engine.Config) {
 	if err := s.holder.Update(&cfg.Router, s.opts.Engine.Secrets); err != nil {
 		s.log.Error("session store not available; sessions answer 503 until a configuration fixes it", "error", err.Error())
 	}
-	if m, ok := s.holder.Store().(*session.MemStore); ok && s.holder.Store() != before {
+	if m, ok := s.holder.Store().(*memstore.Store); ok && s.holder.Store() != before {
 		for _, err := range m.Skipped() {
 			s.log.Error("session file set aside; its session is left out", "error", err.Error())
 		}
@@ -99,62 +188,6 @@ func (s *Server) closeSessionStore() {
 			s.log.Error("closing the session store", "error", err.Error())
 		}
 	}
-}
-
-// pathSegments splits the escaped path after prefix into unescaped
-// segments, so that a fact key may hold '/' as %2F.
-func pathSegments(r *http.Request, prefix string) ([]string, error) {
-	rest := strings.TrimPrefix(r.URL.EscapedPath(), prefix)
-	parts := strings.Split(rest, "/")
-	for i, p := range parts {
-		u, err := url.PathUnescape(p)
-		if err != nil {
-			return nil, err
-		}
-		parts[i] = u
-	}
-	return parts, nil
-}
-
-// handleSessions dispatches /v1/sessions/{id}[/items|/facts/{key}|/episodes|/context].
-func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
-	parts, err := pathSegments(r, sessionsPrefix)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed path %s: %v", r.URL.Path, err))
-		return
-	}
-	type endpoint struct {
-		method string
-		h      func(http.ResponseWriter, *http.Request, string, []string)
-	}
-	var ep endpoint
-	switch {
-	case len(parts) == 1 && r.Method == http.MethodGet:
-		ep = endpoint{http.MethodGet, s.getSession}
-	case len(parts) == 1:
-		ep = endpoint{http.MethodDelete, s.deleteSession}
-	case len(parts) == 2 && parts[1] == "items":
-		ep = endpoint{http.MethodPost, s.appendItems}
-	case len(parts) == 2 && parts[1] == "episodes":
-		ep = endpoint{http.MethodPost, s.appendEpisode}
-	case len(parts) == 2 && parts[1] == "context":
-		ep = endpoint{http.MethodPost, s.sessionContext}
-	case len(parts) == 3 && parts[1] == "facts":
-		ep = endpoint{http.MethodPut, s.putFact}
-	default:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: sessions serve GET and DELETE /v1/sessions/{id}, POST …/items, PUT …/facts/{key}, POST …/episodes and POST …/context", r.URL.Path))
-		return
-	}
-	if r.Method != ep.method {
-		w.Header().Set("Allow", ep.method)
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.Path, ep.method))
-		return
-	}
-	if err := session.ValidateSessionID(parts[0]); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	ep.h(w, r, parts[0], parts[1:])
 }
 
 // sessionCaller settles the serving state and the caller's identity, the
@@ -200,9 +233,10 @@ func (s *Server) readSessionBody(w http.ResponseWriter, r *http.Request, v any, 
 	return st, agent, true
 }
 
-// sessionError is the one place a store's error becomes a status and a message.
+// sessionError is the one place a store's error becomes a status and a
+// message: by the sentinel it wraps (session.ErrStoreFull 507,
+// session.ErrTooLarge 413, session.ErrUnavailable 503), never by its text.
 func (s *Server) sessionError(id string, err error) *httpError {
-	var limit *session.LimitError
 	var bad *session.Error
 	switch {
 	case errors.Is(err, session.ErrNotFound):
@@ -216,15 +250,11 @@ func (s *Server) sessionError(id string, err error) *httpError {
 	case errors.Is(err, session.ErrUnavailable):
 		s.log.Warn("session store unavailable", "error", err.Error())
 		return errorf(http.StatusServiceUnavailable, "%v; nothing was written, retry later", err)
-	case errors.As(err, &limit):
-		if limit.Limit == "maxSessions" || limit.Limit == "maxBytes" || limit.Limit == "maxmemory" {
-			return errorf(http.StatusInsufficientStorage, "%s", limit.Msg)
-		}
-		return errorf(http.StatusRequestEntityTooLarge, "%s", limit.Msg)
+	case errors.Is(err, session.ErrStoreFull):
+		return errorf(http.StatusInsufficientStorage, "%v", err)
+	case errors.Is(err, session.ErrTooLarge):
+		return errorf(http.StatusRequestEntityTooLarge, "%v", err)
 	case errors.As(err, &bad):
-		if bad.TooLarge {
-			return errorf(http.StatusRequestEntityTooLarge, "%v", err)
-		}
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
 	s.log.Error("session store failed", "error", err.Error())
@@ -255,7 +285,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, id, agent string,
 }
 
 // POST /v1/sessions/{id}/items {"items": [...], "agent": A}
-func (s *Server) appendItems(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+func (s *Server) appendItems(w http.ResponseWriter, r *http.Request, id string) {
 	var body struct {
 		Items []session.Item `json:"items"`
 		Agent string         `json:"agent"`
@@ -270,7 +300,7 @@ func (s *Server) appendItems(w http.ResponseWriter, r *http.Request, id string, 
 }
 
 // PUT /v1/sessions/{id}/facts/{key} {"value": V, "agent": A}
-func (s *Server) putFact(w http.ResponseWriter, r *http.Request, id string, rest []string) {
+func (s *Server) putFact(w http.ResponseWriter, r *http.Request, id string) {
 	var body struct {
 		Value *string `json:"value"`
 		Agent string  `json:"agent"`
@@ -280,13 +310,13 @@ func (s *Server) putFact(w http.ResponseWriter, r *http.Request, id string, rest
 			writeError(w, http.StatusBadRequest, "value: required")
 			return
 		}
-		key := rest[1]
+		key := r.PathValue("key")
 		s.write(w, r, id, agent, session.Delta{Facts: []session.Fact{{Key: key, Value: *body.Value}}}, appended{Fact: key})
 	}
 }
 
 // POST /v1/sessions/{id}/episodes {"id": E, "text": T, "agent": A}
-func (s *Server) appendEpisode(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+func (s *Server) appendEpisode(w http.ResponseWriter, r *http.Request, id string) {
 	var body struct {
 		session.Episode
 		Agent string `json:"agent"`
@@ -296,7 +326,6 @@ func (s *Server) appendEpisode(w http.ResponseWriter, r *http.Request, id string
 	}
 }
 
-// DELETE /v1/sessions/{id}?agent=A
 // storedSession is the answer of GET /v1/sessions/{id}: the session as
 // stored, in the order it was written.
 type storedSession struct {
@@ -308,7 +337,7 @@ type storedSession struct {
 
 // getSession answers the session itself, for debugging an agent's prompt
 // assembly; like a pack, it starts the idle time again.
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, id string) {
 	_, established, ok := s.sessionCaller(w, r)
 	if !ok {
 		return
@@ -342,7 +371,8 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, id string, _
 	writeJSON(w, http.StatusOK, out, false)
 }
 
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+// DELETE /v1/sessions/{id}?agent=A
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, id string) {
 	_, established, ok := s.sessionCaller(w, r)
 	if !ok {
 		return
@@ -405,7 +435,7 @@ func packRequest(agent string, req *contextRequest) (session.Request, *httpError
 }
 
 // POST /v1/sessions/{id}/context: the pack (api.md §11.5).
-func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id string, _ []string) {
+func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id string) {
 	start := time.Now()
 	var req contextRequest
 	st, agent, ok := s.readSessionBody(w, r, &req, &req.Agent, `{"phase": "answer", "query": "..."}`)
@@ -485,18 +515,8 @@ func (s *Server) drill(ctx context.Context, agent, ref string, req session.Drill
 
 // GET /v1/artifacts/{ref}?view=head|json|csv|columns&lines=N&path=P&agent=A
 func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", http.MethodGet)
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s: use GET", r.Method, r.URL.Path))
-		return
-	}
 	_, established, ok := s.sessionCaller(w, r)
 	if !ok {
-		return
-	}
-	parts, err := pathSegments(r, artifactsPrefix)
-	if err != nil || len(parts) != 1 {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s: use GET /v1/artifacts/{ref}", r.URL.Path))
 		return
 	}
 	q, herr := onlyParams(r, "view", "lines", "path", "agent")
@@ -517,7 +537,7 @@ func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
 	}
 	var d *session.Drill
 	if herr == nil {
-		d, herr = s.drill(r.Context(), agent, parts[0], req)
+		d, herr = s.drill(r.Context(), agent, r.PathValue("ref"), req)
 	}
 	if herr != nil {
 		writeError(w, herr.code, herr.msg)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore/redistest"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
@@ -123,7 +124,7 @@ func TestSessionsRedisReplicas(t *testing.T) {
 	side := startServer(t, sopts)
 	side.waitReady()
 	side.mustCall(200, "POST", "/v1/sessions/local/items", sessionItems{Items: []session.Item{{ID: "u1", Kind: session.KindUserTurn, Text: "hi"}}}, nil)
-	if _, ok := side.srv.sessionStore().(*session.MemStore); !ok {
+	if _, ok := side.srv.sessionStore().(*memstore.Store); !ok {
 		t.Errorf("sidecar store is %T, want the embedded store", side.srv.sessionStore())
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
 )
 
 // bigBalance is a tool result past the firewall threshold.
@@ -322,7 +326,7 @@ func TestSessionStoreBounds(t *testing.T) {
 	var elapsed atomic.Int64
 	now := func() time.Time { return time.Unix(1e9, elapsed.Load()) }
 	ts := startServer(t, Options{Paths: []string{"../../examples/quickstart"},
-		Sessions: session.StoreConfig{TTL: time.Minute, MaxSessions: 2, MaxBytes: 4000, Now: now}})
+		Sessions: memstore.Config{TTL: time.Minute, MaxSessions: 2, MaxBytes: 4000, Now: now}})
 	ts.waitReady()
 	write := func(id, text string) (int, string) {
 		return ts.sessionCall("POST", "/v1/sessions/"+id+"/items", sessionItems{Items: []session.Item{{ID: fmt.Sprint(len(text)), Kind: session.KindUserTurn, Text: text}}}, nil)
@@ -354,7 +358,7 @@ func TestSessionStoreBounds(t *testing.T) {
 
 func TestSessionPersistenceAcrossRestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sessions")
-	opts := Options{Paths: []string{"../../examples/quickstart"}, Sessions: session.StoreConfig{Dir: dir}}
+	opts := Options{Paths: []string{"../../examples/quickstart"}, Sessions: memstore.Config{Dir: dir}}
 	ts := startServer(t, opts)
 	ts.waitReady()
 	ts.mustCall(200, "POST", "/v1/sessions/s/items", sessionItems{Agent: "hr-assistant", Items: []session.Item{{ID: "c", Kind: session.KindToolCall, Text: "f()"}}}, nil)
@@ -466,5 +470,122 @@ func TestSessionRouterPhases(t *testing.T) {
 	}
 	if p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/p1/context", `{"agent": "hr-assistant", "phase": "call"}`, nil)); p.Budget != session.DefaultBudget(session.PhaseCall) {
 		t.Errorf("call budget %d, want the default %d", p.Budget, session.DefaultBudget(session.PhaseCall))
+	}
+}
+
+// TestSessionErrorStatus: each store error maps to its status by the
+// sentinel it wraps, not by its text or a limit's name (issue 23: a bound
+// named other than maxSessions, maxBytes or maxmemory used to become 413).
+// The embedded store's errors are its own, from a real store.
+func TestSessionErrorStatus(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m, err := memstore.New(memstore.Config{MaxSessions: 1, MaxBytes: 2000, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	storeErr := func(_ []string, err error) error { return err }
+	item := func(id string, n int) session.Delta {
+		return session.Delta{Items: []session.Item{{ID: id, Kind: session.KindUserTurn, Text: strings.Repeat("x", n)}}}
+	}
+	if err := storeErr(m.Append(ctx, "s1", "hr", item("a", 1))); err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{log: slog.New(slog.DiscardHandler)}
+	for _, c := range []struct {
+		name string
+		err  error
+		code int
+	}{
+		{"memstore maxSessions", storeErr(m.Append(ctx, "s2", "hr", item("a", 1))), 507},
+		{"memstore maxBytes", storeErr(m.Append(ctx, "s1", "hr", item("b", 1900))), 507},
+		{"memstore item too large", storeErr(m.Append(ctx, "s1", "hr", item("c", session.MaxItemBytes+1))), 413},
+		{"memstore bad parent", storeErr(m.Append(ctx, "s1", "hr", session.Delta{Items: []session.Item{{ID: "r", Kind: session.KindToolResult, ParentID: "zz"}}})), 400},
+		{"memstore other agent", storeErr(m.Append(ctx, "s1", "it", item("d", 1))), 403},
+		{"memstore not found", m.Delete(ctx, "nope", "hr"), 404},
+		{"a store bound of another name", &session.LimitError{Limit: "maxWidgets", Kind: session.ErrStoreFull, Msg: "full of widgets"}, 507},
+		{"a session bound", fmt.Errorf("redis: %w", &session.LimitError{Limit: "maxItems", Kind: session.ErrTooLarge, Msg: "too many"}), 413},
+		{"wrapped store full", fmt.Errorf("write: %w", session.ErrStoreFull), 507},
+		{"unavailable", fmt.Errorf("%w: redis: connection refused", session.ErrUnavailable), 503},
+		{"cancelled", context.Canceled, 503},
+		{"anything else", fmt.Errorf("disk on fire"), 500},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.err == nil {
+				t.Fatal("the store accepted the write")
+			}
+			if herr := srv.sessionError("s1", c.err); herr.code != c.code {
+				t.Errorf("%v: %d %s, want %d", c.err, herr.code, herr.msg, c.code)
+			}
+		})
+	}
+	// The directory gone: the store cannot write the file.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if herr := srv.sessionError("s1", storeErr(m.Append(ctx, "s1", "hr", item("e", 1)))); herr.code != 503 {
+		t.Errorf("file write failed: %d %s, want 503", herr.code, herr.msg)
+	}
+}
+
+// TestSessionMethods: every session and artifact path answers every method
+// it does not serve with 405, an Allow header naming exactly the methods it
+// serves (GET brings HEAD) and the API's JSON error; the methods it serves
+// are not 405 (issue 23: POST /v1/sessions/x was 405 with Allow: DELETE
+// though GET is served; artifacts served HEAD but advertised GET only).
+// The request counter keeps its handler labels.
+func TestSessionMethods(t *testing.T) {
+	ts := startServer(t, Options{Paths: []string{"../../examples/quickstart"}})
+	ts.waitReady()
+	ref := "/v1/artifacts/" + session.ArtifactRef("x")
+	paths := []struct {
+		path, counter, allow string
+	}{
+		{"/v1/sessions/s1", "sessions", "DELETE, GET, HEAD"},
+		{"/v1/sessions/s1/items", "sessions", "POST"},
+		{"/v1/sessions/s1/facts/k", "sessions", "PUT"},
+		{"/v1/sessions/s1/facts/a%2Fb", "sessions", "PUT"},
+		{"/v1/sessions/s1/episodes", "sessions", "POST"},
+		{"/v1/sessions/s1/context", "sessions", "POST"},
+		{ref, "artifacts", "GET, HEAD"},
+	}
+	methods := []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
+	refused := map[string]float64{}
+	for _, p := range paths {
+		for _, m := range methods {
+			t.Run(m+" "+p.path, func(t *testing.T) {
+				resp, body := ts.request(m, p.path, strings.NewReader("{}"), nil)
+				served := slices.Contains(strings.Split(p.allow, ", "), m)
+				switch {
+				case served && resp.StatusCode == 405:
+					t.Errorf("405 for a method the path serves: %s", body)
+				case served:
+				case resp.StatusCode != 405 || resp.Header.Get("Allow") != p.allow:
+					t.Errorf("%d, Allow %q; want 405, Allow %q", resp.StatusCode, resp.Header.Get("Allow"), p.allow)
+				default:
+					refused[p.counter]++
+					var e errorBody
+					if m == http.MethodHead {
+						return // no body
+					}
+					shown, _ := url.PathUnescape(p.path)
+					if err := json.Unmarshal(body, &e); err != nil || e.Error != "method "+m+" is not allowed on "+shown+": use "+p.allow {
+						t.Errorf("body %s", body)
+					}
+				}
+			})
+		}
+	}
+	for counter, n := range refused {
+		if got, _ := ts.metric("contextrouter_http_requests_total", "handler", counter, "code", "405"); got != n {
+			t.Errorf("http_requests_total{handler=%s,code=405} = %v, want %v", counter, got, n)
+		}
+	}
+	// Paths no endpoint has stay 404, naming the path.
+	for _, p := range []string{"/v1/sessions/s1/notes", "/v1/sessions/s1/", "/v1/sessions//s1", "/v1/sessions/s1/facts/", "/v1/artifacts/a/b"} {
+		if code, body := ts.do(http.MethodGet, p, nil, nil); code != 404 || !strings.Contains(string(body), "no endpoint "+p) {
+			t.Errorf("GET %s: %d %s, want 404 naming it", p, code, body)
+		}
 	}
 }

@@ -58,20 +58,48 @@ const (
 	SectionKnowledge   = "knowledge"
 )
 
-var sectionNames = [...]string{SectionFacts, SectionEpisodes, SectionHistory, SectionToolResults, SectionKnowledge}
-var sectionHeadings = [...]string{"## Facts\n", "## Episodes\n", "## History\n", "## Tool results\n", "## Knowledge\n"}
+// section indexes the sections, in render order.
+type section uint8
 
-// Kind priorities per phase (api.md §11.2), in the order of Kinds, then
-// episodes: what a call of that phase needs most weighs most.
-var kindWeights = [...][9]float64{
+const (
+	secFacts section = iota // facts, memory_fact, policy and plan_state items
+	secEpisodes
+	secHistory     // user turns and agent messages
+	secToolResults // tool calls and results
+	secKnowledge   // doc snippets and the query's chunks
+	numSections
+)
+
+var sectionNames = [numSections]string{SectionFacts, SectionEpisodes, SectionHistory, SectionToolResults, SectionKnowledge}
+var sectionHeadings = [numSections]string{"## Facts\n", "## Episodes\n", "## History\n", "## Tool results\n", "## Knowledge\n"}
+
+// The columns of a kind priority row: the kinds in the order of Kinds
+// (TestSessionEntryKinds holds them to it), then episodes.
+const (
+	weightUserTurn = iota
+	weightAgentMessage
+	weightToolCall
+	weightToolResult
+	weightDocSnippet
+	weightMemoryFact
+	weightPlanState
+	weightPolicy
+	weightEpisode
+	numWeights
+)
+
+// priorityRow is a kind priority row.
+type priorityRow = [numWeights]float64
+
+// Kind priorities per phase (api.md §11.2), in the order of Phases: what a
+// call of that phase needs most weighs most.
+var kindWeights = [...]priorityRow{
 	//  user  agent  call  result  doc  fact  plan  policy  episode
 	{1.0, 0.4, 0.3, 0.2, 0.2, 0.6, 0.9, 1.0, 0.5}, // route
 	{0.9, 0.5, 0.8, 0.7, 0.6, 0.6, 1.0, 1.0, 0.3}, // call
 	{0.8, 0.6, 0.9, 1.0, 0.7, 0.6, 0.8, 1.0, 0.3}, // interpret
 	{1.0, 0.8, 0.5, 0.7, 0.9, 0.7, 0.6, 1.0, 0.5}, // answer
 }
-
-const episodeWeight = 8 // index of episodes in a kindWeights row
 
 // Options of one pack.
 type Options struct {
@@ -165,8 +193,11 @@ type Dedup struct {
 	Removed   int     `json:"removed"`
 }
 
+// outcome is what became of a candidate.
+type outcome uint8
+
 const (
-	pending uint8 = iota
+	pending outcome = iota
 	included
 	dropBudget
 	dropMemory
@@ -178,7 +209,7 @@ const (
 type node struct {
 	id       string
 	kind     string
-	section  uint8
+	section  section
 	memory   bool // counts against the memory cap
 	parent   int32
 	line     string // rendered, ending in "\n"
@@ -187,115 +218,180 @@ type node struct {
 	terms    []uint32
 	redacted bool
 	artifact int32 // index into artifacts, or -1
-	outcome  uint8
+	outcome  outcome
 	closure  bool
 }
 
 // Build makes the pack of a session for one phase. It validates the session
 // first; an invalid session is an *Error. Same input, same pack, byte for
 // byte: ties are broken by id.
+//
+// The steps: settle the options (init); make the candidates, each
+// under the agent's sensitivity floor, oversized tool results firewalled,
+// rendered and scored (addFacts, addEpisodes, addItems, then
+// dropLostChains for items whose parent chain lost an item to the floor,
+// then addKnowledge); fill the budget by score (fill: near-duplicates,
+// closures, the memory cap); count the outcomes and render (finish).
 func Build(s *Session, opts Options) (*Pack, error) {
 	if err := Validate(s); err != nil {
 		return nil, err
 	}
+	var b packBuild
+	if err := b.init(s, opts); err != nil {
+		return nil, err
+	}
+	b.addFacts()
+	b.addEpisodes()
+	b.addItems()
+	b.dropLostChains()
+	b.addKnowledge()
+	b.fill()
+	return b.finish(), nil
+}
+
+// packBuild is the scope of one Build.
+type packBuild struct {
+	s     *Session
+	opts  Options
+	phase Phase
+	// limit is the token budget: the phase's, lowered by MaxTokens.
+	limit    int
+	est      budget.Estimator
+	access   engine.Access
+	maxChars int // the firewall bound
+	weights  *priorityRow
+	memCap   int
+
+	nodes []node
+	// firstItem is the node of the session's first item; the items follow
+	// in order.
+	firstItem int
+	artifacts []Artifact
+
+	dict map[string]uint32
+	// words caches word → term id (-1: not a term), so a word repeated
+	// across items is stemmed once per pack.
+	words map[string]int32
+	query []uint32 // sorted term ids of the query
+	seen  []uint32 // per term id: the stamp of the last text that had it
+	stamp uint32
+}
+
+// init checks the options and settles their defaults: the phase's budget
+// under MaxTokens, the estimator, the access of an agent no permission
+// names, the firewall bound, the phase's kind priorities.
+func (b *packBuild) init(s *Session, opts Options) error {
 	pi := slices.Index(Phases, opts.Phase)
 	if pi < 0 {
 		_, err := ParsePhase(string(opts.Phase))
-		return nil, err
+		return err
 	}
 	if opts.MaxTokens < 0 || opts.MaxTokens > MaxBudget {
-		return nil, fmt.Errorf("max_tokens is %d; it must be between 0 and %d", opts.MaxTokens, MaxBudget)
+		return fmt.Errorf("max_tokens is %d; it must be between 0 and %d", opts.MaxTokens, MaxBudget)
 	}
 	pol := opts.Policy
 	if pol == nil {
 		pol = &defaultPolicy
 	}
-	limit := pol.budgets[pi]
+	*b = packBuild{s: s, opts: opts, phase: opts.Phase, limit: pol.budgets[pi], est: opts.Estimator,
+		maxChars: opts.FirewallMaxChars, weights: &pol.weights[pi], dict: map[string]uint32{}, words: map[string]int32{}}
 	if opts.MaxTokens > 0 {
-		limit = min(limit, opts.MaxTokens)
+		b.limit = min(b.limit, opts.MaxTokens)
 	}
-	est := opts.Estimator
-	if est == nil {
-		est, _ = budget.New("")
+	if b.est == nil {
+		b.est, _ = budget.New("")
 	}
-	access := opts.Access
-	if access == nil {
-		a := engine.ResolveAccess(nil, "", v1alpha1.AccessAllow)
-		access = &a
+	if opts.Access != nil {
+		b.access = *opts.Access
+	} else {
+		b.access = engine.ResolveAccess(nil, "", v1alpha1.AccessAllow)
 	}
-	maxChars := opts.FirewallMaxChars
-	if maxChars <= 0 {
-		maxChars = pol.firewallMaxChars
+	if b.maxChars <= 0 {
+		b.maxChars = pol.firewallMaxChars
 	}
-	b := builder{est: est, weights: &pol.weights[pi], limit: limit, dict: map[string]uint32{}, words: map[string]int32{}}
-	b.queryTerms(opts.Query)
-	b.tags = opts.Tags
-	pack := &Pack{Phase: opts.Phase, Budget: limit, Sections: []Section{}, Items: []PackItem{},
-		Chunks: []engine.Chunk{}, Tools: []engine.ToolCard{}, Artifacts: []Artifact{}}
-	var artifacts []Artifact
+	b.query = b.termIDs(opts.Query)
+	b.nodes = make([]node, 0, len(s.Facts)+len(s.Episodes)+len(s.Items)+len(opts.Knowledge))
+	return nil
+}
 
-	// Candidates, in render order within each section: facts, episodes, items, chunks.
-	nodes := make([]node, 0, len(s.Facts)+len(s.Episodes)+len(s.Items)+len(opts.Knowledge))
-	// floor applies the agent's clearance to an entry of sensitivity sens
-	// (facts and episodes are Internal): it drops the entry, or returns the
-	// placeholder for its text.
-	floor := func(n *node, sens v1alpha1.Sensitivity, text string) string {
-		if sens == "" {
-			sens = v1alpha1.SensitivityInternal
-		}
-		switch {
-		case access.Cleared(sens):
-			return text
-		case access.SensitivityAction == v1alpha1.SensitivityActionRedact:
-			n.redacted = true
-			return engine.RedactedContent("session", sens)
-		}
-		n.outcome = dropSensitivity
+// floor applies the agent's clearance to an entry of sensitivity sens
+// (facts and episodes are Internal): it drops the entry, or returns the
+// placeholder for its text.
+func (b *packBuild) floor(n *node, sens v1alpha1.Sensitivity, text string) string {
+	if sens == "" {
+		sens = v1alpha1.SensitivityInternal
+	}
+	switch {
+	case b.access.Cleared(sens):
 		return text
+	case b.access.SensitivityAction == v1alpha1.SensitivityActionRedact:
+		n.redacted = true
+		return engine.RedactedContent("session", sens)
 	}
-	for _, f := range s.Facts {
-		n := node{id: "fact:" + f.Key, kind: "fact", section: 0, memory: true, parent: -1, artifact: -1}
-		v := floor(&n, "", f.Value)
+	n.outcome = dropSensitivity
+	return text
+}
+
+// addFacts makes the facts candidates: memory, under the memory_fact priority.
+func (b *packBuild) addFacts() {
+	for _, f := range b.s.Facts {
+		n := node{id: "fact:" + f.Key, kind: "fact", section: secFacts, memory: true, parent: -1, artifact: -1}
+		v := b.floor(&n, "", f.Value)
 		n.line = "- " + f.Key + ": " + v + "\n"
-		b.finish(&n, f.Key+" "+v, 1, b.weights[5], 0, nil, 0)
-		nodes = append(nodes, n)
+		b.score(&n, f.Key+" "+v, 1, b.weights[weightMemoryFact], 0, nil, 0)
+		b.nodes = append(b.nodes, n)
 	}
-	for i, e := range s.Episodes {
-		n := node{id: "episode:" + e.ID, kind: "episode", section: 1, memory: true, parent: -1, artifact: -1}
-		text := floor(&n, "", e.Text)
+}
+
+// addEpisodes makes the episodes candidates: memory, the later the more recent.
+func (b *packBuild) addEpisodes() {
+	for i, e := range b.s.Episodes {
+		n := node{id: "episode:" + e.ID, kind: "episode", section: secEpisodes, memory: true, parent: -1, artifact: -1}
+		text := b.floor(&n, "", e.Text)
 		n.line = "- " + text + "\n"
-		b.finish(&n, text, float64(i+1)/float64(len(s.Episodes)), b.weights[episodeWeight], 0, nil, 0)
-		nodes = append(nodes, n)
+		b.score(&n, text, float64(i+1)/float64(len(b.s.Episodes)), b.weights[weightEpisode], 0, nil, 0)
+		b.nodes = append(b.nodes, n)
 	}
-	first := len(nodes)
-	pos := make(map[string]int32, len(s.Items))
-	for i := range s.Items {
-		pos[s.Items[i].ID] = int32(first + i)
+}
+
+// addItems makes the items candidates, in order, linked to their parents;
+// a tool result over the firewall bound (and shown) becomes its summary
+// and an artifact.
+func (b *packBuild) addItems() {
+	items := b.s.Items
+	b.firstItem = len(b.nodes)
+	pos := make(map[string]int32, len(items))
+	for i := range items {
+		pos[items[i].ID] = int32(b.firstItem + i)
 	}
-	for i := range s.Items {
-		it := &s.Items[i]
+	for i := range items {
+		it := &items[i]
 		n := node{id: it.ID, kind: string(it.Kind), parent: -1, artifact: -1}
 		if it.ParentID != "" {
 			n.parent = pos[it.ParentID]
 		}
-		text := floor(&n, it.Sensitivity, it.Text)
-		if !n.redacted && n.outcome == pending && it.Kind == KindToolResult && longerThan(text, maxChars) {
+		text := b.floor(&n, it.Sensitivity, it.Text)
+		if !n.redacted && n.outcome == pending && it.Kind == KindToolResult && longerThan(text, b.maxChars) {
 			var a Artifact
-			text, a = firewall(it.ID, text, maxChars)
-			n.artifact = int32(len(artifacts))
-			artifacts = append(artifacts, a)
+			text, a = firewall(it.ID, text, b.maxChars)
+			n.artifact = int32(len(b.artifacts))
+			b.artifacts = append(b.artifacts, a)
 		}
-		ki := slices.Index(Kinds, it.Kind)
 		n.section, n.line, n.memory = render(it.Kind, it.ID, text)
-		b.finish(&n, text, float64(i+1)/float64(len(s.Items)), b.weights[ki], it.TokenEstimate, it.Tags, 0)
-		nodes = append(nodes, n)
+		b.score(&n, text, float64(i+1)/float64(len(items)), b.weights[slices.Index(Kinds, it.Kind)], it.TokenEstimate, it.Tags, 0)
+		b.nodes = append(b.nodes, n)
 	}
-	// An item whose parent chain lost an item to the floor cannot be shown
-	// without it. Parents may come after children, so follow each chain, once:
-	// a settled item's verdict holds for every child that reaches it.
+}
+
+// dropLostChains drops an item whose parent chain lost an item to the
+// floor: it cannot be shown without it. Parents may come after children,
+// so each chain is followed once: a settled item's verdict holds for every
+// child that reaches it.
+func (b *packBuild) dropLostChains() {
+	nodes := b.nodes
 	settled := make([]bool, len(nodes))
 	var chain []int32
-	for i := first; i < len(nodes); i++ {
+	for i := b.firstItem; i < len(nodes); i++ {
 		chain = chain[:0]
 		p := int32(i)
 		for p >= 0 && !settled[p] && nodes[p].outcome == pending {
@@ -310,7 +406,12 @@ func Build(s *Session, opts Options) (*Pack, error) {
 			}
 		}
 	}
-	for _, c := range opts.Knowledge {
+}
+
+// addKnowledge makes the query's chunks candidates, under the doc_snippet
+// priority and their own relevance.
+func (b *packBuild) addKnowledge() {
+	for _, c := range b.opts.Knowledge {
 		id := "chunk:" + c.Source
 		if c.Path != "" {
 			id += ":" + c.Path
@@ -321,26 +422,47 @@ func Build(s *Session, opts Options) (*Pack, error) {
 			head += ":" + c.Path
 		}
 		head += ")"
-		n := node{id: id, kind: "chunk", section: 4, parent: -1, artifact: -1, line: "[" + head + "]\n" + c.Content + "\n"}
-		b.finish(&n, c.Title+"\n"+c.Content, 0.5, b.weights[4], 0, nil, c.RelevanceScore)
-		nodes = append(nodes, n)
+		n := node{id: id, kind: "chunk", section: secKnowledge, parent: -1, artifact: -1, line: "[" + head + "]\n" + c.Content + "\n"}
+		b.score(&n, c.Title+"\n"+c.Content, 0.5, b.weights[weightDocSnippet], 0, nil, c.RelevanceScore)
+		b.nodes = append(b.nodes, n)
 	}
+}
 
-	b.fill(nodes)
+// finish counts every candidate's outcome and renders the included ones,
+// section by section.
+func (b *packBuild) finish() *Pack {
+	pack := &Pack{Phase: b.phase, Budget: b.limit, Sections: []Section{}, Items: []PackItem{},
+		Chunks: []engine.Chunk{}, Tools: []engine.ToolCard{}, Artifacts: []Artifact{}}
+	counts, size := b.tally(&pack.Stats)
+	pack.Items = make([]PackItem, 0, pack.Stats.Included)
+	var text strings.Builder
+	for sec := range numSections {
+		t := b.renderSection(pack, sec, counts[sec], size[sec])
+		tok := 0
+		if t != "" {
+			tok = b.est.Count(t)
+		}
+		text.WriteString(t)
+		pack.Stats.SectionTokens[sectionNames[sec]] = tok
+		pack.TotalTokens += tok
+		pack.Sections = append(pack.Sections, Section{Name: sectionNames[sec], Tokens: tok, Items: counts[sec], Text: t})
+	}
+	pack.Text = text.String()
+	return pack
+}
 
-	// Stats and render.
-	st := &pack.Stats
-	st.Candidates = len(nodes)
+// tally fills the stats from the outcomes, and counts the included
+// entries of each section and the bytes of their lines.
+func (b *packBuild) tally(st *Stats) (counts, size [numSections]int) {
+	st.Candidates = len(b.nodes)
 	st.Dedup.Threshold = DefaultDedupThreshold
 	st.MemoryCap = b.memCap
 	st.SectionTokens = map[string]int{}
 	for _, name := range sectionNames {
 		st.SectionTokens[name] = 0
 	}
-	// Tally every outcome, and size each section.
-	var counts, size [len(sectionNames)]int
-	for i := range nodes {
-		n := &nodes[i]
+	for i := range b.nodes {
+		n := &b.nodes[i]
 		switch n.outcome {
 		case included:
 			st.Included++
@@ -363,93 +485,61 @@ func Build(s *Session, opts Options) (*Pack, error) {
 		}
 	}
 	st.Dedup.Removed = st.Dropped.Duplicate
-	// Render and list the included entries section by section.
-	pack.Items = make([]PackItem, 0, st.Included)
-	var sb [len(sectionNames)]strings.Builder
-	for sec := range sectionNames {
-		if counts[sec] == 0 {
+	return counts, size
+}
+
+// renderSection renders a section of count entries (size bytes of lines),
+// "" when it has none, and lists its entries and their artifacts in pack.
+func (b *packBuild) renderSection(pack *Pack, sec section, count, size int) string {
+	if count == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.Grow(len(sectionHeadings[sec]) + size + 1)
+	sb.WriteString(sectionHeadings[sec])
+	for i := range b.nodes {
+		n := &b.nodes[i]
+		if n.outcome != included || n.section != sec {
 			continue
 		}
-		sb[sec].Grow(len(sectionHeadings[sec]) + size[sec] + 1)
-		sb[sec].WriteString(sectionHeadings[sec])
-		for i := range nodes {
-			n := &nodes[i]
-			if n.outcome != included || int(n.section) != sec {
-				continue
-			}
-			sb[sec].WriteString(n.line)
-			pi := PackItem{ID: n.id, Kind: n.kind, Section: sectionNames[sec], Tokens: n.tokens, Score: math.Round(n.score*1e4) / 1e4, Closure: n.closure, Redacted: n.redacted}
-			if n.artifact >= 0 {
-				a := artifacts[n.artifact]
-				pi.Artifact = a.Ref
-				pack.Artifacts = append(pack.Artifacts, a)
-				st.Firewalled++
-			}
-			pack.Items = append(pack.Items, pi)
+		sb.WriteString(n.line)
+		pi := PackItem{ID: n.id, Kind: n.kind, Section: sectionNames[sec], Tokens: n.tokens, Score: math.Round(n.score*1e4) / 1e4, Closure: n.closure, Redacted: n.redacted}
+		if n.artifact >= 0 {
+			a := b.artifacts[n.artifact]
+			pi.Artifact = a.Ref
+			pack.Artifacts = append(pack.Artifacts, a)
+			pack.Stats.Firewalled++
 		}
+		pack.Items = append(pack.Items, pi)
 	}
-	var text strings.Builder
-	for i, name := range sectionNames {
-		if counts[i] > 0 {
-			sb[i].WriteString("\n")
-		}
-		t := sb[i].String()
-		tok := 0
-		if t != "" {
-			tok = est.Count(t)
-		}
-		text.WriteString(t)
-		st.SectionTokens[name] = tok
-		pack.TotalTokens += tok
-		pack.Sections = append(pack.Sections, Section{Name: name, Tokens: tok, Items: counts[i], Text: t})
-	}
-	pack.Text = text.String()
-	return pack, nil
+	sb.WriteString("\n")
+	return sb.String()
 }
 
 // render places an item in its section and writes its line.
-func render(k Kind, id, text string) (section uint8, line string, memory bool) {
+func render(k Kind, id, text string) (sec section, line string, memory bool) {
 	switch k {
 	case KindMemoryFact:
-		return 0, "- " + text + "\n", true
+		return secFacts, "- " + text + "\n", true
 	case KindPolicy:
-		return 0, "- policy: " + text + "\n", false
+		return secFacts, "- policy: " + text + "\n", false
 	case KindPlanState:
-		return 0, "- plan: " + text + "\n", false
+		return secFacts, "- plan: " + text + "\n", false
 	case KindUserTurn:
-		return 2, "user: " + text + "\n", false
+		return secHistory, "user: " + text + "\n", false
 	case KindAgentMessage:
-		return 2, "assistant: " + text + "\n", false
+		return secHistory, "assistant: " + text + "\n", false
 	case KindToolCall:
-		return 3, "tool call " + id + ": " + text + "\n", false
+		return secToolResults, "tool call " + id + ": " + text + "\n", false
 	case KindToolResult:
-		return 3, "tool result " + id + ": " + text + "\n", false
+		return secToolResults, "tool result " + id + ": " + text + "\n", false
 	}
-	return 4, "[" + id + "]\n" + text + "\n", false
-}
-
-type builder struct {
-	est     budget.Estimator
-	weights *[9]float64
-	limit   int
-	memCap  int
-	dict    map[string]uint32
-	// words caches word → term id (-1: not a term), so a word repeated
-	// across items is stemmed once per pack.
-	words map[string]int32
-	query []uint32 // sorted term ids of the query
-	tags  []string
-	seen  []uint32 // per term id: the stamp of the last text that had it
-	stamp uint32
-}
-
-func (b *builder) queryTerms(q string) {
-	b.query = b.termIDs(q)
+	return secKnowledge, "[" + id + "]\n" + text + "\n", false
 }
 
 // termIDs returns the sorted distinct term ids of s (ids in first-seen
 // order across the pack: one global order, as NearDuplicates needs).
-func (b *builder) termIDs(s string) []uint32 {
+func (b *packBuild) termIDs(s string) []uint32 {
 	b.stamp++
 	var ids []uint32
 	tokenize.EachWord(s, func(w []byte) {
@@ -480,11 +570,11 @@ func (b *builder) termIDs(s string) []uint32 {
 	return ids
 }
 
-// finish counts a node's tokens and scores it: the kind's weight for the
+// score counts a node's tokens and scores it: the kind's weight for the
 // phase times a mix of recency, relevance to the query (the share of query
 // terms it holds; given for chunks), tag match and a constant, discounted by
 // its share of the budget so one huge entry does not beat several useful ones.
-func (b *builder) finish(n *node, text string, recency, weight float64, tokenEstimate int, tags []string, relevance float64) {
+func (b *packBuild) score(n *node, text string, recency, weight float64, tokenEstimate int, tags []string, relevance float64) {
 	n.tokens = max(b.est.Count(n.line), tokenEstimate)
 	if !n.redacted && n.outcome == pending {
 		n.terms = b.termIDs(text)
@@ -493,14 +583,14 @@ func (b *builder) finish(n *node, text string, recency, weight float64, tokenEst
 		relevance = float64(index.Intersection(n.terms, b.query)) / float64(len(b.query))
 	}
 	tag := 0.0
-	if len(b.tags) > 0 {
+	if want := b.opts.Tags; len(want) > 0 {
 		hit := 0
-		for _, t := range b.tags {
+		for _, t := range want {
 			if slices.Contains(tags, t) {
 				hit++
 			}
 		}
-		tag = float64(hit) / float64(len(b.tags))
+		tag = float64(hit) / float64(len(want))
 	}
 	cost := 1 - 0.5*min(1, float64(n.tokens)/float64(max(b.limit, 1)))
 	n.score = weight * (0.1 + 0.35*recency + 0.4*relevance + 0.15*tag) * cost
@@ -510,36 +600,18 @@ func (b *builder) finish(n *node, text string, recency, weight float64, tokenEst
 // comes with its parent chain (the closure): all of it fits, or none. A
 // near-duplicate of an included entry is dropped; memory entries share a
 // cap. Section headings are paid for when a section opens.
-func (b *builder) fill(nodes []node) {
+func (b *packBuild) fill() {
+	nodes := b.nodes
 	b.memCap = int(float64(b.limit) * DefaultMemoryShare)
-	order := make([]int32, 0, len(nodes))
-	for i := range nodes {
-		if nodes[i].outcome == pending {
-			order = append(order, int32(i))
-		}
-	}
-	slices.SortFunc(order, func(x, y int32) int {
-		a, c := &nodes[x], &nodes[y]
-		if a.score != c.score {
-			if a.score > c.score {
-				return -1
-			}
-			return 1
-		}
-		if d := strings.Compare(a.id, c.id); d != 0 {
-			return d
-		}
-		return int(x - y)
-	})
-	var headings [len(sectionNames)]int
+	var headings [numSections]int
 	for i, h := range sectionHeadings {
 		headings[i] = b.est.Count(h + "\n")
 	}
-	var open [len(sectionNames)]bool
+	var open [numSections]bool
 	remaining, memUsed := b.limit, 0
 	dedup := index.NewNearDuplicates(DefaultDedupThreshold)
 	var group []int32
-	for _, i := range order {
+	for _, i := range b.byScore() {
 		n := &nodes[i]
 		if n.outcome == included {
 			continue // a dependent brought it in already
@@ -550,7 +622,7 @@ func (b *builder) fill(nodes []node) {
 		}
 		group = group[:0]
 		cost, mem := 0, 0
-		var opens [len(sectionNames)]bool
+		var opens [numSections]bool
 		for j := i; j >= 0 && nodes[j].outcome != included; j = nodes[j].parent {
 			m := &nodes[j]
 			group = append(group, j)
@@ -583,4 +655,30 @@ func (b *builder) fill(nodes []node) {
 			}
 		}
 	}
+}
+
+// byScore is the pending candidates, best first; equal scores by id, then
+// by position.
+func (b *packBuild) byScore() []int32 {
+	nodes := b.nodes
+	order := make([]int32, 0, len(nodes))
+	for i := range nodes {
+		if nodes[i].outcome == pending {
+			order = append(order, int32(i))
+		}
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		a, c := &nodes[x], &nodes[y]
+		if a.score != c.score {
+			if a.score > c.score {
+				return -1
+			}
+			return 1
+		}
+		if d := strings.Compare(a.id, c.id); d != 0 {
+			return d
+		}
+		return int(x - y)
+	})
+	return order
 }

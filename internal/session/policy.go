@@ -13,7 +13,7 @@ import (
 // (spec.sessions.firewall). Make it once per compiled configuration.
 type Policy struct {
 	budgets          [len(defaultBudgets)]int
-	weights          [len(kindWeights)][9]float64
+	weights          [len(kindWeights)]priorityRow
 	firewallMaxChars int
 }
 

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,8 +19,8 @@ func TestSessionEntryKinds(t *testing.T) {
 	if strings.Join(v1alpha1.SessionEntryKinds, ",") != strings.Join(want, ",") {
 		t.Errorf("v1alpha1.SessionEntryKinds = %v, want %v", v1alpha1.SessionEntryKinds, want)
 	}
-	if len(kindWeights[0]) != len(want) || episodeWeight != len(want)-1 {
-		t.Errorf("a kindWeights row has %d weights (episode at %d) for %d kinds", len(kindWeights[0]), episodeWeight, len(want))
+	if len(kindWeights[0]) != len(want) || weightEpisode != len(want)-1 || slices.Index(Kinds, KindMemoryFact) != weightMemoryFact || slices.Index(Kinds, KindDocSnippet) != weightDocSnippet {
+		t.Errorf("a kindWeights row has %d weights (episode at %d) for %d kinds", len(kindWeights[0]), weightEpisode, len(want))
 	}
 }
 
@@ -43,6 +44,14 @@ func TestPolicy(t *testing.T) {
 	}
 	if pol.Budget(PhaseAnswer) != 30 || pol.Budget(PhaseRoute) != DefaultBudget(PhaseRoute) || pol.FirewallMaxChars() != 150 {
 		t.Fatalf("budgets answer %d, route %d, firewall %d", pol.Budget(PhaseAnswer), pol.Budget(PhaseRoute), pol.FirewallMaxChars())
+	}
+	build := func(t *testing.T, s *Session, o Options) *Pack {
+		t.Helper()
+		p, err := Build(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 	first := func(o Options) string {
 		p := build(t, s, o)

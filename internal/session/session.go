@@ -1,7 +1,12 @@
 // Package session builds context packs from an agent's session: the items it
 // accumulated (turns, tool calls and results, facts, plans), cut to the budget
-// of one LLM call phase (docs/api.md §11). It is pure computation: storage and
-// transport live elsewhere.
+// of one LLM call phase (docs/api.md §11). It holds the model and its
+// validation (Validate, Merge, ReadJSONL), the packs (Build, the firewall),
+// drill-down into artifacts, and the Store contract with its errors. It
+// does no I/O of its own (BuildFor runs the engine's query): the stores are
+// its subpackages memstore (embedded) and redisstore, both held to
+// storetest; storeselect picks one from spec.sessions; sessiontest holds the
+// tests' fixtures; the HTTP API is internal/server.
 package session
 
 import (
@@ -94,11 +99,15 @@ type Error struct {
 	Field string
 	Msg   string
 	// TooLarge marks a size limit (a text, or the session's entries or
-	// bytes) rather than a malformed entry: HTTP answers it 413.
+	// bytes) rather than a malformed entry: errors.Is(e, ErrTooLarge), HTTP
+	// 413.
 	TooLarge bool
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s[%d].%s: %s", e.Entry, e.Index, e.Field, e.Msg) }
+
+// Is makes an error past a size limit ErrTooLarge.
+func (e *Error) Is(target error) bool { return e.TooLarge && target == ErrTooLarge }
 
 // BadNameRune says what a name must not hold, at its first offence, or ""
 // when it holds none. Names are what a pack or a session file shows as
@@ -215,14 +224,8 @@ func kindList() string {
 // and parents: a parent_id must name another item, and parent chains must
 // not loop.
 func Validate(s *Session) error {
-	if len(s.Items) > MaxItems {
-		return &Error{Entry: "items", Index: MaxItems, Field: "id", Msg: fmt.Sprintf("a session holds at most %d items", MaxItems), TooLarge: true}
-	}
-	if len(s.Facts) > MaxFacts {
-		return &Error{Entry: "facts", Index: MaxFacts, Field: "key", Msg: fmt.Sprintf("a session holds at most %d facts", MaxFacts), TooLarge: true}
-	}
-	if len(s.Episodes) > MaxEpisodes {
-		return &Error{Entry: "episodes", Index: MaxEpisodes, Field: "id", Msg: fmt.Sprintf("a session holds at most %d episodes", MaxEpisodes), TooLarge: true}
+	if err := checkCounts(len(s.Items), len(s.Facts), len(s.Episodes)); err != nil {
+		return err
 	}
 	total := 0
 	pos := make(map[string]int, len(s.Items))
@@ -235,59 +238,100 @@ func Validate(s *Session) error {
 			return &Error{Entry: "items", Index: i, Field: "id", Msg: fmt.Sprintf("%q is also the id of items[%d]", it.ID, j)}
 		}
 		pos[it.ID] = i
-		total += len(it.Text)
-		if total > MaxSessionBytes {
-			return &Error{Entry: "items", Index: i, Field: "text", Msg: fmt.Sprintf("the session's texts pass %d bytes", MaxSessionBytes), TooLarge: true}
+		if total += len(it.Text); total > MaxSessionBytes {
+			return sessionBytesError(i)
 		}
 	}
 	for i := range s.Items {
-		it := &s.Items[i]
-		if it.ParentID == "" {
-			continue
-		}
-		if _, ok := pos[it.ParentID]; !ok {
-			return &Error{Entry: "items", Index: i, Field: "parent_id", Msg: fmt.Sprintf("no item has id %q", it.ParentID)}
+		if p := s.Items[i].ParentID; p != "" {
+			if _, ok := pos[p]; !ok {
+				return noParentError(i, p)
+			}
 		}
 	}
 	if err := checkCycles(s.Items, pos); err != nil {
 		return err
 	}
-	// Facts and episodes: a key (or id) within bounds and unique, a text within bounds.
-	type keyed struct{ key, text string }
-	check := func(entry, keyField, textField, what string, n, maxKey, maxText int, at func(int) keyed) error {
-		seen := make(map[string]int, n)
-		for i := range n {
-			e := at(i)
-			bad := func(field, format string, args ...any) error {
-				return &Error{Entry: entry, Index: i, Field: field, Msg: fmt.Sprintf(format, args...)}
-			}
-			switch {
-			case e.key == "" || len(e.key) > maxKey:
-				return bad(keyField, "%d bytes; %ss are 1 to %d bytes", len(e.key), keyField, maxKey)
-			case nameError(e.key) != "":
-				return bad(keyField, "%s", nameError(e.key))
-			case len(e.text) > maxText:
-				err := bad(textField, "%d bytes; %s is limited to %d bytes", len(e.text), what, maxText).(*Error)
-				err.TooLarge = true
-				return err
-			}
-			if j, dup := seen[e.key]; dup {
-				return bad(keyField, "%q is also the %s of %s[%d]", e.key, keyField, entry, j)
-			}
-			seen[e.key] = i
-		}
-		return nil
-	}
-	if err := check("facts", "key", "value", "a fact's value", len(s.Facts), MaxFactKeyBytes, MaxFactBytes,
-		func(i int) keyed { return keyed{s.Facts[i].Key, s.Facts[i].Value} }); err != nil {
+	if err := checkAllKeyed(factEntry, len(s.Facts), func(i int) (string, string) { return s.Facts[i].Key, s.Facts[i].Value }); err != nil {
 		return err
 	}
-	return check("episodes", "id", "text", "an episode's text", len(s.Episodes), MaxIDBytes, MaxEpisodeBytes,
-		func(i int) keyed { return keyed{s.Episodes[i].ID, s.Episodes[i].Text} })
+	return checkAllKeyed(episodeEntry, len(s.Episodes), func(i int) (string, string) { return s.Episodes[i].ID, s.Episodes[i].Text })
+}
+
+// checkCounts checks the entries of a session against MaxItems, MaxFacts
+// and MaxEpisodes; the error's index is the first entry past the limit.
+func checkCounts(items, facts, episodes int) *Error {
+	switch {
+	case items > MaxItems:
+		return &Error{Entry: "items", Index: MaxItems, Field: "id", Msg: fmt.Sprintf("a session holds at most %d items", MaxItems), TooLarge: true}
+	case facts > MaxFacts:
+		return &Error{Entry: "facts", Index: MaxFacts, Field: "key", Msg: fmt.Sprintf("a session holds at most %d facts", MaxFacts), TooLarge: true}
+	case episodes > MaxEpisodes:
+		return &Error{Entry: "episodes", Index: MaxEpisodes, Field: "id", Msg: fmt.Sprintf("a session holds at most %d episodes", MaxEpisodes), TooLarge: true}
+	}
+	return nil
+}
+
+// sessionBytesError: the texts up to items[i] pass MaxSessionBytes.
+func sessionBytesError(i int) *Error {
+	return &Error{Entry: "items", Index: i, Field: "text", Msg: fmt.Sprintf("the session's texts pass %d bytes", MaxSessionBytes), TooLarge: true}
+}
+
+// noParentError: items[i] names a parent no item has.
+func noParentError(i int, parent string) *Error {
+	return &Error{Entry: "items", Index: i, Field: "parent_id", Msg: fmt.Sprintf("no item has id %q", parent)}
+}
+
+// keyedEntry describes facts and episodes: entries with a key (or id)
+// within bounds and unique, and a text within bounds.
+type keyedEntry struct {
+	entry, keyField, textField, what string
+	maxKey, maxText                  int
+}
+
+var (
+	factEntry    = keyedEntry{"facts", "key", "value", "a fact's value", MaxFactKeyBytes, MaxFactBytes}
+	episodeEntry = keyedEntry{"episodes", "id", "text", "an episode's text", MaxIDBytes, MaxEpisodeBytes}
+)
+
+// checkKeyed checks entry i on its own (not that its key is unique).
+func checkKeyed(k keyedEntry, i int, key, text string) *Error {
+	bad := func(field, format string, args ...any) *Error {
+		return &Error{Entry: k.entry, Index: i, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case key == "" || len(key) > k.maxKey:
+		return bad(k.keyField, "%d bytes; %ss are 1 to %d bytes", len(key), k.keyField, k.maxKey)
+	case nameError(key) != "":
+		return bad(k.keyField, "%s", nameError(key))
+	case len(text) > k.maxText:
+		e := bad(k.textField, "%d bytes; %s is limited to %d bytes", len(text), k.what, k.maxText)
+		e.TooLarge = true
+		return e
+	}
+	return nil
+}
+
+// checkAllKeyed checks the n entries of a kind, and that their keys are unique.
+func checkAllKeyed(k keyedEntry, n int, at func(int) (key, text string)) error {
+	seen := make(map[string]int, n)
+	for i := range n {
+		key, text := at(i)
+		if err := checkKeyed(k, i, key, text); err != nil {
+			return err
+		}
+		if j, dup := seen[key]; dup {
+			return &Error{Entry: k.entry, Index: i, Field: k.keyField, Msg: fmt.Sprintf("%q is also the %s of %s[%d]", key, k.keyField, k.entry, j)}
+		}
+		seen[key] = i
+	}
+	return nil
 }
 
 // checkCycles walks each parent chain once (colouring visited items), so a
-// loop is found in linear time; the error names the loop.
+// loop is found in linear time; the error names the loop. A parent pos does
+// not hold ends the chain (an item stored before a write, whose chain is
+// checked already).
 func checkCycles(items []Item, pos map[string]int) error {
 	const (
 		unseen = iota
@@ -306,7 +350,11 @@ func checkCycles(items []Item, pos map[string]int) error {
 			if p == "" {
 				break
 			}
-			i = pos[p]
+			next, ok := pos[p]
+			if !ok {
+				break
+			}
+			i = next
 			if state[i] == onPath {
 				var ids []string
 				k := 0
@@ -322,6 +370,31 @@ func checkCycles(items []Item, pos map[string]int) error {
 		}
 		for _, j := range path {
 			state[j] = done
+		}
+	}
+	return nil
+}
+
+// MaxSessionIDBytes bounds a session id; see ValidateSessionID.
+const MaxSessionIDBytes = 128
+
+// ValidateSessionID checks a session id: 1–128 bytes of ASCII letters,
+// digits, '.', '_' and '-', not starting with '.' (it names a file of the
+// embedded store and a key of Redis). The error names the first byte
+// outside that set, or the rune BadNameRune finds.
+func ValidateSessionID(id string) error {
+	if id == "" || len(id) > MaxSessionIDBytes {
+		return fmt.Errorf("session id is %d bytes; it must be 1 to %d bytes", len(id), MaxSessionIDBytes)
+	}
+	if bad := BadNameRune(id); bad != "" {
+		return fmt.Errorf("session id %q: %s; only ASCII letters, digits, '.', '_' and '-' are allowed", id, bad)
+	}
+	if id[0] == '.' {
+		return fmt.Errorf("session id %q must not start with '.'", id)
+	}
+	for i, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("session id %q: %q (%U) at byte %d is not allowed; only ASCII letters, digits, '.', '_' and '-' are allowed", id, c, c, i)
 		}
 	}
 	return nil

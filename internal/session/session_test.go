@@ -1,4 +1,4 @@
-package session
+package session_test
 
 import (
 	"crypto/sha256"
@@ -13,49 +13,51 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/sessiontest"
 )
 
-func items(its ...Item) *Session { return &Session{Items: its} }
+func items(its ...session.Item) *session.Session { return &session.Session{Items: its} }
 
 func TestValidate(t *testing.T) {
-	long := strings.Repeat("x", MaxItemBytes+1)
-	many := make([]Item, MaxItems+1)
+	long := strings.Repeat("x", session.MaxItemBytes+1)
+	many := make([]session.Item, session.MaxItems+1)
 	for i := range many {
-		many[i] = Item{ID: fmt.Sprint("i", i), Kind: KindUserTurn}
+		many[i] = session.Item{ID: fmt.Sprint("i", i), Kind: session.KindUserTurn}
 	}
-	tags := make([]string, MaxTags+1)
+	tags := make([]string, session.MaxTags+1)
 	for i := range tags {
 		tags[i] = "t"
 	}
 	cases := []struct {
 		name string
-		s    *Session
+		s    *session.Session
 		want string // "" = valid
 	}{
-		{"valid chain", items(Item{ID: "c", Kind: KindToolCall}, Item{ID: "r", Kind: KindToolResult, ParentID: "c"}), ""},
-		{"parent after child", items(Item{ID: "r", Kind: KindToolResult, ParentID: "c"}, Item{ID: "c", Kind: KindToolCall}), ""},
-		{"unknown kind", items(Item{ID: "a", Kind: "tool"}), `items[0].kind: unknown kind "tool"`},
-		{"missing kind", items(Item{ID: "a"}), "items[0].kind: required"},
-		{"missing id", items(Item{Kind: KindUserTurn}), "items[0].id: required"},
-		{"duplicate id", items(Item{ID: "a", Kind: KindUserTurn}, Item{ID: "a", Kind: KindUserTurn}), `items[1].id: "a" is also the id of items[0]`},
-		{"unknown parent", items(Item{ID: "r", Kind: KindToolResult, ParentID: "nope"}), `items[0].parent_id: no item has id "nope"`},
-		{"self parent", items(Item{ID: "a", Kind: KindUserTurn, ParentID: "a"}), "items[0].parent_id: an item cannot be its own parent"},
-		{"cycle", items(Item{ID: "a", Kind: KindUserTurn, ParentID: "c"}, Item{ID: "b", Kind: KindUserTurn, ParentID: "a"}, Item{ID: "c", Kind: KindUserTurn, ParentID: "b"}),
+		{"valid chain", items(session.Item{ID: "c", Kind: session.KindToolCall}, session.Item{ID: "r", Kind: session.KindToolResult, ParentID: "c"}), ""},
+		{"parent after child", items(session.Item{ID: "r", Kind: session.KindToolResult, ParentID: "c"}, session.Item{ID: "c", Kind: session.KindToolCall}), ""},
+		{"unknown kind", items(session.Item{ID: "a", Kind: "tool"}), `items[0].kind: unknown kind "tool"`},
+		{"missing kind", items(session.Item{ID: "a"}), "items[0].kind: required"},
+		{"missing id", items(session.Item{Kind: session.KindUserTurn}), "items[0].id: required"},
+		{"duplicate id", items(session.Item{ID: "a", Kind: session.KindUserTurn}, session.Item{ID: "a", Kind: session.KindUserTurn}), `items[1].id: "a" is also the id of items[0]`},
+		{"unknown parent", items(session.Item{ID: "r", Kind: session.KindToolResult, ParentID: "nope"}), `items[0].parent_id: no item has id "nope"`},
+		{"self parent", items(session.Item{ID: "a", Kind: session.KindUserTurn, ParentID: "a"}), "items[0].parent_id: an item cannot be its own parent"},
+		{"cycle", items(session.Item{ID: "a", Kind: session.KindUserTurn, ParentID: "c"}, session.Item{ID: "b", Kind: session.KindUserTurn, ParentID: "a"}, session.Item{ID: "c", Kind: session.KindUserTurn, ParentID: "b"}),
 			"parent_id: parent chain loops: a → c → b → a"},
-		{"text past the limit", items(Item{ID: "a", Kind: KindUserTurn, Text: long}), fmt.Sprintf("items[0].text: %d bytes; an item's text is limited to %d bytes", MaxItemBytes+1, MaxItemBytes)},
-		{"text at the limit", items(Item{ID: "a", Kind: KindUserTurn, Text: long[1:]}), ""},
-		{"too many items", &Session{Items: many}, fmt.Sprintf("a session holds at most %d items", MaxItems)},
-		{"too many tags", items(Item{ID: "a", Kind: KindUserTurn, Tags: tags}), "items[0].tags: 33 tags; at most 32"},
-		{"id past the limit", items(Item{ID: strings.Repeat("i", MaxIDBytes+1), Kind: KindUserTurn}), "items[0].id: 129 bytes"},
-		{"bad sensitivity", items(Item{ID: "a", Kind: KindUserTurn, Sensitivity: "secret"}), `items[0].sensitivity: unsupported value "secret"`},
-		{"negative token estimate", items(Item{ID: "a", Kind: KindUserTurn, TokenEstimate: -1}), "items[0].token_estimate: -1"},
-		{"fact value past the limit", &Session{Facts: []Fact{{Key: "k", Value: strings.Repeat("v", MaxFactBytes+1)}}}, "facts[0].value: 4097 bytes"},
-		{"duplicate fact", &Session{Facts: []Fact{{Key: "k"}, {Key: "k"}}}, `facts[1].key: "k" is also the key of facts[0]`},
-		{"episode without id", &Session{Episodes: []Episode{{Text: "x"}}}, "episodes[0].id: 0 bytes"},
+		{"text past the limit", items(session.Item{ID: "a", Kind: session.KindUserTurn, Text: long}), fmt.Sprintf("items[0].text: %d bytes; an item's text is limited to %d bytes", session.MaxItemBytes+1, session.MaxItemBytes)},
+		{"text at the limit", items(session.Item{ID: "a", Kind: session.KindUserTurn, Text: long[1:]}), ""},
+		{"too many items", &session.Session{Items: many}, fmt.Sprintf("a session holds at most %d items", session.MaxItems)},
+		{"too many tags", items(session.Item{ID: "a", Kind: session.KindUserTurn, Tags: tags}), "items[0].tags: 33 tags; at most 32"},
+		{"id past the limit", items(session.Item{ID: strings.Repeat("i", session.MaxIDBytes+1), Kind: session.KindUserTurn}), "items[0].id: 129 bytes"},
+		{"bad sensitivity", items(session.Item{ID: "a", Kind: session.KindUserTurn, Sensitivity: "secret"}), `items[0].sensitivity: unsupported value "secret"`},
+		{"negative token estimate", items(session.Item{ID: "a", Kind: session.KindUserTurn, TokenEstimate: -1}), "items[0].token_estimate: -1"},
+		{"fact value past the limit", &session.Session{Facts: []session.Fact{{Key: "k", Value: strings.Repeat("v", session.MaxFactBytes+1)}}}, "facts[0].value: 4097 bytes"},
+		{"duplicate fact", &session.Session{Facts: []session.Fact{{Key: "k"}, {Key: "k"}}}, `facts[1].key: "k" is also the key of facts[0]`},
+		{"episode without id", &session.Session{Episodes: []session.Episode{{Text: "x"}}}, "episodes[0].id: 0 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := Validate(c.s)
+			err := session.Validate(c.s)
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -69,18 +71,18 @@ func TestValidate(t *testing.T) {
 }
 
 // filler is a session of n turns of distinct text.
-func filler(n int) []Item {
-	var out []Item
+func filler(n int) []session.Item {
+	var out []session.Item
 	for i := range n {
-		out = append(out, Item{ID: fmt.Sprintf("f%03d", i), Kind: KindUserTurn,
+		out = append(out, session.Item{ID: fmt.Sprintf("f%03d", i), Kind: session.KindUserTurn,
 			Text: fmt.Sprintf("turn %d talks about topic%d and subject%d with detail%d", i, i, i*7, i*13)})
 	}
 	return out
 }
 
-func build(t *testing.T, s *Session, o Options) *Pack {
+func build(t *testing.T, s *session.Session, o session.Options) *session.Pack {
 	t.Helper()
-	p, err := Build(s, o)
+	p, err := session.Build(s, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func build(t *testing.T, s *Session, o Options) *Pack {
 // checkInvariants holds for every pack: the stats account for every
 // candidate, the text fits the budget, every included item's parent is
 // included.
-func checkInvariants(t *testing.T, p *Pack, o Options) {
+func checkInvariants(t *testing.T, p *session.Pack, o session.Options) {
 	t.Helper()
 	st := p.Stats
 	if st.Included+st.Dropped.Total() != st.Candidates {
@@ -114,13 +116,13 @@ func checkInvariants(t *testing.T, p *Pack, o Options) {
 	if sum != p.TotalTokens {
 		t.Errorf("sections sum to %d tokens, total_tokens %d", sum, p.TotalTokens)
 	}
-	if st.MemoryCap > 0 && st.SectionTokens[SectionEpisodes] > st.MemoryCap+16 {
-		t.Errorf("episodes take %d tokens, memory cap %d", st.SectionTokens[SectionEpisodes], st.MemoryCap)
+	if st.MemoryCap > 0 && st.SectionTokens[session.SectionEpisodes] > st.MemoryCap+16 {
+		t.Errorf("episodes take %d tokens, memory cap %d", st.SectionTokens[session.SectionEpisodes], st.MemoryCap)
 	}
 }
 
-func ids(p *Pack) map[string]PackItem {
-	m := map[string]PackItem{}
+func ids(p *session.Pack) map[string]session.PackItem {
+	m := map[string]session.PackItem{}
 	for _, it := range p.Items {
 		m[it.ID] = it
 	}
@@ -129,17 +131,17 @@ func ids(p *Pack) map[string]PackItem {
 
 func TestClosure(t *testing.T) {
 	s := items(append(filler(20),
-		Item{ID: "call", Kind: KindToolCall, Text: "weather.get(city=Lisbon)"},
-		Item{ID: "result", Kind: KindToolResult, ParentID: "call", Text: "sunny, 24 degrees"},
-		Item{ID: "followup", Kind: KindAgentMessage, ParentID: "result", Text: "It is sunny in Lisbon."})...)
+		session.Item{ID: "call", Kind: session.KindToolCall, Text: "weather.get(city=Lisbon)"},
+		session.Item{ID: "result", Kind: session.KindToolResult, ParentID: "call", Text: "sunny, 24 degrees"},
+		session.Item{ID: "followup", Kind: session.KindAgentMessage, ParentID: "result", Text: "It is sunny in Lisbon."})...)
 	t.Run("a tool_result brings its tool_call", func(t *testing.T) {
-		p := build(t, s, Options{Phase: PhaseInterpret, Query: "sunny degrees"})
+		p := build(t, s, session.Options{Phase: session.PhaseInterpret, Query: "sunny degrees"})
 		got := ids(p)
 		if _, ok := got["result"]; !ok {
 			t.Fatal("result not included")
 		}
 		c, ok := got["call"]
-		if !ok || !c.Closure || c.Section != SectionToolResults {
+		if !ok || !c.Closure || c.Section != session.SectionToolResults {
 			t.Fatalf("call = %+v, %v; want it brought by closure into tool_results", c, ok)
 		}
 		if p.Stats.Closures < 1 {
@@ -152,8 +154,8 @@ func TestClosure(t *testing.T) {
 	// At every budget, an included item has its whole parent chain.
 	for _, limit := range []int{10, 20, 30, 40, 60, 80, 120, 200, 400} {
 		t.Run(fmt.Sprint("budget ", limit), func(t *testing.T) {
-			for _, ph := range Phases {
-				p := build(t, s, Options{Phase: ph, MaxTokens: limit, Query: "sunny"})
+			for _, ph := range session.Phases {
+				p := build(t, s, session.Options{Phase: ph, MaxTokens: limit, Query: "sunny"})
 				got := ids(p)
 				parents := map[string]string{"result": "call", "followup": "result"}
 				for child, parent := range parents {
@@ -170,10 +172,10 @@ func TestClosure(t *testing.T) {
 
 func TestSensitivityFloor(t *testing.T) {
 	s := items(
-		Item{ID: "u", Kind: KindUserTurn, Text: "what is my salary"},
-		Item{ID: "c", Kind: KindToolCall, Text: "payroll.get(me)", Sensitivity: v1alpha1.SensitivityConfidential},
-		Item{ID: "r", Kind: KindToolResult, ParentID: "c", Text: "salary 91234 EUR"},
-		Item{ID: "pub", Kind: KindAgentMessage, Text: "looking it up", Sensitivity: v1alpha1.SensitivityPublic},
+		session.Item{ID: "u", Kind: session.KindUserTurn, Text: "what is my salary"},
+		session.Item{ID: "c", Kind: session.KindToolCall, Text: "payroll.get(me)", Sensitivity: v1alpha1.SensitivityConfidential},
+		session.Item{ID: "r", Kind: session.KindToolResult, ParentID: "c", Text: "salary 91234 EUR"},
+		session.Item{ID: "pub", Kind: session.KindAgentMessage, Text: "looking it up", Sensitivity: v1alpha1.SensitivityPublic},
 	)
 	cases := []struct {
 		name     string
@@ -190,7 +192,7 @@ func TestSensitivityFloor(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := build(t, s, Options{Phase: PhaseAnswer, Access: c.access})
+			p := build(t, s, session.Options{Phase: session.PhaseAnswer, Access: c.access})
 			got := ids(p)
 			for _, id := range c.wantIn {
 				if _, ok := got[id]; !ok {
@@ -217,22 +219,22 @@ func TestSensitivityFloor(t *testing.T) {
 // Facts, episodes and items without a sensitivity are Internal: an agent
 // cleared only to Public loses them, or sees the Internal placeholder.
 func TestSensitivityFloorMemory(t *testing.T) {
-	s := &Session{
-		Facts:    []Fact{{Key: "home", Value: "Lisbon office"}},
-		Episodes: []Episode{{ID: "e1", Text: "asked about the office move"}},
-		Items:    []Item{{ID: "u", Kind: KindUserTurn, Text: "where do I sit"}, {ID: "p", Kind: KindPolicy, Text: "be kind", Sensitivity: v1alpha1.SensitivityPublic}},
+	s := &session.Session{
+		Facts:    []session.Fact{{Key: "home", Value: "Lisbon office"}},
+		Episodes: []session.Episode{{ID: "e1", Text: "asked about the office move"}},
+		Items:    []session.Item{{ID: "u", Kind: session.KindUserTurn, Text: "where do I sit"}, {ID: "p", Kind: session.KindPolicy, Text: "be kind", Sensitivity: v1alpha1.SensitivityPublic}},
 	}
 	public := func(a v1alpha1.SensitivityAction) *engine.Access {
 		return &engine.Access{MaxSensitivity: v1alpha1.SensitivityPublic, SensitivityAction: a}
 	}
 	t.Run("Drop", func(t *testing.T) {
-		p := build(t, s, Options{Phase: PhaseAnswer, Access: public(v1alpha1.SensitivityActionDrop)})
+		p := build(t, s, session.Options{Phase: session.PhaseAnswer, Access: public(v1alpha1.SensitivityActionDrop)})
 		if p.Stats.Dropped.Sensitivity != 3 || p.Stats.Included != 1 || strings.Contains(p.Text, "Lisbon") || strings.Contains(p.Text, "office move") {
 			t.Fatalf("stats %+v\n%s", p.Stats, p.Text)
 		}
 	})
 	t.Run("Redact", func(t *testing.T) {
-		p := build(t, s, Options{Phase: PhaseAnswer, Access: public(v1alpha1.SensitivityActionRedact)})
+		p := build(t, s, session.Options{Phase: session.PhaseAnswer, Access: public(v1alpha1.SensitivityActionRedact)})
 		placeholder := engine.RedactedContent("session", v1alpha1.SensitivityInternal)
 		if p.Stats.Redacted != 3 || strings.Count(p.Text, placeholder) != 3 || strings.Contains(p.Text, "Lisbon") || !strings.Contains(p.Text, "be kind") {
 			t.Fatalf("stats %+v\n%s", p.Stats, p.Text)
@@ -241,7 +243,7 @@ func TestSensitivityFloorMemory(t *testing.T) {
 }
 
 func TestFirewall(t *testing.T) {
-	j := BigJSON(200)
+	j := sessiontest.BigJSON(200)
 	if len(j) < 10_000 {
 		t.Fatalf("fixture is %d bytes; want > 10 kB", len(j))
 	}
@@ -262,8 +264,8 @@ func TestFirewall(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := items(Item{ID: "call", Kind: KindToolCall, Text: "invoices.list()"}, Item{ID: "res", Kind: KindToolResult, ParentID: "call", Text: c.text})
-			p := build(t, s, Options{Phase: PhaseInterpret, FirewallMaxChars: c.maxChars})
+			s := items(session.Item{ID: "call", Kind: session.KindToolCall, Text: "invoices.list()"}, session.Item{ID: "res", Kind: session.KindToolResult, ParentID: "call", Text: c.text})
+			p := build(t, s, session.Options{Phase: session.PhaseInterpret, FirewallMaxChars: c.maxChars})
 			for _, w := range c.want {
 				if !strings.Contains(p.Text, w) {
 					t.Errorf("text lacks %q:\n%s", w, p.Text)
@@ -297,19 +299,19 @@ func TestFirewall(t *testing.T) {
 }
 
 func TestBudgetAndMemoryCap(t *testing.T) {
-	s := &Session{Items: filler(150)}
+	s := &session.Session{Items: filler(150)}
 	for i := range 60 {
-		s.Facts = append(s.Facts, Fact{Key: fmt.Sprint("fact", i), Value: strings.Repeat(fmt.Sprint("value", i, " "), 10)})
-		s.Episodes = append(s.Episodes, Episode{ID: fmt.Sprint("e", i), Text: strings.Repeat(fmt.Sprint("episode", i, " "), 12)})
+		s.Facts = append(s.Facts, session.Fact{Key: fmt.Sprint("fact", i), Value: strings.Repeat(fmt.Sprint("value", i, " "), 10)})
+		s.Episodes = append(s.Episodes, session.Episode{ID: fmt.Sprint("e", i), Text: strings.Repeat(fmt.Sprint("episode", i, " "), 12)})
 	}
 	for _, estName := range []v1alpha1.TokenEstimator{v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace} {
 		est, _ := budget.New(estName)
-		for _, ph := range Phases {
+		for _, ph := range session.Phases {
 			for _, mt := range []int{0, 37, 400, 1500} {
 				t.Run(fmt.Sprintf("%s/%s/%d", estName, ph, mt), func(t *testing.T) {
-					o := Options{Phase: ph, MaxTokens: mt, Estimator: est}
+					o := session.Options{Phase: ph, MaxTokens: mt, Estimator: est}
 					p := build(t, s, o)
-					want := DefaultBudget(ph)
+					want := session.DefaultBudget(ph)
 					if mt > 0 {
 						want = min(want, mt)
 					}
@@ -325,7 +327,7 @@ func TestBudgetAndMemoryCap(t *testing.T) {
 					if mem > p.Stats.MemoryCap {
 						t.Errorf("memory takes %d tokens; cap %d", mem, p.Stats.MemoryCap)
 					}
-					if mt == 0 && p.Stats.SectionTokens[SectionHistory] == 0 {
+					if mt == 0 && p.Stats.SectionTokens[session.SectionHistory] == 0 {
 						t.Error("memory crowded out the conversation")
 					}
 				})
@@ -335,26 +337,26 @@ func TestBudgetAndMemoryCap(t *testing.T) {
 }
 
 func TestMemoryCapOnly(t *testing.T) {
-	s := &Session{}
+	s := &session.Session{}
 	for i := range 100 {
-		s.Facts = append(s.Facts, Fact{Key: fmt.Sprint("fact", i), Value: fmt.Sprint("remembered value ", i)})
+		s.Facts = append(s.Facts, session.Fact{Key: fmt.Sprint("fact", i), Value: fmt.Sprint("remembered value ", i)})
 	}
-	p := build(t, s, Options{Phase: PhaseRoute})
+	p := build(t, s, session.Options{Phase: session.PhaseRoute})
 	if p.Stats.Dropped.MemoryCap == 0 || p.Stats.Included == 0 {
 		t.Fatalf("stats %+v", p.Stats)
 	}
-	if n := p.Stats.SectionTokens[SectionFacts]; n > p.Stats.MemoryCap || n < p.Stats.MemoryCap*3/4 {
+	if n := p.Stats.SectionTokens[session.SectionFacts]; n > p.Stats.MemoryCap || n < p.Stats.MemoryCap*3/4 {
 		t.Fatalf("facts take %d tokens; cap %d", n, p.Stats.MemoryCap)
 	}
 }
 
 func TestDedup(t *testing.T) {
 	s := items(
-		Item{ID: "a", Kind: KindUserTurn, Text: "restart the payment service in staging"},
-		Item{ID: "b", Kind: KindUserTurn, Text: "Restart the payment service in staging!"},
-		Item{ID: "c", Kind: KindUserTurn, Text: "and then check the logs"},
+		session.Item{ID: "a", Kind: session.KindUserTurn, Text: "restart the payment service in staging"},
+		session.Item{ID: "b", Kind: session.KindUserTurn, Text: "Restart the payment service in staging!"},
+		session.Item{ID: "c", Kind: session.KindUserTurn, Text: "and then check the logs"},
 	)
-	p := build(t, s, Options{Phase: PhaseAnswer})
+	p := build(t, s, session.Options{Phase: session.PhaseAnswer})
 	got := ids(p)
 	if p.Stats.Dropped.Duplicate != 1 || p.Stats.Dedup.Removed != 1 || len(got) != 2 {
 		t.Fatalf("duplicate %d, items %v", p.Stats.Dropped.Duplicate, got)
@@ -366,21 +368,21 @@ func TestDedup(t *testing.T) {
 
 func TestScoring(t *testing.T) {
 	s := items(
-		Item{ID: "old", Kind: KindUserTurn, Text: "kubernetes rollback procedure for the billing deploy"},
-		Item{ID: "x1", Kind: KindUserTurn, Text: "lunch menu for friday"},
-		Item{ID: "x2", Kind: KindUserTurn, Text: "weather in lisbon"},
-		Item{ID: "tagged", Kind: KindUserTurn, Text: "team offsite planning", Tags: []string{"offsite"}},
-		Item{ID: "new", Kind: KindUserTurn, Text: "parking garage closes early"},
+		session.Item{ID: "old", Kind: session.KindUserTurn, Text: "kubernetes rollback procedure for the billing deploy"},
+		session.Item{ID: "x1", Kind: session.KindUserTurn, Text: "lunch menu for friday"},
+		session.Item{ID: "x2", Kind: session.KindUserTurn, Text: "weather in lisbon"},
+		session.Item{ID: "tagged", Kind: session.KindUserTurn, Text: "team offsite planning", Tags: []string{"offsite"}},
+		session.Item{ID: "new", Kind: session.KindUserTurn, Text: "parking garage closes early"},
 	)
 	// Which item scores highest says which signal counts.
 	cases := []struct {
 		name string
-		o    Options
+		o    session.Options
 		want string
 	}{
-		{"recency", Options{Phase: PhaseAnswer}, "new"},
-		{"query relevance", Options{Phase: PhaseAnswer, Query: "kubernetes rollback of the billing deploy"}, "old"},
-		{"tag match", Options{Phase: PhaseAnswer, Tags: []string{"offsite"}}, "tagged"},
+		{"recency", session.Options{Phase: session.PhaseAnswer}, "new"},
+		{"query relevance", session.Options{Phase: session.PhaseAnswer, Query: "kubernetes rollback of the billing deploy"}, "old"},
+		{"tag match", session.Options{Phase: session.PhaseAnswer, Tags: []string{"offsite"}}, "tagged"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -399,8 +401,8 @@ func TestScoring(t *testing.T) {
 }
 
 func TestDeterminism(t *testing.T) {
-	s := BenchSession()
-	o := Options{Phase: PhaseInterpret, Query: "invoice status", Tags: []string{"billing"}}
+	s := sessiontest.Bench()
+	o := session.Options{Phase: session.PhaseInterpret, Query: "invoice status", Tags: []string{"billing"}}
 	var first []byte
 	for i := range 5 {
 		p := build(t, s, o)
@@ -417,8 +419,8 @@ func TestDeterminism(t *testing.T) {
 		}
 	}
 	// Equal scores are ordered by id: two identical-weight facts.
-	s2 := &Session{Facts: []Fact{{Key: "b", Value: "x y"}, {Key: "a", Value: "x z"}}}
-	p := build(t, s2, Options{Phase: PhaseAnswer, MaxTokens: 20})
+	s2 := &session.Session{Facts: []session.Fact{{Key: "b", Value: "x y"}, {Key: "a", Value: "x z"}}}
+	p := build(t, s2, session.Options{Phase: session.PhaseAnswer, MaxTokens: 20})
 	if len(p.Items) != 1 || p.Items[0].ID != "fact:a" {
 		t.Fatalf("tie not broken by id: %+v", p.Items)
 	}
@@ -427,17 +429,17 @@ func TestDeterminism(t *testing.T) {
 func TestBuildErrors(t *testing.T) {
 	cases := []struct {
 		name string
-		s    *Session
-		o    Options
+		s    *session.Session
+		o    session.Options
 		want string
 	}{
-		{"unknown phase", items(), Options{Phase: "plan"}, `unknown phase "plan"`},
-		{"max_tokens past the limit", items(), Options{Phase: PhaseAnswer, MaxTokens: MaxBudget + 1}, "max_tokens is 1000001"},
-		{"invalid session", items(Item{ID: "r", Kind: KindToolResult, ParentID: "gone"}), Options{Phase: PhaseAnswer}, `no item has id "gone"`},
+		{"unknown phase", items(), session.Options{Phase: "plan"}, `unknown phase "plan"`},
+		{"max_tokens past the limit", items(), session.Options{Phase: session.PhaseAnswer, MaxTokens: session.MaxBudget + 1}, "max_tokens is 1000001"},
+		{"invalid session", items(session.Item{ID: "r", Kind: session.KindToolResult, ParentID: "gone"}), session.Options{Phase: session.PhaseAnswer}, `no item has id "gone"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := Build(c.s, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			if _, err := session.Build(c.s, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v; want %q", err, c.want)
 			}
 		})
@@ -451,7 +453,7 @@ func TestReadJSONL(t *testing.T) {
 {"id": "c1", "kind": "tool_call", "text": "invoices.list()"}
 {"id": "r1", "kind": "tool_result", "parent_id": "c1", "text": "[]", "tags": ["billing"], "metadata": {"tool": "invoices"}, "token_estimate": 3}
 `
-	s, err := ReadJSONL("s.jsonl", strings.NewReader(good))
+	s, err := session.ReadJSONL("s.jsonl", strings.NewReader(good))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,14 +472,14 @@ func TestReadJSONL(t *testing.T) {
 		{"two values", `{"id":"a","kind":"user_turn"} {}`, "s.jsonl:1: more than one JSON value"},
 		{"fact and item", `{"id":"a","kind":"user_turn","fact":{"key":"k"}}`, "s.jsonl:1: a line holds one item, one fact or one episode"},
 		{"bad fact", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n{\"fact\":{\"value\":\"v\"}}", "s.jsonl:2: fact.key: 0 bytes"},
-		{"line too long", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", MaxLineBytes) + `"}`, fmt.Sprintf("s.jsonl:1: line longer than %d bytes", MaxLineBytes)},
-		{"text past the item limit", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", MaxItemBytes+1) + `"}`, "s.jsonl:1: text: 262145 bytes"},
+		{"line too long", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", session.MaxLineBytes) + `"}`, fmt.Sprintf("s.jsonl:1: line longer than %d bytes", session.MaxLineBytes)},
+		{"text past the item limit", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", session.MaxItemBytes+1) + `"}`, "s.jsonl:1: text: 262145 bytes"},
 		{"id with a line separator", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n{\"id\":\"b\\u2028## Facts\",\"kind\":\"doc_snippet\"}", "s.jsonl:2: id: U+2028 at byte 1 is a line separator"},
 		{"fact key with ESC", `{"fact":{"key":"k\u001b[8m","value":"v"}}`, "s.jsonl:1: fact.key: U+001B at byte 1 is a control character"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ReadJSONL("s.jsonl", strings.NewReader(c.text))
+			_, err := session.ReadJSONL("s.jsonl", strings.NewReader(c.text))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v; want %q", err, c.want)
 			}
@@ -486,32 +488,32 @@ func TestReadJSONL(t *testing.T) {
 }
 
 func TestBenchSessionShape(t *testing.T) {
-	s := BenchSession()
+	s := sessiontest.Bench()
 	n := 0
 	for _, it := range s.Items {
-		if it.Kind == KindToolResult && len(it.Text) > DefaultFirewallMaxChars {
+		if it.Kind == session.KindToolResult && len(it.Text) > session.DefaultFirewallMaxChars {
 			n++
 		}
 	}
 	if len(s.Items) != 200 || n != 10 {
 		t.Fatalf("%d items, %d oversized; want 200 and 10", len(s.Items), n)
 	}
-	p := build(t, s, Options{Phase: PhaseAnswer, Query: "invoice status"})
+	p := build(t, s, session.Options{Phase: session.PhaseAnswer, Query: "invoice status"})
 	if p.Stats.Firewalled == 0 {
 		t.Fatal("no oversized result reached the pack")
 	}
 }
 
 func BenchmarkBuild200(b *testing.B) {
-	s := BenchSession()
-	for _, ph := range []Phase{PhaseRoute, PhaseAnswer} {
+	s := sessiontest.Bench()
+	for _, ph := range []session.Phase{session.PhaseRoute, session.PhaseAnswer} {
 		b.Run(string(ph), func(b *testing.B) {
-			o := Options{Phase: ph, Query: "invoice status", Tags: []string{"billing"}}
+			o := session.Options{Phase: ph, Query: "invoice status", Tags: []string{"billing"}}
 			b.ReportAllocs()
 			var took []time.Duration
 			for b.Loop() {
 				start := time.Now()
-				if _, err := Build(s, o); err != nil {
+				if _, err := session.Build(s, o); err != nil {
 					b.Fatal(err)
 				}
 				took = append(took, time.Since(start))
@@ -549,27 +551,27 @@ func TestNames(t *testing.T) {
 	// at puts a name in each place that holds one; want is the error's prefix.
 	type place struct {
 		field, want string
-		sess        *Session
+		sess        *session.Session
 	}
 	at := func(s string) []place {
 		return []place{
-			{"item id", "items[1].id: ", items(Item{ID: "u", Kind: KindUserTurn}, Item{ID: s, Kind: KindUserTurn})},
-			{"parent id", "items[1].parent_id: ", items(Item{ID: "u", Kind: KindUserTurn}, Item{ID: "r", Kind: KindToolResult, ParentID: s})},
-			{"fact key", "facts[1].key: ", &Session{Facts: []Fact{{Key: "k", Value: "v"}, {Key: s, Value: "v"}}}},
-			{"episode id", "episodes[0].id: ", &Session{Episodes: []Episode{{ID: s, Text: "t"}}}},
+			{"item id", "items[1].id: ", items(session.Item{ID: "u", Kind: session.KindUserTurn}, session.Item{ID: s, Kind: session.KindUserTurn})},
+			{"parent id", "items[1].parent_id: ", items(session.Item{ID: "u", Kind: session.KindUserTurn}, session.Item{ID: "r", Kind: session.KindToolResult, ParentID: s})},
+			{"fact key", "facts[1].key: ", &session.Session{Facts: []session.Fact{{Key: "k", Value: "v"}, {Key: s, Value: "v"}}}},
+			{"episode id", "episodes[0].id: ", &session.Session{Episodes: []session.Episode{{ID: s, Text: "t"}}}},
 		}
 	}
 	for _, b := range bad {
 		for _, e := range at(b.s) {
 			t.Run(b.name+"/"+e.field, func(t *testing.T) {
-				err := Validate(e.sess)
+				err := session.Validate(e.sess)
 				if err == nil || err.Error() != e.want+b.want+rule {
 					t.Fatalf("error %v\nwant %s%s%s", err, e.want, b.want, rule)
 				}
 			})
 		}
 		t.Run(b.name+"/session id", func(t *testing.T) {
-			err := ValidateSessionID(b.s)
+			err := session.ValidateSessionID(b.s)
 			if err == nil || !strings.Contains(err.Error(), ": "+b.want+"; only ASCII letters") {
 				t.Fatalf("error %v, want it to name %s", err, b.want)
 			}
@@ -581,12 +583,12 @@ func TestNames(t *testing.T) {
 			if e.field == "parent id" {
 				e.sess.Items[0].ID = s
 			}
-			if err := Validate(e.sess); err != nil {
+			if err := session.Validate(e.sess); err != nil {
 				t.Errorf("%s %q: %v", e.field, s, err)
 			}
 		}
 	}
-	if err := ValidateSessionID("a/b"); err == nil || !strings.Contains(err.Error(), `'/' (U+002F) at byte 1 is not allowed`) {
+	if err := session.ValidateSessionID("a/b"); err == nil || !strings.Contains(err.Error(), `'/' (U+002F) at byte 1 is not allowed`) {
 		t.Errorf("session id a/b: %v", err)
 	}
 }

@@ -52,16 +52,26 @@ var (
 	// ErrForbidden: the session belongs to another agent.
 	ErrForbidden = errors.New("the session belongs to another agent")
 	// ErrUnavailable wraps failures of a remote store (Redis down): the
-	// request may be retried, and nothing was written.
+	// request may be retried, and nothing was written. HTTP 503.
 	ErrUnavailable = errors.New("session store unavailable")
+	// ErrStoreFull: the store has no room for the write (its maxSessions,
+	// its maxBytes, the Redis server's maxmemory), though the write itself
+	// is within the session's limits; nothing was written. HTTP 507.
+	ErrStoreFull = errors.New("the session store is full")
+	// ErrTooLarge: the write passes a limit of one session (§11.7: a text,
+	// the entries or bytes of a session); it would never fit. HTTP 413.
+	ErrTooLarge = errors.New("the session would pass a limit")
 )
 
-// LimitError is a write refused by a bound of the store (sessions, bytes):
-// HTTP 413 (a session too large) or 507 (the store is full), with the limit.
+// LimitError is a write refused by a bound: Kind says which answer it
+// gets, ErrStoreFull or ErrTooLarge (errors.Is sees it), so a new bound
+// picks its status where it is defined, not by its name.
 type LimitError struct {
 	Limit string // the bound, as documented: "maxSessions", "maxBytes", …
 	Max   int64
 	Msg   string
+	Kind  error
 }
 
 func (e *LimitError) Error() string { return e.Msg }
+func (e *LimitError) Unwrap() error { return e.Kind }

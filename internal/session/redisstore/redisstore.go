@@ -611,10 +611,11 @@ func uvarint(s string) (uint64, int) {
 
 // writeError is a failed write: a server out of memory (maxmemory with
 // noeviction) refuses a script before its first write, so nothing was
-// written and the store is full; anything else is unavailable.
+// written and the store is full; anything else is unavailable. The client
+// types the server's OOM reply (redis.IsOOMError).
 func writeError(err error) error {
-	if strings.HasPrefix(err.Error(), "OOM ") {
-		return &session.LimitError{Limit: "maxmemory", Msg: "the Redis server is full (maxmemory): nothing was written"}
+	if redis.IsOOMError(err) {
+		return &session.LimitError{Limit: "maxmemory", Kind: session.ErrStoreFull, Msg: "the Redis server is full (maxmemory): nothing was written"}
 	}
 	return unavailable(err)
 }

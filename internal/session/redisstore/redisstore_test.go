@@ -18,6 +18,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/session"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore/redistest"
+	"github.com/contextrouter/contextrouter/internal/session/sessiontest"
 	"github.com/contextrouter/contextrouter/internal/session/storetest"
 )
 
@@ -270,8 +271,8 @@ func TestFull(t *testing.T) {
 		stored = append(stored, it)
 	}
 	var lim *session.LimitError
-	if !errors.As(err, &lim) || lim.Limit != "maxmemory" {
-		t.Fatalf("after %d writes: %v, want a maxmemory LimitError", len(stored), err)
+	if !errors.As(err, &lim) || lim.Limit != "maxmemory" || !errors.Is(err, session.ErrStoreFull) {
+		t.Fatalf("after %d writes: %v, want a maxmemory LimitError, ErrStoreFull", len(stored), err)
 	}
 	got := mustLoad(t, s, "s1", "alice")
 	if len(got.Items) != len(stored) || len(got.Facts) != len(stored) {
@@ -463,7 +464,7 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestRoundTrips(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{Password: "pw"})
 	s := newStore(t, srv, "rt:", time.Hour)
-	sess := session.BenchSession()
+	sess := sessiontest.Bench()
 	mustAppend(t, s, "s1", "alice", session.Delta{Items: sess.Items, Facts: sess.Facts, Episodes: sess.Episodes})
 	mustLoad(t, s, "s1", "alice") // the scripts are cached now
 	c := &counter{}
@@ -515,12 +516,12 @@ func TestOptions(t *testing.T) {
 }
 
 // BenchmarkLoadBuild is one pack from the 200-item benchmark session
-// (session.BenchSession) in Redis: Load (one round trip on 127.0.0.1), and
+// (sessiontest.Bench) in Redis: Load (one round trip on 127.0.0.1), and
 // Load then Build, as a context request does.
 func BenchmarkLoadBuild(b *testing.B) {
 	srv := redistest.Start(b, redistest.Config{})
 	s := newStore(b, srv, "bench:", time.Hour)
-	sess := session.BenchSession()
+	sess := sessiontest.Bench()
 	mustAppend(b, s, "s1", "alice", session.Delta{Items: sess.Items, Facts: sess.Facts, Episodes: sess.Episodes})
 	opts := session.Options{Phase: session.PhaseAnswer, Query: "invoice status", Tags: []string{"billing"}}
 	for _, c := range []struct {
@@ -580,7 +581,7 @@ func TestItemEncoding(t *testing.T) {
 func BenchmarkAppend(b *testing.B) {
 	srv := redistest.Start(b, redistest.Config{})
 	s := newStore(b, srv, "bench:", time.Hour)
-	sess := session.BenchSession()
+	sess := sessiontest.Bench()
 	mustAppend(b, s, "s1", "alice", session.Delta{Items: sess.Items, Facts: sess.Facts, Episodes: sess.Episodes})
 	b.ReportAllocs()
 	i := 0

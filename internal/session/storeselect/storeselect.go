@@ -1,7 +1,8 @@
-// Package sessionstore picks the session store a router's spec.sessions
-// names (docs/api.md §11.8) and keeps it across reloads: serve asks it for
-// the store of each configuration it loads.
-package sessionstore
+// Package storeselect selects the session store a router's spec.sessions
+// names (docs/api.md §11.8): the embedded store (memstore) or a Redis store
+// (redisstore), and holds it across reloads (Holder): serve asks it for the
+// store of each configuration it loads.
+package storeselect
 
 import (
 	"context"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore"
 	"github.com/contextrouter/contextrouter/internal/sources"
 )
@@ -32,12 +34,12 @@ type Where struct {
 	// Memory is the embedded store's own settings: Dir (serve
 	// --session-dir) and, for tests and embedders, a clock and bounds that
 	// take precedence over spec.sessions when set.
-	Memory session.StoreConfig
+	Memory memstore.Config
 }
 
 // memoryConfig is the embedded store's configuration: spec.sessions's
 // bounds (defaulted) under the caller's own.
-func memoryConfig(s *v1alpha1.SessionsSpec, w Where) session.StoreConfig {
+func memoryConfig(s *v1alpha1.SessionsSpec, w Where) memstore.Config {
 	c := w.Memory
 	if c.TTL <= 0 {
 		c.TTL = ttl(s)
@@ -55,8 +57,8 @@ func memoryConfig(s *v1alpha1.SessionsSpec, w Where) session.StoreConfig {
 }
 
 // newMemory opens the embedded store.
-func newMemory(c session.StoreConfig) (session.Store, error) {
-	m, err := session.NewMemStore(c)
+func newMemory(c memstore.Config) (session.Store, error) {
+	m, err := memstore.New(c)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +84,7 @@ func Open(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Wher
 // configuration, or the key of a Redis store and how to open it.
 type storePlan struct {
 	key    string
-	memory *session.StoreConfig
+	memory *memstore.Config
 	open   func() (session.Store, error)
 }
 
@@ -162,7 +164,7 @@ type Holder struct {
 	// mem is the embedded store once opened. It lives as long as the
 	// holder, whatever later configurations name: replacing it would lose
 	// its sessions, and two stores must not share a directory.
-	mem *session.MemStore
+	mem *memstore.Store
 }
 
 // DefaultGrace is how long a replaced store stays open.
@@ -193,7 +195,7 @@ func (h *Holder) Update(router *v1alpha1.ContextRouter, secrets sources.SecretRe
 		h.mem.SetBounds(*p.memory)
 		st = h.mem
 	case p.memory != nil:
-		m, oerr := session.NewMemStore(*p.memory)
+		m, oerr := memstore.New(*p.memory)
 		if oerr != nil {
 			err = oerr
 			p.key, st = "broken "+err.Error(), broken{err}

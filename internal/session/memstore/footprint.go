@@ -1,9 +1,11 @@
-package session
+package memstore
 
 import (
 	"container/list"
 	"math/bits"
 	"unsafe"
+
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
 // The embedded store's MaxBytes bounds the heap its sessions take, not the
@@ -17,9 +19,9 @@ import (
 // heap measured after a GC.
 
 var (
-	itemSize      = int64(unsafe.Sizeof(Item{}))
-	factSize      = int64(unsafe.Sizeof(Fact{}))
-	episodeSize   = int64(unsafe.Sizeof(Episode{}))
+	itemSize      = int64(unsafe.Sizeof(session.Item{}))
+	factSize      = int64(unsafe.Sizeof(session.Fact{}))
+	episodeSize   = int64(unsafe.Sizeof(session.Episode{}))
 	stringSize    = int64(unsafe.Sizeof(""))
 	memSessionSz  = int64(unsafe.Sizeof(memSession{}))
 	listElemSize  = int64(unsafe.Sizeof(list.Element{}))
@@ -74,7 +76,7 @@ func mapBytes(n, slot int64) int64 {
 // with the slice holding it: its strings (a decoder allocates each, the kind
 // too), tags and metadata. Strings under 16 bytes share 16-byte blocks in
 // Go's allocator, so rounding them to 8 bytes errs on the safe side.
-func itemHeap(it *Item) int64 {
+func itemHeap(it *session.Item) int64 {
 	n := allocBytes(int64(len(it.ID))) + allocBytes(int64(len(it.Kind))) + allocBytes(int64(len(it.Text))) +
 		allocBytes(int64(len(it.ParentID))) + allocBytes(int64(len(it.Sensitivity)))
 	if len(it.Tags) > 0 {
@@ -110,11 +112,11 @@ type heapUse struct {
 // grown is u after the session old of id and owner became next (Merge's
 // result on old: items and episodes appended; facts, which a write may
 // replace, are counted anew).
-func (u heapUse) grown(id, owner string, old, next *Session) heapUse {
+func (u heapUse) grown(id, owner string, old, next *session.Session) heapUse {
 	for i := len(old.Items); i < len(next.Items); i++ {
 		it := &next.Items[i]
 		u.items += itemHeap(it)
-		if it.Kind == KindToolResult {
+		if it.Kind == session.KindToolResult {
 			u.results++
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build race
 
-package session
+package memstore
 
 // raceDetector: built with -race, whose shadow memory is resident too.
 const raceDetector = true

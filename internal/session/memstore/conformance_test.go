@@ -1,9 +1,10 @@
-package session_test
+package memstore_test
 
 import (
 	"testing"
 
 	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
 	"github.com/contextrouter/contextrouter/internal/session/storetest"
 )
 
@@ -13,11 +14,11 @@ func TestMemStoreConformance(t *testing.T) {
 	for name, dir := range map[string]bool{"memory": false, "directory": true} {
 		t.Run(name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) session.Store {
-				cfg := session.StoreConfig{}
+				cfg := memstore.Config{}
 				if dir {
 					cfg.Dir = t.TempDir()
 				}
-				m, err := session.NewMemStore(cfg)
+				m, err := memstore.New(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}

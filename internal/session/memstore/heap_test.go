@@ -1,4 +1,4 @@
-package session
+package memstore
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/contextrouter/contextrouter/internal/session"
 )
 
 // heapShapes are the items a store is filled with to hold its bound to the
@@ -23,7 +25,7 @@ var heapShapes = []string{"minimal", "fat", "sessions"}
 // do (decoded from JSON, 100 a write, sessions of 2,000 items) until m
 // refuses a write past maxBytes. check runs after every write; an error
 // from it ends the fill. It returns the items stored.
-func fillStore(m *MemStore, shape string, check func() error) (int, error) {
+func fillStore(m *Store, shape string, check func() error) (int, error) {
 	const perWrite, perSession = 100, 2000
 	var tags, meta []string
 	for j := range 32 {
@@ -64,8 +66,8 @@ func fillStore(m *MemStore, shape string, check func() error) (int, error) {
 		if shape == "sessions" {
 			id, agent = fmt.Sprintf("s%d", w), fmt.Sprintf("agent-%d", w)
 		}
-		_, err := m.Append(context.Background(), id, agent, Delta(d))
-		var le *LimitError
+		_, err := m.Append(context.Background(), id, agent, session.Delta(d))
+		var le *session.LimitError
 		if errors.As(err, &le) && le.Limit == "maxBytes" {
 			return items, nil
 		}
@@ -92,7 +94,7 @@ func TestMemStoreHeapWithinMaxBytes(t *testing.T) {
 			heap := func() int64 { runtime.ReadMemStats(&ms); return int64(ms.HeapAlloc) }
 			runtime.GC()
 			base := heap()
-			m := openStore(t, StoreConfig{MaxBytes: maxBytes, MaxSessions: 1 << 20})
+			m := openStore(t, Config{MaxBytes: maxBytes, MaxSessions: 1 << 20})
 			// Stop once the heap, garbage and all, is past the bound even
 			// after a collection: the store would go on far past it.
 			check := func() error {
@@ -188,7 +190,7 @@ func fillRSSChild(shape string) {
 	}
 	runtime.GC()
 	start := status("VmRSS")
-	m, err := NewMemStore(StoreConfig{MaxBytes: 8 << 20, MaxSessions: 1 << 20})
+	m, err := New(Config{MaxBytes: 8 << 20, MaxSessions: 1 << 20})
 	if err != nil {
 		panic(err)
 	}

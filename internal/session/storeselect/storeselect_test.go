@@ -1,4 +1,4 @@
-package sessionstore
+package storeselect
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/session"
+	"github.com/contextrouter/contextrouter/internal/session/memstore"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore/redistest"
 	"github.com/contextrouter/contextrouter/internal/sources"
@@ -139,7 +140,7 @@ func TestLocalIsMemory(t *testing.T) {
 func TestHolderMemory(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{Password: "pw"})
 	secrets := secretsDir(t, "pw")
-	h := NewHolder(Where{Memory: session.StoreConfig{Dir: t.TempDir()}})
+	h := NewHolder(Where{Memory: memstore.Config{Dir: t.TempDir()}})
 	h.grace = 0
 	t.Cleanup(func() { h.Close() })
 	memRouter := func(maxSessions int32) *v1alpha1.ContextRouter {
