@@ -374,6 +374,9 @@ func TestAuditWriteFailure(t *testing.T) {
 		}
 	}
 	ask()
+	// The first line must be written before the descriptor goes bad: the
+	// writer is asynchronous.
+	ts.flushAudit()
 	// The file descriptor goes bad under the server.
 	ts.srv.auditLog.mu.Lock()
 	_ = ts.srv.auditLog.f.Close()
