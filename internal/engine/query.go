@@ -331,37 +331,7 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 
 	// 4. Path, freshness and sensitivity filters.
-	kept := cands[:0]
-	for _, c := range cands {
-		if access.PathDenied(c.chunk.Source, c.chunk.Path) {
-			resp.Stats.Dropped.PathDenied++
-			continue
-		}
-		st := s.sources[c.chunk.Source]
-		if st.fresh.maxAge > 0 {
-			if t := ContentTime(&c.chunk); !t.IsZero() {
-				_, c.stale = Staleness(t, now, st.fresh.maxAge)
-				c.aged = true
-				if c.stale && st.fresh.drop {
-					resp.Stats.Dropped.Stale++
-					continue
-				}
-			}
-		}
-		if !access.Cleared(st.sensitivity) {
-			if access.SensitivityAction != v1alpha1.SensitivityActionRedact {
-				resp.Stats.Dropped.Sensitivity++
-				continue
-			}
-			c.chunk.Content = RedactedContent(st.name, st.sensitivity)
-			c.tokens = s.est.Count(c.chunk.Content)
-			c.redacted = true
-			c.doc = -1
-			c.terms = []uint32{}
-		}
-		kept = append(kept, c)
-	}
-	cands = kept
+	cands = s.admitCandidates(cands, access, now, &resp.Stats.Dropped)
 
 	// 5. Scores are normalised to 0..1 per query.
 	normalize(cands)
