@@ -220,7 +220,8 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 
 // queryScope carries one query from step to step of Query.
 type queryScope struct {
-	req    *Request
+	// req is a copy of the request: pointing at Query's own would move it to the heap.
+	req    Request
 	resp   *Response
 	access *Access
 	// det runs detection for the conditions that read it (nil: none does).
@@ -244,7 +245,7 @@ type queryScope struct {
 }
 
 func (s *Snapshot) newQueryScope(req *Request) *queryScope {
-	q := &queryScope{req: req, strategy: s.strategy, access: s.accessFor(req.Agent)}
+	q := &queryScope{req: *req, strategy: s.strategy, access: s.accessFor(req.Agent)}
 	q.resp = &Response{
 		// One allocation for the route matches of most queries.
 		Chunks: []Chunk{}, MatchedRoutes: []string{}, RouteMatches: make([]RouteMatch, 0, min(len(s.routes), 4)), DeniedSources: []string{},
@@ -263,8 +264,8 @@ func (s *Snapshot) newQueryScope(req *Request) *queryScope {
 // routeQuery evaluates the routes (route), then runs the detection the
 // request asks for or a condition started.
 func (s *Snapshot) routeQuery(ctx context.Context, q *queryScope) error {
-	q.det = s.queryDetector(q.req)
-	rt, err := s.route(ctx, q.req, q.resp, q.det)
+	q.det = s.queryDetector(&q.req)
+	rt, err := s.route(ctx, &q.req, q.resp, q.det)
 	if err != nil {
 		return err
 	}
@@ -414,7 +415,7 @@ func (s *Snapshot) scoreCandidates(q *queryScope) {
 	}
 	q.resp.Stats.Candidates = len(q.cands)
 	if q.g.hasTools {
-		q.resp.Tools, q.resp.Stats.Tools = s.selectTools(q.req, q.access, q.g.toolSrcs)
+		q.resp.Tools, q.resp.Stats.Tools = s.selectTools(&q.req, q.access, q.g.toolSrcs)
 	}
 }
 
