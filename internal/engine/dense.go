@@ -24,8 +24,9 @@ const (
 	rrfK = 60
 	// denseTopK chunks (or max_chunks, if more) come from the dense search.
 	denseTopK = 100
-	// denseOverFetch: for an agent with path denies, the search fetches this
-	// many times denseTopK and keeps the first denseTopK it may read.
+	// denseOverFetch: when admitChunk may drop a row searched (path denies,
+	// stale Drop, sensitivity Drop), the search fetches this many times
+	// denseTopK and keeps the first denseTopK it lets through.
 	denseOverFetch = 4
 	// queryVectors is the size of the query vector LRU.
 	queryVectors = 1024
@@ -270,43 +271,29 @@ func (s *Snapshot) searchDense(ctx context.Context, text string, allowed []bool,
 		d.queries.Put(embed.Cut(text), vec)
 	}
 	var ranges []embed.Range
+	filter := false // whether admitChunk may drop a row searched
 	for _, st := range s.byGroup {
 		if allowed[st.group] && st.chunks > 0 && st.typ != v1alpha1.SourceInline {
 			ranges = append(ranges, embed.Range{Lo: st.first, Hi: st.first + uint32(st.chunks)})
+			filter = filter || mayDrop(st, access)
 		}
 	}
-	if !access.hasPathDenies() && !s.hasFreshness {
+	if !filter {
 		return &denseQuery{vec: vec, hits: d.store.Search(vec, ranges, k)}
 	}
 	// The nearest chunks the agent may not be given would take places (and
-	// dense ranks) from ones it may: fetch more, keep the first k it may.
+	// dense ranks) from ones it may: fetch more, keep the first k that the
+	// rule the pipeline filters candidates by (admitChunk) lets through.
 	hits := d.store.Search(vec, ranges, denseOverFetch*k)
 	kept := hits[:0]
 	for _, h := range hits {
-		if !s.hiddenRow(h.Row, access, now) {
+		if !s.admitRow(h.Row, access, now).verdict.dropped() {
 			if kept = append(kept, h); len(kept) == k {
 				break
 			}
 		}
 	}
 	return &denseQuery{vec: vec, hits: kept}
-}
-
-// hiddenRow reports whether a static chunk will not reach the agent: a path
-// rule hides it, or it is stale under staleAction Drop at the query's clock
-// now. The pipeline's own filters (Query, step 4) decide the same way.
-func (s *Snapshot) hiddenRow(row uint32, access *Access, now time.Time) bool {
-	c := &s.docs[row].chunk
-	if access.PathDenied(c.Source, c.Path) {
-		return true
-	}
-	if f := &s.byGroup[s.ix.Group(row)].fresh; f.drop && f.maxAge > 0 {
-		if t := ContentTime(c); !t.IsZero() {
-			_, stale := Staleness(t, now, f.maxAge)
-			return stale
-		}
-	}
-	return false
 }
 
 // endpointDetail is the excerpt of the endpoint's error body in err, for

@@ -397,7 +397,8 @@ func TestEndpointErrorBodyStaysInLog(t *testing.T) {
 
 // The nearest chunks an agent's path rules hide do not take the dense
 // places: 120 hidden files nearer to the question than the one the agent
-// may read still leave that one among its candidates.
+// may read still leave that one among its candidates, whichever kind of
+// path rule hides them.
 func TestDenseSkipsPathDeniedRows(t *testing.T) {
 	srv := denseServer(t)
 	dir := t.TempDir()
@@ -409,17 +410,31 @@ func TestDenseSkipsPathDeniedRows(t *testing.T) {
 		docs[fmt.Sprintf("secret/s%03d.md", i)] = "# Vehicle servicing\n\nVehicle servicing.\n"
 	}
 	writeDocs(t, dir, docs)
-	cfg := denseConfig(t, srv, dir, func(r *v1alpha1.RankingSpec) { r.Strategy = v1alpha1.RankingEmbedding })
-	cfg.Permissions = []v1alpha1.AgentPermission{perm("p", v1alpha1.AgentPermissionSpec{
-		Agents: []string{"a"}, DenyPaths: []string{"secret/**"}, Default: v1alpha1.AccessAllow})}
-	s := compileDenseCfg(t, cfg, t.TempDir())
-	resp := query(t, s, Request{Text: "car maintenance", Agent: "a"})
-	if got := paths(resp); !slices.Equal(got, []string{"open.md"}) {
-		t.Errorf("agent a gets %v, want [open.md]", got)
-	}
-	// Another agent, without the rule, gets the nearest 100.
-	if got := paths(query(t, s, Request{Text: "car maintenance", Agent: "b"})); len(got) != 100 || slices.Contains(got, "open.md") {
-		t.Errorf("agent b gets %d chunks (open.md among them: %t), want the 100 nearest", len(got), slices.Contains(got, "open.md"))
+	for _, tt := range []struct {
+		name string
+		spec v1alpha1.AgentPermissionSpec
+	}{
+		{"denyPaths", v1alpha1.AgentPermissionSpec{DenyPaths: []string{"secret/**"}}},
+		{"denyPaths, case-insensitive", v1alpha1.AgentPermissionSpec{DenyPaths: []string{"SECRET/**"}, PathMatching: v1alpha1.PathMatchingCaseInsensitive}},
+		{"sourceDenyPaths", v1alpha1.AgentPermissionSpec{SourceDenyPaths: []v1alpha1.SourceDenyPaths{{Source: "docs", Paths: []string{"secret/**"}}}}},
+		// Only a case-insensitive list: the dense search once took it for no path rule at all.
+		{"sourceDenyPaths, case-insensitive", v1alpha1.AgentPermissionSpec{SourceDenyPaths: []v1alpha1.SourceDenyPaths{{Source: "docs", Paths: []string{"Secret/**"}}},
+			PathMatching: v1alpha1.PathMatchingCaseInsensitive}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := denseConfig(t, srv, dir, func(r *v1alpha1.RankingSpec) { r.Strategy = v1alpha1.RankingEmbedding })
+			tt.spec.Agents, tt.spec.Default = []string{"a"}, v1alpha1.AccessAllow
+			cfg.Permissions = []v1alpha1.AgentPermission{perm("p", tt.spec)}
+			s := compileDenseCfg(t, cfg, t.TempDir())
+			resp := query(t, s, Request{Text: "car maintenance", Agent: "a"})
+			if got := paths(resp); !slices.Equal(got, []string{"open.md"}) {
+				t.Errorf("agent a gets %v, want [open.md]", got)
+			}
+			// Another agent, without the rule, gets the nearest 100.
+			if got := paths(query(t, s, Request{Text: "car maintenance", Agent: "b"})); len(got) != 100 || slices.Contains(got, "open.md") {
+				t.Errorf("agent b gets %d chunks (open.md among them: %t), want the 100 nearest", len(got), slices.Contains(got, "open.md"))
+			}
+		})
 	}
 }
 

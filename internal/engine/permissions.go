@@ -148,7 +148,7 @@ func (a *Access) SourceAllowed(name string) bool {
 
 // hasPathDenies reports whether any path rule applies to the agent.
 func (a *Access) hasPathDenies() bool {
-	return len(a.DenyPaths)+len(a.DenyPathsIgnoreCase)+len(a.SourceDenyPaths) > 0
+	return len(a.DenyPaths)+len(a.DenyPathsIgnoreCase)+len(a.SourceDenyPaths)+len(a.SourceDenyPathsIgnoreCase) > 0
 }
 
 // PathDenied reports whether a chunk path of a source matches a denyPaths
@@ -182,6 +182,37 @@ func globsMatch(exact, folded []string, path string) bool {
 // Cleared reports whether the agent may read a source of this sensitivity.
 func (a *Access) Cleared(s v1alpha1.Sensitivity) bool {
 	return s.Level() <= a.MaxSensitivity.Level()
+}
+
+// FloorVerdict is what the agent's sensitivity floor does with content of
+// one sensitivity (Access.Floor).
+type FloorVerdict uint8
+
+const (
+	// FloorClear: the agent is cleared; the content goes as it is.
+	FloorClear FloorVerdict = iota
+	// FloorRedact: above the agent's maxSensitivity under sensitivityAction:
+	// Redact; a placeholder (RedactedContent) takes the content's place.
+	FloorRedact
+	// FloorDrop: above the agent's maxSensitivity under sensitivityAction:
+	// Drop; the content is left out.
+	FloorDrop
+)
+
+// Floor is the sensitivity floor: the one rule of what an agent gets of
+// content of sensitivity s (api.md §3). Chunks (admitChunk) and session
+// pack entries (internal/session) must both be decided by it, not by
+// Cleared and SensitivityAction read again. An empty sensitivity is
+// Internal, as Sensitivity.Level has it; only the permissive action is
+// tested for, so an undefaulted Access drops.
+func (a *Access) Floor(s v1alpha1.Sensitivity) FloorVerdict {
+	switch {
+	case a.Cleared(s):
+		return FloorClear
+	case a.SensitivityAction == v1alpha1.SensitivityActionRedact:
+		return FloorRedact
+	}
+	return FloorDrop
 }
 
 // ToolAccess is the merge of the tool rules (spec.tools) of the applying

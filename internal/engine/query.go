@@ -181,132 +181,215 @@ type candidate struct {
 	aged, stale bool
 }
 
-// Query runs the pipeline. Request errors (wrapping ErrBadRequest) and a
-// context that ends while route conditions are evaluated (*StoppedError) are
-// returned; failing routes and sources are reported in the response.
+// Query runs the pipeline (api.md §5): a short driver over its steps, which
+// pass the query along in a queryScope. Request errors (wrapping
+// ErrBadRequest) and a context that ends while route conditions are
+// evaluated (*StoppedError) are returned; failing routes and sources are
+// reported in the response.
 func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	start := time.Now()
+	// 1. Request checks.
 	if err := validateRequest(&req); err != nil {
 		return nil, err
 	}
 	if err := s.checkDetect(req.Detect); err != nil {
 		return nil, err
 	}
-	resp := &Response{
+	q := s.newQueryScope(&req)
+	// 2. Routes, and the detection they or the request ask for.
+	if err := s.routeQuery(ctx, q); err != nil {
+		return nil, err
+	}
+	// 3. Permissions; per-query sources start fetching while the index is searched.
+	s.gatherSources(ctx, q)
+	// 4. Candidates: index hits, dense hits, onNoMatch, pinned Inline chunks, fetched results.
+	s.searchIndex(q)
+	s.searchDenseCandidates(ctx, q)
+	s.addNoMatchFallback(q)
+	s.addPinned(q)
+	s.addFetched(q)
+	s.scoreCandidates(q)
+	// 5. Path, freshness and sensitivity filters: the one chunk visibility rule.
+	q.cands = s.admitCandidates(q.cands, q.access, q.now, &q.resp.Stats.Dropped)
+	// 6-7. Normalise, rank, drop near-duplicates, fill the budget.
+	s.rankAndFill(ctx, q)
+	// 8. Assemble.
+	assemble(q.resp, start)
+	return q.resp, nil
+}
+
+// queryScope carries one query from step to step of Query.
+type queryScope struct {
+	// req is a copy of the request: pointing at Query's own would move it to the heap.
+	req    Request
+	resp   *Response
+	access *Access
+	// det runs detection for the conditions that read it (nil: none does).
+	det *detector
+	rt  routing
+	g   gathering
+	// terms is the question as the index scores it; hits are its BM25 (or
+	// Keyword) hits over the allowed static sources, in doc order.
+	terms *index.Query
+	hits  []index.Hit
+	cands []candidate
+	// searched counts the candidates from Directory and GitRepo sources.
+	searched int
+	// dq is the dense side of the query (nil: not ranked with vectors).
+	dq *denseQuery
+	// strategy ranks this query: the router's, or the one onNoMatch chose.
+	strategy v1alpha1.RankingStrategy
+	// now is the query's one clock reading, for the freshness of its chunks
+	// (zero when no source sets freshness).
+	now time.Time
+}
+
+func (s *Snapshot) newQueryScope(req *Request) *queryScope {
+	q := &queryScope{req: *req, strategy: s.strategy, access: s.accessFor(req.Agent)}
+	q.resp = &Response{
 		// One allocation for the route matches of most queries.
 		Chunks: []Chunk{}, MatchedRoutes: []string{}, RouteMatches: make([]RouteMatch, 0, min(len(s.routes), 4)), DeniedSources: []string{},
 		FailedSources: []SourceFailure{}, RouteErrors: []RouteError{}, Warnings: []string{}, Tools: []ToolCard{},
 	}
-
-	// 1. Routes: every matching route contributes its sources, in route order.
-	det := s.queryDetector(&req)
-	rt, err := s.route(ctx, &req, resp, det)
-	if err != nil {
-		return nil, err
-	}
-	if det != nil && (det.done || len(req.Detect) > 0) {
-		det.run()
-		resp.Detection = &det.detection
-	}
-
-	// 2-3. Permissions, then fetch per-query sources concurrently, while the
-	// index is scored. A route whose sources all failed calls its alternate,
-	// whose sources go through the same steps once the first fetches are in.
-	g := gathering{allowed: make([]bool, len(s.byGroup))}
+	q.g.allowed = make([]bool, len(s.byGroup))
 	if s.hasAlternates {
-		g.outcome = make([]uint8, len(s.byGroup))
+		q.g.outcome = make([]uint8, len(s.byGroup))
 	}
-	access := s.accessFor(req.Agent)
-	s.admit(rt.srcNames, access, resp, &g)
-	s.startFetches(ctx, req.Text, rt.caps, &g)
-	if s.hasAlternates && len(rt.served) > 0 {
+	if s.hasFreshness {
+		q.now = s.now()
+	}
+	return q
+}
+
+// routeQuery evaluates the routes (route), then runs the detection the
+// request asks for or a condition started.
+func (s *Snapshot) routeQuery(ctx context.Context, q *queryScope) error {
+	q.det = s.queryDetector(&q.req)
+	rt, err := s.route(ctx, &q.req, q.resp, q.det)
+	if err != nil {
+		return err
+	}
+	q.rt = rt
+	if det := q.det; det != nil && (det.done || len(q.req.Detect) > 0) {
+		det.run()
+		q.resp.Detection = &det.detection
+	}
+	return nil
+}
+
+// gatherSources sorts the serving routes' sources by what the agent may do
+// with them and starts the fetches. A route whose sources all failed calls
+// its alternate, whose sources go through the same steps once the first
+// fetches are in.
+func (s *Snapshot) gatherSources(ctx context.Context, q *queryScope) {
+	g, resp := &q.g, q.resp
+	s.admitSources(q.rt.srcNames, q.access, resp, g)
+	s.startFetches(ctx, q.req.Text, q.rt.caps, g)
+	if s.hasAlternates && len(q.rt.served) > 0 {
 		g.wg.Wait()
-		s.reportFetchFailures(resp, &g)
-		if alt := s.alternates(&rt, g.outcome, resp); len(alt) > 0 {
-			s.admit(alt, access, resp, &g)
-			s.startFetches(ctx, req.Text, rt.caps, &g)
+		s.reportFetchFailures(resp, g)
+		if alt := s.alternates(&q.rt, g.outcome, resp); len(alt) > 0 {
+			s.admitSources(alt, q.access, resp, g)
+			s.startFetches(ctx, q.req.Text, q.rt.caps, g)
 		}
 	}
-
-	if len(resp.DeniedSources) > 0 && len(access.Permissions) == 0 && access.Default != v1alpha1.AccessAllow {
-		resp.Warnings = append(resp.Warnings, unnamedAgentWarning(req.Agent))
+	if len(resp.DeniedSources) > 0 && len(q.access.Permissions) == 0 && q.access.Default != v1alpha1.AccessAllow {
+		resp.Warnings = append(resp.Warnings, unnamedAgentWarning(q.req.Agent))
 	}
-	allowed, hasTools := g.allowed, g.hasTools
+}
 
-	q := s.ix.NewQuery(req.Text, s.scorer == v1alpha1.ScorerKeyword)
-	var hits []index.Hit
+// searchIndex scores the allowed static sources' chunks (BM25, or Keyword
+// under that scorer) and counts the searched sources of which no chunk
+// shares a term with the question.
+func (s *Snapshot) searchIndex(q *queryScope) {
+	q.terms = s.ix.NewQuery(q.req.Text, s.scorer == v1alpha1.ScorerKeyword)
 	if s.scorer == v1alpha1.ScorerKeyword {
-		hits = s.ix.Keyword(nil, q, allowed)
+		q.hits = s.ix.Keyword(nil, q.terms, q.g.allowed)
 	} else {
-		hits = s.ix.BM25(nil, q, allowed)
+		q.hits = s.ix.BM25(nil, q.terms, q.g.allowed)
 	}
-	cands := make([]candidate, 0, len(hits)+8)
-	searched := 0 // hits from Directory and GitRepo sources
-	for _, h := range hits {
+	q.cands = make([]candidate, 0, len(q.hits)+8)
+	for _, h := range q.hits {
 		c := s.staticCandidate(h.Doc, h.Score)
 		if !c.pinned {
-			searched++
+			q.searched++
 		}
-		cands = append(cands, c)
-	}
-	// Searched sources of which no chunk shares a term with the question. A
-	// source's docs are contiguous and hits are in doc order: no per-query map.
-	silent := func(st *sourceState) bool {
-		return allowed[st.group] && st.typ != v1alpha1.SourceInline && st.chunks > 0 &&
-			!hitIn(hits, st.first, st.first+uint32(st.chunks))
+		q.cands = append(q.cands, c)
 	}
 	for _, st := range s.byGroup {
-		if silent(st) {
-			resp.Stats.NoTermMatch++
+		if q.silent(st) {
+			q.resp.Stats.NoTermMatch++
 		}
 	}
-	// The clock is read once per query, for the freshness of its chunks.
-	var now time.Time
-	if s.hasFreshness {
-		now = s.now()
+}
+
+// silent reports whether st is an allowed searched source of which no chunk
+// shares a term with the question. A source's docs are contiguous and hits
+// are in doc order: no per-query map.
+func (q *queryScope) silent(st *sourceState) bool {
+	return q.g.allowed[st.group] && st.typ != v1alpha1.SourceInline && st.chunks > 0 &&
+		!hitIn(q.hits, st.first, st.first+uint32(st.chunks))
+}
+
+// searchDenseCandidates adds the chunks nearest to the question to the
+// index hits, under the Embedding and Hybrid strategies.
+func (s *Snapshot) searchDenseCandidates(ctx context.Context, q *queryScope) {
+	if s.strategy != v1alpha1.RankingEmbedding && s.strategy != v1alpha1.RankingHybrid {
+		return
 	}
-	// Dense ranking: the nearest chunks join the BM25 hits as candidates.
-	var dq *denseQuery
-	if s.strategy == v1alpha1.RankingEmbedding || s.strategy == v1alpha1.RankingHybrid {
-		if dq = s.searchDense(ctx, req.Text, allowed, access, now, max(denseTopK, req.MaxChunks), resp); dq != nil {
-			for _, h := range dq.hits {
-				if !hasDoc(hits, h.Row) {
-					cands = append(cands, s.staticCandidate(h.Row, 0))
-					searched++
-				}
-			}
+	if q.dq = s.searchDense(ctx, q.req.Text, q.g.allowed, q.access, q.now, max(denseTopK, q.req.MaxChunks), q.resp); q.dq == nil {
+		return
+	}
+	for _, h := range q.dq.hits {
+		if !hasDoc(q.hits, h.Row) {
+			q.cands = append(q.cands, s.staticCandidate(h.Row, 0))
+			q.searched++
 		}
 	}
-	strategy := s.strategy
-	if searched == 0 && resp.Stats.NoTermMatch > 0 && (s.onNoMatch == v1alpha1.NoMatchRecent || s.onNoMatch == v1alpha1.NoMatchPriority) {
-		// None shares a term: onNoMatch decides, and ranks this query.
-		for _, st := range s.byGroup {
-			if !silent(st) {
-				continue
-			}
-			for d := st.first; d < st.first+uint32(st.chunks); d++ {
-				cands = append(cands, s.staticCandidate(d, 0))
-			}
-			resp.Stats.NoMatchFallback += st.chunks
-		}
-		strategy = v1alpha1.RankingManual
-		if s.onNoMatch == v1alpha1.NoMatchRecent {
-			strategy = v1alpha1.RankingRecency
-		}
+}
+
+// addNoMatchFallback lets onNoMatch decide, and rank the query, when no
+// searched chunk shares a term with the question.
+func (s *Snapshot) addNoMatchFallback(q *queryScope) {
+	if q.searched > 0 || q.resp.Stats.NoTermMatch == 0 || (s.onNoMatch != v1alpha1.NoMatchRecent && s.onNoMatch != v1alpha1.NoMatchPriority) {
+		return
 	}
-	// Inline text reaches every query its routes match, even without a shared term.
 	for _, st := range s.byGroup {
-		if !allowed[st.group] || len(st.always) == 0 {
+		if !q.silent(st) {
+			continue
+		}
+		for d := st.first; d < st.first+uint32(st.chunks); d++ {
+			q.cands = append(q.cands, s.staticCandidate(d, 0))
+		}
+		q.resp.Stats.NoMatchFallback += st.chunks
+	}
+	q.strategy = v1alpha1.RankingManual
+	if s.onNoMatch == v1alpha1.NoMatchRecent {
+		q.strategy = v1alpha1.RankingRecency
+	}
+}
+
+// addPinned adds the Inline chunks of the allowed sources: Inline text
+// reaches every query its routes match, even without a shared term.
+func (s *Snapshot) addPinned(q *queryScope) {
+	for _, st := range s.byGroup {
+		if !q.g.allowed[st.group] || len(st.always) == 0 {
 			continue
 		}
 		for _, d := range st.always {
-			if !hasDoc(hits, d) {
-				cands = append(cands, s.staticCandidate(d, 0))
+			if !hasDoc(q.hits, d) {
+				q.cands = append(q.cands, s.staticCandidate(d, 0))
 			}
 		}
 	}
+}
+
+// addFetched waits for the fetches, reports those that failed and adds the
+// results of the others, scored like the index's chunks.
+func (s *Snapshot) addFetched(q *queryScope) {
+	g := &q.g
 	g.wg.Wait()
-	s.reportFetchFailures(resp, &g)
+	s.reportFetchFailures(q.resp, g)
 	for i, st := range g.fetch {
 		if g.results[i].err != nil {
 			continue
@@ -315,74 +398,46 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 			c.Source = st.name
 			var score float64
 			if s.scorer == v1alpha1.ScorerKeyword {
-				score = index.KeywordText(q, c.Title, c.Content)
+				score = index.KeywordText(q.terms, c.Title, c.Content)
 			} else {
-				score = s.ix.BM25Text(q, c.Title, c.Content)
+				score = s.ix.BM25Text(q.terms, c.Title, c.Content)
 			}
-			cands = append(cands, candidate{chunk: c, doc: -1, score: score, tokens: s.est.Count(c.Content), priority: s.sources[st.name].priority})
+			q.cands = append(q.cands, candidate{chunk: c, doc: -1, score: score, tokens: s.est.Count(c.Content), priority: s.sources[st.name].priority})
 		}
 	}
-	if dq != nil {
-		s.rescoreDense(cands, dq)
-	}
-	resp.Stats.Candidates = len(cands)
-	if hasTools {
-		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, g.toolSrcs)
-	}
+}
 
-	// 4. Path, freshness and sensitivity filters.
-	kept := cands[:0]
-	for _, c := range cands {
-		if access.PathDenied(c.chunk.Source, c.chunk.Path) {
-			resp.Stats.Dropped.PathDenied++
-			continue
-		}
-		st := s.sources[c.chunk.Source]
-		if st.fresh.maxAge > 0 {
-			if t := ContentTime(&c.chunk); !t.IsZero() {
-				_, c.stale = Staleness(t, now, st.fresh.maxAge)
-				c.aged = true
-				if c.stale && st.fresh.drop {
-					resp.Stats.Dropped.Stale++
-					continue
-				}
-			}
-		}
-		if !access.Cleared(st.sensitivity) {
-			if access.SensitivityAction != v1alpha1.SensitivityActionRedact {
-				resp.Stats.Dropped.Sensitivity++
-				continue
-			}
-			c.chunk.Content = RedactedContent(st.name, st.sensitivity)
-			c.tokens = s.est.Count(c.chunk.Content)
-			c.redacted = true
-			c.doc = -1
-			c.terms = []uint32{}
-		}
-		kept = append(kept, c)
+// scoreCandidates rescores the candidates with the dense ranks when the
+// query has them, counts the candidates, and shortlists the tools.
+func (s *Snapshot) scoreCandidates(q *queryScope) {
+	if q.dq != nil {
+		s.rescoreDense(q.cands, q.dq)
 	}
-	cands = kept
+	q.resp.Stats.Candidates = len(q.cands)
+	if q.g.hasTools {
+		q.resp.Tools, q.resp.Stats.Tools = s.selectTools(&q.req, q.access, q.g.toolSrcs)
+	}
+}
 
-	// 5. Scores are normalised to 0..1 per query.
-	normalize(cands)
-
-	// 6-7. Rank, drop near-duplicates, fill the budget.
+// rankAndFill normalises the scores to 0..1, reranks when the router says
+// so, and fills the budget in rank order.
+func (s *Snapshot) rankAndFill(ctx context.Context, q *queryScope) {
+	normalize(q.cands)
 	limit := s.maxTokens
-	if req.MaxTokens > 0 && req.MaxTokens < limit {
-		limit = req.MaxTokens
+	if q.req.MaxTokens > 0 && q.req.MaxTokens < limit {
+		limit = q.req.MaxTokens
 	}
-	limit -= s.reserveTokens
-	if limit < 0 {
-		limit = 0
+	limit = max(limit-s.reserveTokens, 0)
+	less := lessFunc(q.strategy)
+	if s.dense != nil && s.dense.reranker != nil && q.strategy == s.strategy {
+		s.rerank(ctx, q.req.Text, q.cands, less, q.resp)
+		normalize(q.cands)
 	}
-	less := lessFunc(strategy)
-	if s.dense != nil && s.dense.reranker != nil && strategy == s.strategy {
-		s.rerank(ctx, req.Text, cands, less, resp)
-		normalize(cands)
-	}
-	s.fill(resp, cands, limit, req.MaxChunks, less, now)
+	s.fill(q.resp, q.cands, limit, q.req.MaxChunks, less, q.now)
+}
 
-	// 8. Assemble.
+// assemble joins the included chunks into the answer's text and totals.
+func assemble(resp *Response, start time.Time) {
 	parts := make([]string, len(resp.Chunks))
 	for i, c := range resp.Chunks {
 		parts[i] = c.Content
@@ -391,7 +446,6 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	resp.Text = strings.Join(parts, "\n\n")
 	resp.Stats.Included = len(resp.Chunks)
 	resp.EvaluationTimeMS = math.Round(float64(time.Since(start).Microseconds())) / 1000
-	return resp, nil
 }
 
 // StoppedError is returned by Query when its context ends (deadline or
@@ -495,9 +549,9 @@ type fetched struct {
 	capRoute string
 }
 
-// admit sorts sources by what the agent may do with them: denied, failed to
-// load, to fetch, or to search.
-func (s *Snapshot) admit(names []string, access *Access, resp *Response, g *gathering) {
+// admitSources sorts sources by what the agent may do with them: denied,
+// failed to load, to fetch, or to search.
+func (s *Snapshot) admitSources(names []string, access *Access, resp *Response, g *gathering) {
 	for _, n := range names {
 		st := s.sources[n]
 		outcome := outcomeAnswered

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -251,55 +252,100 @@ func (s *Snapshot) Source(name string) sources.Source {
 // it defaults copies of the objects (Default is idempotent, and a hand-built
 // Config need not be defaulted) but does not check the API's rules again. A
 // value that would make it fail rather than misbehave is still an error.
+//
+// It is a short driver over its steps, which pass the compile along in a
+// compileScope: settings, routes, permissions, sources and classifiers are
+// compiled (every problem collected); then the static sources are loaded,
+// indexed, embedded, and the tool catalogs indexed, all hashed.
 func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) {
-	var problems problem.List
-	addReason := func(reason v1alpha1.ConditionReason, kind, name, field, msg string) {
-		problems = append(problems, problem.Problem{Location: cfg.Origin(kind, name), Kind: kind, Name: name,
-			Field: field, Message: problem.OneLine(msg), Reason: reason})
+	c := newCompileScope(cfg, opts)
+	c.compileRoutes()
+	c.compilePermissions()
+	c.openSources()
+	c.fileHashes = c.s.compileDetection(ctx, cfg, opts, c.known, c.sourceEnv, c.addReason)
+	c.checkToolFallbacks()
+	if len(c.problems) > 0 {
+		return nil, c.problems
 	}
-	add := func(kind, name, field, msg string) { addReason(v1alpha1.ReasonInvalidSpec, kind, name, field, msg) }
+	c.load(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.indexChunks()
+	c.embedChunks(ctx)
+	c.s.indexTools(c.catalogs, c.hash)
+	c.s.hash = "sha256:" + hex.EncodeToString(c.hash.Sum(nil))
+	return c.s, nil
+}
 
+// compileScope carries one Compile from step to step.
+type compileScope struct {
+	cfg  *Config
+	opts Options
+	// r is a defaulted copy of the router; s the snapshot being built.
+	r      *v1alpha1.ContextRouter
+	s      *Snapshot
+	logger *slog.Logger
+	// known are the configuration's sources by name.
+	known    map[string]*v1alpha1.ContextSource
+	problems problem.List
+	// fileHashes are the digests of the files the classifiers read.
+	fileHashes [][]byte
+	// loaded and catalogs are the static sources' chunks and the tool
+	// sources' catalogs, by source group.
+	loaded   [][]sources.Chunk
+	catalogs [][]v1alpha1.Tool
+	// hash digests the configuration and the content: the snapshot's Hash.
+	hash hash.Hash
+}
+
+// maxSources is the most sources a router compiles: source groups are uint16.
+const maxSources = 1<<16 - 1
+
+func newCompileScope(cfg *Config, opts Options) *compileScope {
 	r := cfg.Router.DeepCopy()
 	r.Default()
-	rs := &r.Spec
-	s := &Snapshot{
+	c := &compileScope{cfg: cfg, opts: opts, r: r, logger: opts.Logger, known: map[string]*v1alpha1.ContextSource{}}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	c.s = &Snapshot{
 		routerName: r.Name,
-		routerSpec: rs,
+		routerSpec: &r.Spec,
 		sources:    map[string]*sourceState{},
 		built:      time.Now(),
 		cache:      opts.Cache,
 		now:        opts.Now,
 	}
-	if s.now == nil {
-		s.now = time.Now
+	if c.s.now == nil {
+		c.s.now = time.Now
 	}
-	routerKind := v1alpha1.KindContextRouter
-	s.setRouter(r, func(field, msg string) { add(routerKind, r.Name, field, msg) })
-	est := s.est
-
-	// Routes: CEL and references.
-	known := map[string]*v1alpha1.ContextSource{}
+	c.s.setRouter(r, func(field, msg string) { c.add(v1alpha1.KindContextRouter, r.Name, field, msg) })
 	for i := range cfg.Sources {
-		known[cfg.Sources[i].Name] = &cfg.Sources[i]
+		c.known[cfg.Sources[i].Name] = &cfg.Sources[i]
 	}
-	// Conditions compile in parallel: with a thousand routes, CEL dominates the compile.
-	conds := make([]*condition, len(cfg.Routes))
-	errs := make([]error, len(cfg.Routes))
-	var wg sync.WaitGroup
-	next := atomic.Int64{}
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(cfg.Routes)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(cfg.Routes); i = int(next.Add(1) - 1) {
-				conds[i], errs[i] = compileCached(cfg.Routes[i].Spec.When)
-			}
-		}()
-	}
-	wg.Wait()
-	for i, rt := range cfg.Routes {
+	return c
+}
+
+// addReason records a problem of an object with a condition reason.
+func (c *compileScope) addReason(reason v1alpha1.ConditionReason, kind, name, field, msg string) {
+	c.problems = append(c.problems, problem.Problem{Location: c.cfg.Origin(kind, name), Kind: kind, Name: name,
+		Field: field, Message: problem.OneLine(msg), Reason: reason})
+}
+
+// add records an invalid field of an object.
+func (c *compileScope) add(kind, name, field, msg string) {
+	c.addReason(v1alpha1.ReasonInvalidSpec, kind, name, field, msg)
+}
+
+// compileRoutes compiles the route conditions and resolves the routes'
+// sources and gates.
+func (c *compileScope) compileRoutes() {
+	routes, s := c.cfg.Routes, c.s
+	conds, errs := compileConditions(routes)
+	for i, rt := range routes {
 		if errs[i] != nil {
-			addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
+			c.addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when", errs[i].Error())
 		}
 		cr := route{name: rt.Name, cond: conds[i], fallback: rt.Spec.Fallback, alternate: -1}
 		if rt.Spec.Timeout != nil {
@@ -308,24 +354,48 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		if conds[i] != nil && conds[i].words {
 			s.wordsOnText = true
 		}
-		for i, ref := range rt.Spec.Sources {
-			if known[ref.Name] == nil {
-				addReason(v1alpha1.ReasonSourceNotFound, v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", i), fmt.Sprintf("ContextSource %q not found", ref.Name))
+		for j, ref := range rt.Spec.Sources {
+			if c.known[ref.Name] == nil {
+				c.addReason(v1alpha1.ReasonSourceNotFound, v1alpha1.KindContextRoute, rt.Name, fmt.Sprintf("spec.sources[%d].name", j), fmt.Sprintf("ContextSource %q not found", ref.Name))
 				continue
 			}
 			cr.sources = append(cr.sources, ref.Name)
 		}
 		s.routes = append(s.routes, cr)
 	}
-	s.setGates(cfg.Routes, addReason)
-	for _, p := range cfg.Permissions {
+	s.setGates(routes, c.addReason)
+}
+
+// compileConditions compiles the routes' conditions in parallel: with a
+// thousand routes, CEL dominates the compile.
+func compileConditions(routes []v1alpha1.ContextRoute) ([]*condition, []error) {
+	conds := make([]*condition, len(routes))
+	errs := make([]error, len(routes))
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(routes)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(routes); i = int(next.Add(1) - 1) {
+				conds[i], errs[i] = compileCached(routes[i].Spec.When)
+			}
+		}()
+	}
+	wg.Wait()
+	return conds, errs
+}
+
+// compilePermissions takes defaulted copies of the permissions. Validate
+// refuses a glob doublestar cannot parse first; such a glob would deny
+// nothing, so a hand-built config fails here rather than open.
+func (c *compileScope) compilePermissions() {
+	for _, p := range c.cfg.Permissions {
 		p := p.DeepCopy()
 		p.Default()
-		// Validate refuses these first. A glob doublestar cannot parse would
-		// deny nothing, so a hand-built config fails here rather than open.
 		for i, g := range p.Spec.DenyPaths {
 			if !doublestar.ValidatePattern(g) {
-				add(v1alpha1.KindAgentPermission, p.Name, fmt.Sprintf("spec.denyPaths[%d]", i), fmt.Sprintf("invalid glob %q", g))
+				c.add(v1alpha1.KindAgentPermission, p.Name, fmt.Sprintf("spec.denyPaths[%d]", i), fmt.Sprintf("invalid glob %q", g))
 			}
 		}
 		for _, l := range []struct {
@@ -334,49 +404,52 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 		}{{"allow", p.Spec.Tools.Allow}, {"deny", p.Spec.Tools.Deny}} {
 			for i, g := range l.globs {
 				if !doublestar.ValidatePattern(ToolGlob(g)) {
-					add(v1alpha1.KindAgentPermission, p.Name, fmt.Sprintf("spec.tools.%s[%d]", l.field, i), fmt.Sprintf("invalid glob %q", g))
+					c.add(v1alpha1.KindAgentPermission, p.Name, fmt.Sprintf("spec.tools.%s[%d]", l.field, i), fmt.Sprintf("invalid glob %q", g))
 				}
 			}
 		}
-		s.perms = append(s.perms, *p)
+		c.s.perms = append(c.s.perms, *p)
 	}
+}
 
-	// Sources: build every one (a spec error is a problem), then load the static ones.
-	names := make([]string, 0, len(cfg.Sources))
-	for name := range known {
+// sourceEnv is what a source (or a classifier's source) named name is built with.
+func (c *compileScope) sourceEnv(name string) sources.Env {
+	o := &c.opts
+	return sources.Env{BaseDir: c.cfg.BaseDirs[name], CacheDir: o.CacheDir, Secrets: o.Secrets, Getenv: o.Getenv,
+		HTTPClient: o.HTTPClient, Logger: c.logger.With("source", name), CountTokens: c.s.est.Count}
+}
+
+// openSources builds every source, in name order (a spec error is a
+// problem), and records what kind of source each is.
+func (c *compileScope) openSources() {
+	s := c.s
+	names := make([]string, 0, len(c.known))
+	for name := range c.known {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	if len(names) > 1<<16-1 {
-		add(routerKind, r.Name, "", fmt.Sprintf("too many sources (%d); the limit is 65535", len(names)))
-		names = names[:1<<16-1]
+	if len(names) > maxSources {
+		c.add(v1alpha1.KindContextRouter, c.r.Name, "", fmt.Sprintf("too many sources (%d); the limit is %d", len(names), maxSources))
+		names = names[:maxSources]
 	}
-	open := opts.Open
+	open := c.opts.Open
 	if open == nil {
 		open = sources.New
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
 	for i, name := range names {
-		spec := known[name]
+		spec := c.known[name]
 		st := &sourceState{
 			name: name, typ: spec.Spec.Type, group: uint16(i),
 			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity,
 		}
 		st.fresh.set(spec.Spec.Freshness)
 		s.hasFreshness = s.hasFreshness || st.fresh.maxAge > 0
-		env := sources.Env{
-			BaseDir: cfg.BaseDirs[name], CacheDir: opts.CacheDir, Secrets: opts.Secrets, Getenv: opts.Getenv,
-			HTTPClient: opts.HTTPClient, Logger: logger.With("source", name), CountTokens: est.Count,
-		}
-		src, err := open(spec, env)
+		src, err := open(spec, c.sourceEnv(name))
 		if err != nil {
 			// Source errors reach status, logs and every caller: no URL user part.
 			st.loadErr = redact.Error(err)
 			path, msg := SplitFieldError(st.loadErr.Error())
-			add(v1alpha1.KindContextSource, name, path, msg)
+			c.add(v1alpha1.KindContextSource, name, path, msg)
 		}
 		st.src = src
 		if t, ok := src.(sources.ToolSource); ok {
@@ -388,93 +461,101 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 			if t, ok := src.(interface{ Timeout() time.Duration }); ok {
 				st.timeout = t.Timeout()
 			}
-			if opts.Cache != nil {
+			if c.opts.Cache != nil {
 				st.cacheKey = SourceFingerprint(spec)
 			}
 		}
 		s.sources[name] = st
 		s.byGroup = append(s.byGroup, st)
 	}
-	fileHashes := s.compileDetection(ctx, cfg, opts, known, func(name string) sources.Env {
-		return sources.Env{BaseDir: cfg.BaseDirs[name], CacheDir: opts.CacheDir, Secrets: opts.Secrets, Getenv: opts.Getenv,
-			HTTPClient: opts.HTTPClient, Logger: logger.With("source", name), CountTokens: est.Count}
-	}, addReason)
-	for i, ref := range rs.Tools.Fallback {
+}
+
+// checkToolFallbacks checks that spec.tools.fallback names tool sources.
+func (c *compileScope) checkToolFallbacks() {
+	kind, name := v1alpha1.KindContextRouter, c.r.Name
+	for i, ref := range c.r.Spec.Tools.Fallback {
 		field := fmt.Sprintf("spec.tools.fallback[%d].source", i)
-		switch st := s.sources[ref.Source]; {
+		switch st := c.s.sources[ref.Source]; {
 		case st == nil:
-			addReason(v1alpha1.ReasonSourceNotFound, routerKind, r.Name, field, fmt.Sprintf("ContextSource %q not found", ref.Source))
+			c.addReason(v1alpha1.ReasonSourceNotFound, kind, name, field, fmt.Sprintf("ContextSource %q not found", ref.Source))
 		case st.src != nil && !st.isToolSource():
-			add(routerKind, r.Name, field, fmt.Sprintf("ContextSource %q is of type %s, not a tool source (Tools or MCP)", ref.Source, st.typ))
+			c.add(kind, name, field, fmt.Sprintf("ContextSource %q is of type %s, not a tool source (Tools or MCP)", ref.Source, st.typ))
 		}
 	}
-	if len(problems) > 0 {
-		return nil, problems
-	}
+}
 
-	var loaded [][]sources.Chunk
-	var catalogs [][]v1alpha1.Tool
-	if opts.SkipLoad {
-		loaded = make([][]sources.Chunk, len(s.byGroup))
-		catalogs = make([][]v1alpha1.Tool, len(s.byGroup))
-	} else {
-		loaded, catalogs = s.loadStatic(ctx, opts.LoadConcurrency)
+// load reads the static and tool sources (none under SkipLoad).
+func (c *compileScope) load(ctx context.Context) {
+	if c.opts.SkipLoad {
+		c.loaded = make([][]sources.Chunk, len(c.s.byGroup))
+		c.catalogs = make([][]v1alpha1.Tool, len(c.s.byGroup))
+		return
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	c.loaded, c.catalogs = c.s.loadStatic(ctx, c.opts.LoadConcurrency)
+}
+
+// indexChunks indexes the loaded chunks, source by source, and starts the
+// hash with the configuration, the classifiers' files and every chunk.
+func (c *compileScope) indexChunks() {
+	s := c.s
 	params := index.DefaultParams
-	if opts.IndexParams != nil {
-		params = *opts.IndexParams
+	if c.opts.IndexParams != nil {
+		params = *c.opts.IndexParams
 	}
 	b := index.NewBuilder(params, s.scorer == v1alpha1.ScorerKeyword)
 	h := sha256.New()
+	cfg := c.cfg
 	cfgJSON, _ := json.Marshal(struct {
 		Router      v1alpha1.ContextRouterSpec
 		Routes      []v1alpha1.ContextRoute
 		Sources     []v1alpha1.ContextSource
 		Permissions []v1alpha1.AgentPermission
 		Classifiers []v1alpha1.ContextClassifier
-	}{*rs, cfg.Routes, cfg.Sources, cfg.Permissions, cfg.Classifiers})
+	}{c.r.Spec, cfg.Routes, cfg.Sources, cfg.Permissions, cfg.Classifiers})
 	h.Write(cfgJSON)
-	for _, fh := range fileHashes {
+	for _, fh := range c.fileHashes {
 		h.Write(fh)
 	}
 	for _, st := range s.byGroup {
 		st.first = uint32(len(s.docs))
-		for _, c := range loaded[st.group] {
-			doc := b.Add(st.group, c.Title, c.Content)
-			s.docs = append(s.docs, docInfo{chunk: c, tokens: est.Count(c.Content)})
+		for _, ch := range c.loaded[st.group] {
+			doc := b.Add(st.group, ch.Title, ch.Content)
+			s.docs = append(s.docs, docInfo{chunk: ch, tokens: s.est.Count(ch.Content)})
 			if st.typ == v1alpha1.SourceInline {
 				st.always = append(st.always, doc)
 			}
-			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", c.Source, c.Path, c.Title, c.Index, c.Commit)
-			h.Write([]byte(c.Content))
-			st.fresh.observe(c.ModTime)
+			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", ch.Source, ch.Path, ch.Title, ch.Index, ch.Commit)
+			h.Write([]byte(ch.Content))
+			st.fresh.observe(ch.ModTime)
 		}
 		if st.loadErr != nil {
 			// A source failing, or serving stale content, is a state callers see: a snapshot
 			// that differs only there must still replace the serving one.
 			fmt.Fprintf(h, "%s\x00error\x00%s\x00", st.name, st.loadErr)
 		}
-		st.chunks = len(loaded[st.group])
+		st.chunks = len(c.loaded[st.group])
 		if st.chunks > 0 {
-			st.commit = loaded[st.group][0].Commit
+			st.commit = c.loaded[st.group][0].Commit
 		}
 	}
 	s.ix = b.Build()
-	if !opts.SkipLoad {
-		s.compileDense(ctx, r, opts, logger, cfg.Origin(routerKind, r.Name))
-		if d := s.dense; d != nil {
-			h.Write(d.keys[:])
-			if d.err != nil {
-				fmt.Fprintf(h, "embedding\x00error\x00%s\x00", d.err)
-			}
+	c.hash = h
+}
+
+// embedChunks computes the chunk vectors (not under SkipLoad) and hashes
+// the keys in use and an embedding failure.
+func (c *compileScope) embedChunks(ctx context.Context) {
+	if c.opts.SkipLoad {
+		return
+	}
+	s := c.s
+	s.compileDense(ctx, c.r, c.opts, c.logger, c.cfg.Origin(v1alpha1.KindContextRouter, c.r.Name))
+	if d := s.dense; d != nil {
+		c.hash.Write(d.keys[:])
+		if d.err != nil {
+			fmt.Fprintf(c.hash, "embedding\x00error\x00%s\x00", d.err)
 		}
 	}
-	s.indexTools(catalogs, h)
-	s.hash = "sha256:" + hex.EncodeToString(h.Sum(nil))
-	return s, nil
 }
 
 // setRouter takes the settings of a defaulted router and reports, through

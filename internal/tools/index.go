@@ -157,11 +157,21 @@ type scratch struct {
 	hits    []Hit
 }
 
-// builder gives the words of a catalog their term ids while it is indexed.
+// builder carries one newIndex from pass to pass: it gives the words of a
+// catalog their term ids and holds what the first pass read.
 type builder struct {
 	dict  map[string]uint32
 	words map[string]int32
 	n     int // terms
+
+	// acc accumulates per term id, and touched lists the ids to reset.
+	acc     []float32
+	touched []uint32
+	// fields are the terms of every field of every tool; ex and anti the
+	// term sets of every example and anti-pattern.
+	fields   [numFields]fieldTerms
+	ex, anti sentenceSets
+	sentence []uint32 // a sentence's term ids, reused
 }
 
 func (b *builder) term(w []byte) int32 {
@@ -218,161 +228,17 @@ type sentenceSets struct {
 	owner []uint32 // sentence -> tool
 }
 
+// newIndex indexes a catalog in two passes over its tools: the terms of
+// every field (readCatalog), then their BM25F weights and term sets
+// (weigh), scattered into per-term postings (post).
 func newIndex(entries []Entry, p Params) *termIndex {
 	b := &builder{dict: map[string]uint32{}, words: map[string]int32{}}
-	n := len(entries)
-	weights := [numFields]Field{p.Name, p.Namespace, p.Description, p.Tags, p.Examples}
-
-	// Pass 1: the terms of every field of every tool, and of every example
-	// and anti-pattern. acc counts per term id; touched lists what to reset.
-	var fields [numFields]fieldTerms
-	var acc []float32
-	var touched []uint32
-	add := func(id uint32) {
-		if int(id) >= len(acc) {
-			acc = append(acc, make([]float32, int(id)+1-len(acc))...)
-		}
-		if acc[id] == 0 {
-			touched = append(touched, id)
-		}
-		acc[id]++
-	}
-	flush := func(f *fieldTerms, once bool) {
-		f.off = append(f.off, uint32(len(f.id)))
-		slices.Sort(touched)
-		var l float32
-		for _, id := range touched {
-			tf := acc[id]
-			if once {
-				tf = 1
-			}
-			f.id = append(f.id, id)
-			f.tf = append(f.tf, tf)
-			l += tf
-			acc[id] = 0
-		}
-		f.len = append(f.len, l)
-		touched = touched[:0]
-	}
-	var ex, anti sentenceSets
-	var words []uint32
-	sentence := func(s *sentenceSets, text string, owner int) {
-		words = words[:0]
-		b.each(text, func(id uint32) { words = append(words, id) })
-		slices.Sort(words)
-		s.off = append(s.off, uint32(len(s.ids)))
-		s.ids = append(s.ids, slices.Compact(words)...)
-		s.owner = append(s.owner, uint32(owner))
-	}
-	for i := range entries {
-		t := &entries[i].Tool
-		// Name words count once each: "create" of create_invoice is one
-		// word, not three mentions. The whole name joins them, so a query
-		// naming the tool (ABCmouse) finds it.
-		b.each(nameWords(t.Name)+" "+t.Name, add)
-		flush(&fields[fieldName], true)
-		b.each(nameWords(t.Namespace), add)
-		flush(&fields[fieldNamespace], false)
-		b.each(t.Description, add)
-		flush(&fields[fieldDescription], false)
-		for _, tag := range t.Tags {
-			b.each(tag, add)
-		}
-		flush(&fields[fieldTags], false)
-		for _, e := range t.Examples {
-			b.each(e, add)
-			sentence(&ex, e, i)
-		}
-		flush(&fields[fieldExamples], false)
-		for _, a := range t.AntiPatterns {
-			sentence(&anti, a, i)
-		}
-	}
-	for f := range fields {
-		fields[f].off = append(fields[f].off, uint32(len(fields[f].id)))
-	}
-	ex.off = append(ex.off, uint32(len(ex.ids)))
-	anti.off = append(anti.off, uint32(len(anti.ids)))
-	acc = append(acc, make([]float32, b.n-len(acc))...)
-
-	// Pass 2: BM25F, tf~ = Σ_f w_f·tf_f / (1 − b_f + b_f·len_f/avg_f). A
-	// query only multiplies idf by tf~/(k1+tf~), so that part is computed
-	// here, tool by tool, then scattered into per-term postings.
-	var avg [numFields]float64
-	for f := range fields {
-		for _, l := range fields[f].len {
-			avg[f] += float64(l)
-		}
-		avg[f] = max(avg[f]/float64(max(n, 1)), 1)
-	}
+	b.readCatalog(entries)
 	ix := &termIndex{p: p, dict: b.dict, words: b.words}
-	ix.setOff = make([]uint32, n+1)
-	df := make([]uint32, b.n)
-	var byTool fieldTerms // per tool: its terms with tf~/(k1+tf~)
-	for i := range n {
-		for f := range fields {
-			fd := &fields[f]
-			lo, hi := fd.off[i], fd.off[i+1]
-			if f < fieldExamples {
-				// The choice graph compares tools by what they say about
-				// themselves, examples aside.
-				ix.sets = append(ix.sets, fd.id[lo:hi]...)
-			}
-			w := weights[f].Weight / (1 - weights[f].B + weights[f].B*float64(fd.len[i])/avg[f])
-			if w <= 0 {
-				continue
-			}
-			for j := lo; j < hi; j++ {
-				id := fd.id[j]
-				if acc[id] == 0 {
-					touched = append(touched, id)
-				}
-				acc[id] += float32(w * float64(fd.tf[j]))
-			}
-		}
-		set := ix.sets[ix.setOff[i]:]
-		slices.Sort(set)
-		ix.sets = append(ix.sets[:ix.setOff[i]], slices.Compact(set)...)
-		ix.setOff[i+1] = uint32(len(ix.sets))
-		slices.Sort(touched)
-		byTool.off = append(byTool.off, uint32(len(byTool.id)))
-		for _, id := range touched {
-			tf := float64(acc[id])
-			byTool.id = append(byTool.id, id)
-			byTool.tf = append(byTool.tf, float32(tf/(tf+p.K1)))
-			df[id]++
-			acc[id] = 0
-		}
-		touched = touched[:0]
-	}
-	byTool.off = append(byTool.off, uint32(len(byTool.id)))
-	ix.toolOff = make([]uint32, b.n+1)
-	ix.toolIDF = make([]float32, b.n)
-	for id, d := range df {
-		ix.toolOff[id+1] = ix.toolOff[id] + d
-		ix.toolIDF[id] = float32(math.Log(1 + (float64(n)-float64(d)+0.5)/(float64(d)+0.5)))
-	}
-	ix.toolDoc = make([]uint32, len(byTool.id))
-	ix.toolSat = make([]float32, len(byTool.id))
-	next := slices.Clone(ix.toolOff[:b.n])
-	for i := range n {
-		for j := byTool.off[i]; j < byTool.off[i+1]; j++ {
-			id := byTool.id[j]
-			ix.toolDoc[next[id]] = uint32(i)
-			ix.toolSat[next[id]] = byTool.tf[j]
-			next[id]++
-		}
-	}
-
-	ix.surface = make([]string, b.n)
-	for w, id := range b.words {
-		if id < 0 {
-			continue
-		}
-		if cur := ix.surface[id]; cur == "" || len(w) < len(cur) || len(w) == len(cur) && w < cur {
-			ix.surface[id] = w
-		}
-	}
+	n := len(entries)
+	byTool, df := b.weigh(ix, n)
+	ix.post(&byTool, df, n)
+	ix.labelTerms(b.words)
 	ix.expansion = p.Synonym > 0 || p.Related > 0 || p.Broader > 0
 	if ix.expansion {
 		loadRelated() // here, not on the first question
@@ -387,20 +253,193 @@ func newIndex(entries []Entry, p Params) *termIndex {
 	for t, idf := range ix.toolIDF {
 		ix.idf2[t] = idf * idf
 	}
-	ix.examples = newSentences(&ex, ix.idf2)
-	ix.anti = newSentences(&anti, ix.idf2)
-	most := max(len(ex.owner), len(anti.owner))
+	ix.examples = newSentences(&b.ex, ix.idf2)
+	ix.anti = newSentences(&b.anti, ix.idf2)
+	most, terms := max(len(b.ex.owner), len(b.anti.owner)), b.n
 	ix.pool.New = func() any {
 		return &scratch{
 			tool:    make([]float32, n),
 			best:    make([]float32, n),
 			antiSim: make([]float32, n),
 			sent:    make([]float32, most),
-			seen:    make([]bool, b.n),
-			expW:    make([]float32, b.n),
+			seen:    make([]bool, terms),
+			expW:    make([]float32, terms),
 		}
 	}
 	return ix
+}
+
+// readCatalog is the first pass: the terms of every field of every tool,
+// and of every example and anti-pattern.
+func (b *builder) readCatalog(entries []Entry) {
+	add := b.count
+	for i := range entries {
+		t := &entries[i].Tool
+		// Name words count once each: "create" of create_invoice is one
+		// word, not three mentions. The whole name joins them, so a query
+		// naming the tool (ABCmouse) finds it.
+		b.each(nameWords(t.Name)+" "+t.Name, add)
+		b.flush(fieldName, true)
+		b.each(nameWords(t.Namespace), add)
+		b.flush(fieldNamespace, false)
+		b.each(t.Description, add)
+		b.flush(fieldDescription, false)
+		for _, tag := range t.Tags {
+			b.each(tag, add)
+		}
+		b.flush(fieldTags, false)
+		for _, e := range t.Examples {
+			b.each(e, add)
+			b.addSentence(&b.ex, e, i)
+		}
+		b.flush(fieldExamples, false)
+		for _, a := range t.AntiPatterns {
+			b.addSentence(&b.anti, a, i)
+		}
+	}
+	for f := range b.fields {
+		b.fields[f].off = append(b.fields[f].off, uint32(len(b.fields[f].id)))
+	}
+	b.ex.off = append(b.ex.off, uint32(len(b.ex.ids)))
+	b.anti.off = append(b.anti.off, uint32(len(b.anti.ids)))
+	b.acc = append(b.acc, make([]float32, b.n-len(b.acc))...)
+}
+
+// count counts one more occurrence of term id in acc.
+func (b *builder) count(id uint32) {
+	if int(id) >= len(b.acc) {
+		b.acc = append(b.acc, make([]float32, int(id)+1-len(b.acc))...)
+	}
+	if b.acc[id] == 0 {
+		b.touched = append(b.touched, id)
+	}
+	b.acc[id]++
+}
+
+// flush moves the counted terms into field f of the next tool (each
+// counting once when once is set) and resets acc.
+func (b *builder) flush(f int, once bool) {
+	fd := &b.fields[f]
+	fd.off = append(fd.off, uint32(len(fd.id)))
+	slices.Sort(b.touched)
+	var l float32
+	for _, id := range b.touched {
+		tf := b.acc[id]
+		if once {
+			tf = 1
+		}
+		fd.id = append(fd.id, id)
+		fd.tf = append(fd.tf, tf)
+		l += tf
+		b.acc[id] = 0
+	}
+	fd.len = append(fd.len, l)
+	b.touched = b.touched[:0]
+}
+
+// addSentence adds the term set of text, a sentence of tool owner, to s.
+func (b *builder) addSentence(s *sentenceSets, text string, owner int) {
+	b.sentence = b.sentence[:0]
+	b.each(text, func(id uint32) { b.sentence = append(b.sentence, id) })
+	slices.Sort(b.sentence)
+	s.off = append(s.off, uint32(len(s.ids)))
+	s.ids = append(s.ids, slices.Compact(b.sentence)...)
+	s.owner = append(s.owner, uint32(owner))
+}
+
+// weigh is the second pass, BM25F: tf~ = Σ_f w_f·tf_f / (1 − b_f +
+// b_f·len_f/avg_f). A query only multiplies idf by tf~/(k1+tf~), so that
+// part is computed here, tool by tool, with each tool's term set (ix.sets)
+// and each term's document frequency.
+func (b *builder) weigh(ix *termIndex, n int) (byTool fieldTerms, df []uint32) {
+	p := &ix.p
+	weights := [numFields]Field{p.Name, p.Namespace, p.Description, p.Tags, p.Examples}
+	var avg [numFields]float64
+	for f := range b.fields {
+		for _, l := range b.fields[f].len {
+			avg[f] += float64(l)
+		}
+		avg[f] = max(avg[f]/float64(max(n, 1)), 1)
+	}
+	ix.setOff = make([]uint32, n+1)
+	df = make([]uint32, b.n)
+	acc := b.acc
+	for i := range n {
+		for f := range b.fields {
+			fd := &b.fields[f]
+			lo, hi := fd.off[i], fd.off[i+1]
+			if f < fieldExamples {
+				// The choice graph compares tools by what they say about
+				// themselves, examples aside.
+				ix.sets = append(ix.sets, fd.id[lo:hi]...)
+			}
+			w := weights[f].Weight / (1 - weights[f].B + weights[f].B*float64(fd.len[i])/avg[f])
+			if w <= 0 {
+				continue
+			}
+			for j := lo; j < hi; j++ {
+				id := fd.id[j]
+				if acc[id] == 0 {
+					b.touched = append(b.touched, id)
+				}
+				acc[id] += float32(w * float64(fd.tf[j]))
+			}
+		}
+		set := ix.sets[ix.setOff[i]:]
+		slices.Sort(set)
+		ix.sets = append(ix.sets[:ix.setOff[i]], slices.Compact(set)...)
+		ix.setOff[i+1] = uint32(len(ix.sets))
+		slices.Sort(b.touched)
+		byTool.off = append(byTool.off, uint32(len(byTool.id)))
+		for _, id := range b.touched {
+			tf := float64(acc[id])
+			byTool.id = append(byTool.id, id)
+			byTool.tf = append(byTool.tf, float32(tf/(tf+p.K1)))
+			df[id]++
+			acc[id] = 0
+		}
+		b.touched = b.touched[:0]
+	}
+	byTool.off = append(byTool.off, uint32(len(byTool.id)))
+	return byTool, df
+}
+
+// post scatters the tools' saturated weights (byTool) into per-term
+// postings, and computes each term's idf over the n tools from its
+// document frequency df.
+func (ix *termIndex) post(byTool *fieldTerms, df []uint32, n int) {
+	terms := len(df)
+	ix.toolOff = make([]uint32, terms+1)
+	ix.toolIDF = make([]float32, terms)
+	for id, d := range df {
+		ix.toolOff[id+1] = ix.toolOff[id] + d
+		ix.toolIDF[id] = float32(math.Log(1 + (float64(n)-float64(d)+0.5)/(float64(d)+0.5)))
+	}
+	ix.toolDoc = make([]uint32, len(byTool.id))
+	ix.toolSat = make([]float32, len(byTool.id))
+	next := slices.Clone(ix.toolOff[:terms])
+	for i := range n {
+		for j := byTool.off[i]; j < byTool.off[i+1]; j++ {
+			id := byTool.id[j]
+			ix.toolDoc[next[id]] = uint32(i)
+			ix.toolSat[next[id]] = byTool.tf[j]
+			next[id]++
+		}
+	}
+}
+
+// labelTerms gives every term its shortest word (the alphabetically first
+// of equal length), for labels.
+func (ix *termIndex) labelTerms(words map[string]int32) {
+	ix.surface = make([]string, len(ix.toolIDF))
+	for w, id := range words {
+		if id < 0 {
+			continue
+		}
+		if cur := ix.surface[id]; cur == "" || len(w) < len(cur) || len(w) == len(cur) && w < cur {
+			ix.surface[id] = w
+		}
+	}
 }
 
 // newSentences indexes sentences with the catalog's squared idf (idf2),

@@ -1,0 +1,89 @@
+package funclen
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// body is a function body of n lines in all, braces and func line included.
+func body(n int) string {
+	return " {\n" + strings.Repeat("\t_ = 1\n", n-2) + "}\n"
+}
+
+func TestOver(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"a.go": "package p\n\ntype T struct{}\n\ntype G[K any] struct{}\n\n" +
+			"func short()" + body(10) +
+			"func atLimit()" + body(20) +
+			"func overLimit()" + body(21) +
+			"func (t *T) method()" + body(30) +
+			"func (g G[K]) generic()" + body(25) +
+			"func withLiteral() {\n\tf := func() {\n" + strings.Repeat("\t\t_ = 1\n", 20) + "\t}\n\tf()\n}\n",
+		// Tests and other directories are not the package's code.
+		"a_test.go":    "package p\n\nfunc longTest()" + body(200),
+		"sub/b.go":     "package sub\n\nfunc long()" + body(200),
+		"notes.txt":    "func notGo()" + body(200),
+		"generated.go": "package p\n\nfunc declared()\n",
+	}
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Over(dir, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range got {
+		names = append(names, fmt.Sprintf("%s:%d", f.Name, f.Lines))
+	}
+	// Longest first; a function literal counts in the function holding it.
+	want := []string{"T.method:30", "G.generic:25", "withLiteral:25", "overLimit:21"}
+	if !slices.Equal(names, want) {
+		t.Errorf("Over = %v, want %v", names, want)
+	}
+	if s := got[0].String(); s != "a.go:58: T.method is 30 lines" {
+		t.Errorf("String() = %q", s)
+	}
+	if _, err := Over(filepath.Join(dir, "missing"), 20); err == nil {
+		t.Error("a missing directory gave no error")
+	}
+}
+
+// Check reports each long function as a test failure.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.go"), []byte("package p\n\nfunc long()"+body(5)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	Check(rec, dir, 4)
+	if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "long is 5 lines; at most 4") {
+		t.Errorf("Check reported %q", rec.errors)
+	}
+	rec = &recorder{}
+	Check(rec, dir, 5)
+	if len(rec.errors) != 0 {
+		t.Errorf("Check at the limit reported %q", rec.errors)
+	}
+}
+
+type recorder struct {
+	testing.TB
+	errors []string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, a ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, a...))
+}
