@@ -321,10 +321,10 @@ func (b *packBuild) floor(n *node, sens v1alpha1.Sensitivity, text string) strin
 	if sens == "" {
 		sens = v1alpha1.SensitivityInternal
 	}
-	switch {
-	case b.access.Cleared(sens):
+	switch b.access.Floor(sens) {
+	case engine.FloorClear:
 		return text
-	case b.access.SensitivityAction == v1alpha1.SensitivityActionRedact:
+	case engine.FloorRedact:
 		n.redacted = true
 		return engine.RedactedContent("session", sens)
 	}
