@@ -58,6 +58,11 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"pattern program too large", func(c *ContextClassifier) {
 			c.Spec.Entities[0].Pattern = `[a-z]{1,1000}[0-9]{1,1000}[a-z]{1,1000}[0-9]{1,1000}[a-z]{1,1000}[0-9]{1,1000}`
 		}, "spec.entities[0].pattern", "instructions"},
+		// A short pattern whose program is large: accepted before issue 22
+		// (4,977 instructions), 4 s on a 64 KiB question.
+		{"pattern past the instruction limit", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = `(?:a|aa){1,995}b` },
+			"spec.entities[0].pattern", "compiles to 4977 instructions; patterns are limited to 1000"},
+		{"pattern at the instruction limit", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = `(?:a|aa){1,199}b` }, "", ""},
 		{"pattern too long", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = strings.Repeat("a", MaxPatternLength+1) }, "spec.entities[0].pattern", "limited to 1024"},
 		{"both dictionary and pattern", func(c *ContextClassifier) { c.Spec.Entities[1].Pattern = "x+" }, "spec.entities[1]", "exactly one of dictionary and pattern"},
 		{"dictionary too large", func(c *ContextClassifier) {

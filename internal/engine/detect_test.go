@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -234,7 +233,7 @@ func TestTrainingIsCachedByContent(t *testing.T) {
 func TestExtractEntities(t *testing.T) {
 	xs := []extractor{
 		{typ: "team", dict: newDictionary([]string{"Payments", "data science", "data", "Ünïcode"})},
-		{typ: "ticket", re: mustPattern(t, `\b[A-Z]+-[0-9]+\b`)},
+		{typ: "ticket", pat: mustPattern(t, `\b[A-Z]+-[0-9]+\b`)},
 	}
 	cases := []struct {
 		text string
@@ -247,7 +246,7 @@ func TestExtractEntities(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.text, func(t *testing.T) {
-			got := extractEntities(tc.text, xs)
+			got := mustExtract(t, tc.text, xs)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
@@ -260,23 +259,33 @@ func TestExtractEntities(t *testing.T) {
 	}
 	t.Run("bounded", func(t *testing.T) {
 		text := strings.Repeat("OPS-1 ", MaxEntities+10) + "X-" + strings.Repeat("1", MaxEntityValueBytes)
-		if got := extractEntities(text, xs); len(got) != MaxEntities {
+		if got := mustExtract(t, text, xs); len(got) != MaxEntities {
 			t.Errorf("%d entities, want the limit %d", len(got), MaxEntities)
 		}
 		long := "X-" + strings.Repeat("1", MaxEntityValueBytes)
-		if got := extractEntities(long, xs); len(got) != 0 {
+		if got := mustExtract(t, long, xs); len(got) != 0 {
 			t.Errorf("a match over %d bytes was reported: %d", MaxEntityValueBytes, len(got))
 		}
 	})
 }
 
-func mustPattern(t *testing.T, p string) *regexp.Regexp {
+func mustPattern(t testing.TB, p string) *entityPattern {
 	t.Helper()
-	re, err := v1alpha1.CompileEntityPattern(p)
+	pat, err := newEntityPattern(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return re
+	return pat
+}
+
+// mustExtract runs the extractors on text with a context that does not end.
+func mustExtract(t testing.TB, text string, xs []extractor) []Entity {
+	t.Helper()
+	got, err := extractEntities(context.Background(), text, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func TestDetectionConditionCost(t *testing.T) {
@@ -345,14 +354,14 @@ func BenchmarkDetect(b *testing.B) {
 	b.Run("classify+entities", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			d := s.newDetector(text, nil)
+			d := s.newDetector(context.Background(), text, nil)
 			d.run()
 		}
 	})
 	b.Run("entities", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			extractEntities(text, s.extractors)
+			mustExtract(b, text, s.extractors)
 		}
 	})
 	b.Run("classify", func(b *testing.B) {

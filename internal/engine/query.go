@@ -199,13 +199,16 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	}
 
 	// 1. Routes: every matching route contributes its sources, in route order.
-	det := s.queryDetector(&req)
+	det := s.queryDetector(ctx, &req)
 	rt, err := s.route(ctx, &req, resp, det)
 	if err != nil {
 		return nil, err
 	}
 	if det != nil && (det.done || len(req.Detect) > 0) {
 		det.run()
+		if err := det.stopped(""); err != nil {
+			return nil, err
+		}
 		resp.Detection = &det.detection
 	}
 
@@ -395,24 +398,33 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 }
 
 // StoppedError is returned by Query when its context ends (deadline or
-// cancellation) while route conditions are evaluated: the answer would depend
-// on conditions that were not evaluated, so there is none.
+// cancellation) while route conditions are evaluated or entities extracted:
+// the answer would depend on work that was not done, so there is none.
 type StoppedError struct {
-	// Route is the route whose condition was stopped or was next.
+	// Route is the route whose condition was stopped or was next; "" when
+	// the entities a request's detect asked for were being extracted.
 	Route string
 	// Err is the context's error (context.DeadlineExceeded or context.Canceled).
 	Err error
 }
 
+// stage says what the query was doing when it stopped.
+func (e *StoppedError) stage() string {
+	if e.Route == "" {
+		return "extracting the entities of detect"
+	}
+	return fmt.Sprintf("evaluating the condition of route %q", e.Route)
+}
+
 func (e *StoppedError) Error() string {
-	return fmt.Sprintf("stopped while evaluating the condition of route %q: %v", e.Route, e.Err)
+	return fmt.Sprintf("stopped while %s: %v", e.stage(), e.Err)
 }
 
 func (e *StoppedError) Unwrap() error { return e.Err }
 
 // TimeoutMessage is how the server and the CLI report a query stopped by its timeout.
 func (e *StoppedError) TimeoutMessage(timeout time.Duration) string {
-	return fmt.Sprintf("query exceeded the %s timeout while evaluating the condition of route %q", timeout, e.Route)
+	return fmt.Sprintf("query exceeded the %s timeout while %s", timeout, e.stage())
 }
 
 // matchRoutes evaluates the route conditions (route) and returns the
@@ -452,6 +464,11 @@ func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det 
 				default:
 				}
 				ok, err := r.cond.eval(ctx, act)
+				if err := det.stopped(r.name); err != nil {
+					// Detection stopped: even a condition that got past its
+					// error value would have read partial entities.
+					return routing{}, err
+				}
 				if err != nil {
 					if ctx.Err() != nil {
 						// Interrupted (or failed as the deadline passed): not a "no match".
