@@ -42,6 +42,7 @@ func (c *ContextClassifier) Validate() field.ErrorList {
 		allErrs = append(allErrs, field.TooMany(lp, len(s.Labels), MaxClassifierLabels))
 	}
 	seen := make(map[string]bool, len(s.Labels))
+	examples, exampleBytes := 0, 0
 	for i, l := range s.Labels {
 		p := lp.Index(i)
 		allErrs = append(allErrs, ValidateLabelName(p.Child("name"), l.Name)...)
@@ -60,7 +61,11 @@ func (c *ContextClassifier) Validate() field.ErrorList {
 			if msg := ExampleTextError(ex); msg != "" {
 				allErrs = append(allErrs, field.Invalid(ep.Index(j), truncateValue(ex), msg))
 			}
+			examples, exampleBytes = examples+1, exampleBytes+len(ex)
 		}
+	}
+	if msg := ExampleTotalsError(examples, exampleBytes, len(s.Labels)); msg != "" {
+		allErrs = append(allErrs, field.Forbidden(lp, msg))
 	}
 	allErrs = append(allErrs, validateSourceFile(spec.Child("examplesFrom"), s.ExamplesFrom)...)
 	if s.OutOfScopeLabel != "" {
@@ -103,6 +108,23 @@ func ExampleTextError(text string) string {
 		return "an example must not be blank"
 	case len(text) > MaxExampleBytes:
 		return fmt.Sprintf("%d bytes; examples are limited to %d bytes", len(text), MaxExampleBytes)
+	}
+	return ""
+}
+
+// ExampleTotalsError says what is wrong with the size of a classifier's
+// examples, n of them with textBytes bytes of text and labels distinct
+// labels, or "": the rule of the inline examples (Validate), of an
+// examplesFrom file, line by line, and of both together (the router's load).
+func ExampleTotalsError(n, textBytes, labels int) string {
+	switch {
+	case n > MaxClassifierExamples:
+		return fmt.Sprintf("%d examples; a classifier is limited to %d", n, MaxClassifierExamples)
+	case textBytes > MaxClassifierExampleBytes:
+		return fmt.Sprintf("%d bytes of example text; a classifier is limited to %d (1 MiB)", textBytes, MaxClassifierExampleBytes)
+	case labels*textBytes > MaxClassifierTrainingSize:
+		return fmt.Sprintf("%d labels × %d bytes of example text is %d; a classifier is limited to %d (%d Mi), which trains in seconds: fewer labels or less text",
+			labels, textBytes, labels*textBytes, MaxClassifierTrainingSize, MaxClassifierTrainingSize>>20)
 	}
 	return ""
 }

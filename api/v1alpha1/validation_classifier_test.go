@@ -41,6 +41,36 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"too many examples", func(c *ContextClassifier) {
 			c.Spec.Labels[0].Examples = many(MaxExamplesPerLabel+1, func(i int) string { return "x" })
 		}, "spec.labels[0].examples", "must have at most 1000 items"},
+		{"too many examples in all", func(c *ContextClassifier) {
+			c.Spec.Labels = nil
+			for i := 0; i*MaxExamplesPerLabel <= MaxClassifierExamples; i++ {
+				c.Spec.Labels = append(c.Spec.Labels, ClassifierLabel{Name: "l" + itoa(i), Examples: many(MaxExamplesPerLabel, func(int) string { return "x" })})
+			}
+		}, "spec.labels", "21000 examples; a classifier is limited to 20000"},
+		{"examples at the limit of text", func(c *ContextClassifier) {
+			long := strings.Repeat("a", MaxExampleBytes)
+			c.Spec.Labels[0].Examples = many(MaxExamplesPerLabel, func(int) string { return long })
+			c.Spec.Labels[1].Examples = many(MaxClassifierExampleBytes/MaxExampleBytes-MaxExamplesPerLabel, func(int) string { return long })
+		}, "", ""},
+		{"examples past the limit of text", func(c *ContextClassifier) {
+			long := strings.Repeat("a", MaxExampleBytes)
+			c.Spec.Labels[0].Examples = many(MaxExamplesPerLabel, func(int) string { return long })
+			c.Spec.Labels[1].Examples = many(MaxClassifierExampleBytes/MaxExampleBytes-MaxExamplesPerLabel, func(int) string { return long })
+			c.Spec.Labels[1].Examples[0] += "!"
+		}, "spec.labels", "1048577 bytes of example text; a classifier is limited to 1048576 (1 MiB)"},
+		{"labels × text at the limit", func(c *ContextClassifier) {
+			// 256 labels of 512 bytes each: 256 × 131,072 bytes = 32 Mi.
+			c.Spec.Labels = nil
+			for i := range MaxClassifierLabels {
+				c.Spec.Labels = append(c.Spec.Labels, ClassifierLabel{Name: "l" + itoa(i), Examples: []string{strings.Repeat("a", 256), strings.Repeat("b", 256)}})
+			}
+		}, "", ""},
+		{"labels × text past the limit", func(c *ContextClassifier) {
+			c.Spec.Labels = nil
+			for i := range MaxClassifierLabels {
+				c.Spec.Labels = append(c.Spec.Labels, ClassifierLabel{Name: "l" + itoa(i), Examples: []string{strings.Repeat("a", 256), strings.Repeat("b", 257)}})
+			}
+		}, "spec.labels", "256 labels × 131328 bytes of example text is 33619968; a classifier is limited to 33554432 (32 Mi)"},
 		{"too many labels", func(c *ContextClassifier) {
 			c.Spec.Labels = nil
 			for i := 0; i <= MaxClassifierLabels; i++ {

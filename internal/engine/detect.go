@@ -134,7 +134,8 @@ func ParseExamples(file, content string) ([]classify.Example, error) {
 	var out []classify.Example
 	sc := bufio.NewScanner(strings.NewReader(content))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	line := 0
+	line, textBytes := 0, 0
+	labels := map[string]bool{}
 	for sc.Scan() {
 		line++
 		raw := strings.TrimSpace(sc.Text())
@@ -150,17 +151,20 @@ func ParseExamples(file, content string) ([]classify.Example, error) {
 		if err := dec.Decode(&ex); err != nil {
 			return nil, fmt.Errorf("%s:%d: invalid JSON: %v (want {\"text\": ..., \"label\": ...})", file, line, err)
 		}
-		switch {
-		case ex.Text == nil || ex.Label == nil:
+		if ex.Text == nil || ex.Label == nil {
 			return nil, fmt.Errorf("%s:%d: want {\"text\": ..., \"label\": ...}, both strings", file, line)
-		case len(out) == v1alpha1.MaxClassifierExamples:
-			return nil, fmt.Errorf("%s:%d: more than %d examples; a classifier is limited to %d", file, line, v1alpha1.MaxClassifierExamples, v1alpha1.MaxClassifierExamples)
 		}
 		if msg := v1alpha1.ExampleTextError(*ex.Text); msg != "" {
 			return nil, fmt.Errorf("%s:%d: text: %s", file, line, msg)
 		}
 		if errs := v1alpha1.ValidateLabelName(nil, *ex.Label); len(errs) > 0 {
 			return nil, fmt.Errorf("%s:%d: label %q: %s", file, line, *ex.Label, errs[0].ErrorBody())
+		}
+		// The file's own totals; with the inline examples, the load checks them again.
+		textBytes += len(*ex.Text)
+		labels[*ex.Label] = true
+		if msg := v1alpha1.ExampleTotalsError(len(out)+1, textBytes, len(labels)); msg != "" {
+			return nil, fmt.Errorf("%s:%d: %s", file, line, msg)
 		}
 		out = append(out, classify.Example{Text: *ex.Text, Label: *ex.Label})
 	}
@@ -256,14 +260,16 @@ func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.Source
 		}
 		examples = append(examples, more...)
 	}
-	if len(examples) > v1alpha1.MaxClassifierExamples {
-		add("spec", fmt.Sprintf("%d examples; a classifier is limited to %d", len(examples), v1alpha1.MaxClassifierExamples))
-		return st, xs
-	}
 	// Only the out-of-scope label may go without examples.
 	counts := map[string]int{}
+	textBytes := 0
 	for _, ex := range examples {
 		counts[ex.Label]++
+		textBytes += len(ex.Text)
+	}
+	if msg := v1alpha1.ExampleTotalsError(len(examples), textBytes, len(counts)); msg != "" {
+		add("spec", msg+" (inline and examplesFrom together)")
+		return st, xs
 	}
 	if len(counts) == 0 {
 		add("spec.labels", "no examples: a classifier needs examples of at least one label")

@@ -15,6 +15,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
@@ -176,8 +177,13 @@ func TestExamplesFrom(t *testing.T) {
 	write("intents/bad.jsonl", `{"text": "ok", "label": "a"}`+"\n"+`{"text": "broken"`+"\n")
 	write("intents/nolabel.jsonl", `{"text": "ok"}`+"\n")
 	write("intents/long.jsonl", `{"text": "`+strings.Repeat("a", v1alpha1.MaxExampleBytes+1)+`", "label": "a"}`+"\n")
+	// A file at the limit of example text: with the inline examples, past it.
+	write("intents/full.jsonl", strings.Repeat(`{"text": "`+strings.Repeat("a", v1alpha1.MaxExampleBytes)+`", "label": "shipping"}`+"\n",
+		v1alpha1.MaxClassifierExampleBytes/v1alpha1.MaxExampleBytes))
+	// Room for full.jsonl: 1 MiB of text, and its JSON.
+	maxFile := resource.MustParse("2Mi")
 	src := v1alpha1.ContextSource{ObjectMeta: meta("examples"), Spec: v1alpha1.ContextSourceSpec{
-		Type: v1alpha1.SourceDirectory, Directory: &v1alpha1.DirectorySource{Path: dir}}}
+		Type: v1alpha1.SourceDirectory, Directory: &v1alpha1.DirectorySource{Path: dir, MaxFileSize: &maxFile}}}
 	src.Default()
 	cases := []struct {
 		path, want string // want "" = compiles, with label shipping
@@ -187,6 +193,7 @@ func TestExamplesFrom(t *testing.T) {
 		{"intents/bad.jsonl", "spec.examplesFrom: intents/bad.jsonl:2: invalid JSON"},
 		{"intents/nolabel.jsonl", "spec.examplesFrom: intents/nolabel.jsonl:1: want {\"text\": ..., \"label\": ...}"},
 		{"intents/long.jsonl", "spec.examplesFrom: intents/long.jsonl:1: text: 1025 bytes; examples are limited to 1024 bytes"},
+		{"intents/full.jsonl", "ContextClassifier/intent: spec: 1048728 bytes of example text; a classifier is limited to 1048576 (1 MiB) (inline and examplesFrom together)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.path, func(t *testing.T) {
@@ -409,13 +416,37 @@ func TestDetectionValuesInCEL(t *testing.T) {
 
 func TestParseExamplesLimit(t *testing.T) {
 	line := `{"text": "where is my parcel", "label": "shipping"}` + "\n"
-	_, err := ParseExamples("big.jsonl", strings.Repeat(line, v1alpha1.MaxClassifierExamples+1))
-	if err == nil || !strings.Contains(err.Error(), "big.jsonl:50001: more than 50000 examples") {
-		t.Fatalf("got %v", err)
-	}
-	got, err := ParseExamples("ok.jsonl", strings.Repeat(line, v1alpha1.MaxClassifierExamples))
-	if err != nil || len(got) != v1alpha1.MaxClassifierExamples {
-		t.Fatalf("%d examples, %v", len(got), err)
+	long := `{"text": "` + strings.Repeat("a", v1alpha1.MaxExampleBytes) + `", "label": "shipping"}` + "\n"
+	for _, tc := range []struct {
+		name, content, want string // want "" = parsed
+		n                   int
+	}{
+		{"examples at the limit", strings.Repeat(line, v1alpha1.MaxClassifierExamples), "", v1alpha1.MaxClassifierExamples},
+		{"one example more", strings.Repeat(line, v1alpha1.MaxClassifierExamples+1), "big.jsonl:20001: 20001 examples; a classifier is limited to 20000", 0},
+		{"text at the limit", strings.Repeat(long, v1alpha1.MaxClassifierExampleBytes/v1alpha1.MaxExampleBytes), "", 1024},
+		{"one long example more", strings.Repeat(long, v1alpha1.MaxClassifierExampleBytes/v1alpha1.MaxExampleBytes+1),
+			"big.jsonl:1025: 1049600 bytes of example text; a classifier is limited to 1048576 (1 MiB)", 0},
+		// A new label and 1,000 bytes a line: 184 labels × 184,000 bytes pass 32 Mi at line 184.
+		{"labels × text past the limit", func() string {
+			var b strings.Builder
+			for i := range 600 {
+				fmt.Fprintf(&b, `{"text": "%s", "label": "l%d"}`+"\n", strings.Repeat("a", 1000), i%200)
+			}
+			return b.String()
+		}(), "big.jsonl:184: 184 labels × 184000 bytes of example text is 33856000; a classifier is limited to 33554432 (32 Mi), which trains in seconds: fewer labels or less text", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseExamples("big.jsonl", tc.content)
+			if tc.want != "" {
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("got %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil || len(got) != tc.n {
+				t.Fatalf("%d examples, %v; want %d", len(got), err, tc.n)
+			}
+		})
 	}
 	if _, err := ParseExamples("extra.jsonl", `{"text": "a", "label": "b", "lable": "c"}`); err == nil || !strings.Contains(err.Error(), `extra.jsonl:1: invalid JSON: json: unknown field "lable"`) {
 		t.Errorf("unknown field: %v", err)
