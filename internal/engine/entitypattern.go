@@ -32,7 +32,8 @@ const (
 
 // PatternScanBytes is how much of a question a pattern compiled to
 // instructions reads: matches must start before it (all of a question of
-// MaxTextBytes for patterns of up to 64 instructions, 4 KiB at the limit).
+// MaxTextBytes for patterns of up to 64 instructions, 4,194 bytes at the
+// limit of 1,000).
 func PatternScanBytes(instructions int) int {
 	return PatternScanCost / max(instructions, 1)
 }
