@@ -116,6 +116,9 @@ var boundaryValues = map[string]string{
 	"ContextRouter spec.sessions.redis.address":                 dnsFiller(253) + ":65535",
 	// maxLength counts characters, not bytes.
 	"ContextRoute spec.when": strings.Repeat("é", 4096),
+	// A literal as long compiles to more than MaxPatternInstructions; a
+	// character class is one instruction.
+	"ContextClassifier spec.entities[].pattern": "[" + strings.Repeat("é", 1022) + "]",
 }
 
 // itemKeys name, for atomic lists whose entries Validate requires to be

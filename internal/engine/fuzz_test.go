@@ -174,7 +174,7 @@ func FuzzCondition(f *testing.F) {
 		want, werr := true, error(nil)
 		if c != nil {
 			act := newActivation(&req, snap.vars)
-			act.det = snap.queryDetector(&req)
+			act.det = snap.queryDetector(context.Background(), &req)
 			want, werr = c.eval(context.Background(), act)
 		}
 		switch {

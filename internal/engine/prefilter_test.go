@@ -45,44 +45,55 @@ func TestPatternPrefilter(t *testing.T) {
 	}
 	alphabet := []string{"A", "B", "Z", "I", "N", "C", "a", "b", "c", "x", "z", "0", "7", "9", "-", "-", " ", " ", ".", "@",
 		"#", "ticket", "issue", "INC", ".com", "ü", "\xff", "\uFFFD", "OPS-12", "ab", " #", "ticket #", "ü-", "\uFFFDx", "\xffx"}
-	rng := rand.New(rand.NewPCG(9, 9))
-	texts := []string{"", "OPS-12", "How many vacation days do I get?", "\xffx", "mail bob@acme.com", "INC00 and INC1"}
-	for range 3000 {
-		var b strings.Builder
-		for range rng.IntN(12) {
-			b.WriteString(alphabet[rng.IntN(len(alphabet))])
-		}
-		texts = append(texts, b.String())
-	}
+	texts := append([]string{"", "OPS-12", "How many vacation days do I get?", "\xffx", "mail bob@acme.com", "INC00 and INC1"},
+		randomTexts(9, alphabet, 3000, 12)...)
 	for _, p := range patterns {
 		t.Run(p, func(t *testing.T) {
-			plain := extractor{typ: "x", re: mustPattern(t, p)}
-			filtered := plain
-			filtered.lit = requiredLiteral(p)
-			if filtered.lit == "" && p != `[0-9]+(\.[0-9]+)?` {
+			plainPat := *mustPattern(t, p)
+			plainPat.lit = ""
+			filteredPat := plainPat
+			filteredPat.lit = requiredLiteral(p)
+			plain := extractor{typ: "x", pat: &plainPat}
+			filtered := extractor{typ: "x", pat: &filteredPat}
+			if filteredPat.lit == "" && p != `[0-9]+(\.[0-9]+)?` {
 				t.Fatalf("no literal for %s", p)
 			}
 			matched, skipped := 0, 0
 			for _, text := range texts {
-				want := extractEntities(text, []extractor{plain})
-				got := extractEntities(text, []extractor{filtered})
+				want := mustExtract(t, text, []extractor{plain})
+				got := mustExtract(t, text, []extractor{filtered})
 				if !slices.Equal(got, want) {
 					t.Fatalf("%q: prefiltered %+v, plain %+v", text, got, want)
 				}
 				if len(want) > 0 {
 					matched++
 				}
-				if !strings.Contains(text, filtered.lit) {
+				if !strings.Contains(text, filteredPat.lit) {
 					skipped++
 					if len(want) > 0 {
-						t.Fatalf("%q matches but lacks %q", text, filtered.lit)
+						t.Fatalf("%q matches but lacks %q", text, filteredPat.lit)
 					}
 				}
 			}
 			// The generated set exercises both sides.
-			if matched == 0 || (filtered.lit != "" && skipped == 0) {
+			if matched == 0 || (filteredPat.lit != "" && skipped == 0) {
 				t.Errorf("%d texts matched, %d skipped", matched, skipped)
 			}
 		})
 	}
+}
+
+// randomTexts are n texts of fewer than parts pieces of alphabet each,
+// drawn with a seeded generator.
+func randomTexts(seed uint64, alphabet []string, n, parts int) []string {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	out := make([]string, n)
+	for i := range out {
+		var b strings.Builder
+		for range rng.IntN(parts) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		out[i] = b.String()
+	}
+	return out
 }
