@@ -304,7 +304,7 @@ func TestBudgetAndMemoryCap(t *testing.T) {
 		s.Facts = append(s.Facts, session.Fact{Key: fmt.Sprint("fact", i), Value: strings.Repeat(fmt.Sprint("value", i, " "), 10)})
 		s.Episodes = append(s.Episodes, session.Episode{ID: fmt.Sprint("e", i), Text: strings.Repeat(fmt.Sprint("episode", i, " "), 12)})
 	}
-	for _, estName := range []v1alpha1.TokenEstimator{v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace} {
+	for _, estName := range v1alpha1.TokenEstimators() {
 		est, _ := budget.New(estName)
 		for _, ph := range session.Phases {
 			for _, mt := range []int{0, 37, 400, 1500} {
