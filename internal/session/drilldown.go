@@ -10,7 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/contextrouter/contextrouter/internal/jsonpath"
 )
 
 // Drill-down of an artifact (api.md §11.4): bounded views of a tool result
@@ -34,8 +35,8 @@ const (
 	// answered by its shape.
 	MaxDrillValueBytes = 64 << 10
 	// MaxPathBytes and MaxPathSteps bound a json path.
-	MaxPathBytes = 1024
-	MaxPathSteps = 64
+	MaxPathBytes = jsonpath.MaxBytes
+	MaxPathSteps = jsonpath.MaxSteps
 	// MaxDrillColumns bounds the columns listed.
 	MaxDrillColumns = 256
 )
@@ -323,109 +324,20 @@ func rawType(v json.RawMessage) string {
 	return "integer"
 }
 
-// A json path selects a value: "" or "." is the whole document; then steps
-// of .name (letters, digits, '_', '-' and '$'), ["any name"] (a JSON
-// string) and [N] (an array index, 0-based; [-1] is the last element).
-// Example: .items[0].name, .["a.b"][2].
+// PathStep is one step of a json path (api.md §11.9; package jsonpath).
+type PathStep = jsonpath.Step
 
-// PathStep is one step of a path: a key, or an index when IsIndex.
-type PathStep struct {
-	Key     string
-	Index   int
-	IsIndex bool
-}
-
-// ParsePath reads a json path.
+// ParsePath reads a json path; its error is a DrillError.
 func ParsePath(p string) ([]PathStep, error) {
-	if len(p) > MaxPathBytes {
-		return nil, drillErrorf("path is %d bytes; it is limited to %d bytes", len(p), MaxPathBytes)
-	}
-	bad := func(at int, what string) error {
-		return drillErrorf("path %q: %s at byte %d; a path is like .items[0].name or .[\"a key\"]", p, what, at)
-	}
-	var steps []PathStep
-	i := 0
-	if p == "." {
-		return nil, nil
-	}
-	for i < len(p) {
-		if len(steps) == MaxPathSteps {
-			return nil, drillErrorf("path has more than %d steps", MaxPathSteps)
-		}
-		switch p[i] {
-		case '.':
-			i++
-			if i < len(p) && p[i] == '[' {
-				continue // .["key"]
-			}
-			j := i
-			for j < len(p) && isNameByte(p[j]) {
-				j++
-			}
-			if j == i {
-				return nil, bad(i, "a name is missing")
-			}
-			steps = append(steps, PathStep{Key: p[i:j]})
-			i = j
-		case '[':
-			i++
-			if i < len(p) && p[i] == '"' {
-				dec := json.NewDecoder(strings.NewReader(p[i:]))
-				var key string
-				if err := dec.Decode(&key); err != nil {
-					return nil, bad(i, "a JSON string is malformed")
-				}
-				i += int(dec.InputOffset())
-				steps = append(steps, PathStep{Key: key})
-			} else {
-				j := i
-				if j < len(p) && p[j] == '-' {
-					j++
-				}
-				for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-					j++
-				}
-				n, err := strconv.Atoi(p[i:j])
-				if err != nil || j-i > 9 {
-					return nil, bad(i, "an index or a quoted name is missing")
-				}
-				steps = append(steps, PathStep{Index: n, IsIndex: true})
-				i = j
-			}
-			if i >= len(p) || p[i] != ']' {
-				return nil, bad(i, "']' is missing")
-			}
-			i++
-		default:
-			return nil, bad(i, fmt.Sprintf("unexpected %q", p[i]))
-		}
+	steps, err := jsonpath.Parse(p)
+	if err != nil {
+		return nil, &DrillError{Msg: err.Error()}
 	}
 	return steps, nil
 }
 
-func isNameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '$'
-}
-
 // FormatPath writes steps back in the canonical form ParsePath reads.
-func FormatPath(steps []PathStep) string {
-	if len(steps) == 0 {
-		return "."
-	}
-	var b strings.Builder
-	for _, s := range steps {
-		switch {
-		case s.IsIndex:
-			b.WriteString("[" + strconv.Itoa(s.Index) + "]")
-		case s.Key != "" && strings.IndexFunc(s.Key, func(r rune) bool { return r >= utf8.RuneSelf || !isNameByte(byte(r)) }) < 0:
-			b.WriteString("." + s.Key)
-		default:
-			q, _ := json.Marshal(s.Key)
-			b.WriteString(`.[` + string(q) + `]`)
-		}
-	}
-	return b.String()
-}
+func FormatPath(steps []PathStep) string { return jsonpath.Format(steps) }
 
 // selectString parses path and selects it in the JSON document content.
 func selectString(content, path string) ([]PathStep, json.RawMessage, error) {
