@@ -29,7 +29,7 @@ func validateSessions(p *field.Path, s *SessionsSpec) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(p.Child("firewall", "maxChars"), n,
 			fmt.Sprintf("must be between %d and %d", MinFirewallMaxChars, MaxFirewallMaxChars)))
 	}
-	allErrs = append(allErrs, validateFirewallKeep(p.Child("firewall", "keep"), s.Firewall.Keep)...)
+	allErrs = append(allErrs, ValidateFirewallKeep(p.Child("firewall", "keep"), s.Firewall.Keep)...)
 	rp := p.Child("redis")
 	if r := s.Redis; r != nil {
 		allErrs = append(allErrs, validateRedis(rp, r)...)
@@ -91,9 +91,10 @@ func validatePhases(p *field.Path, ps *PhasesSpec) field.ErrorList {
 	return allErrs
 }
 
-// validateFirewallKeep checks the keep-list: bounded rules whose tool globs
-// path.Match accepts and whose paths parse (api.md §11.4).
-func validateFirewallKeep(p *field.Path, rules []FirewallKeepRule) field.ErrorList {
+// ValidateFirewallKeep checks the keep-list: bounded rules whose tool globs
+// path.Match accepts and whose paths parse (api.md §11.4). The session
+// policy reads the list with it too.
+func ValidateFirewallKeep(p *field.Path, rules []FirewallKeepRule) field.ErrorList {
 	var allErrs field.ErrorList
 	if len(rules) > MaxKeepRules {
 		allErrs = append(allErrs, field.TooMany(p, len(rules), MaxKeepRules))

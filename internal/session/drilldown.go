@@ -20,6 +20,8 @@ import (
 // Drill-down views.
 const (
 	ViewHead    = "head"
+	ViewLines   = "lines"
+	ViewGrep    = "grep"
 	ViewJSON    = "json"
 	ViewCSV     = "csv"
 	ViewColumns = "columns"
@@ -41,13 +43,23 @@ const (
 	MaxDrillColumns = 256
 )
 
-// DrillRequest asks for one view.
+// DrillRequest asks for one view. A parameter of another view is refused.
 type DrillRequest struct {
 	View string
 	// Lines: lines of head, rows of csv (0: DefaultDrillLines).
 	Lines int
 	// Path selects a value in the json view (ParsePath).
 	Path string
+	// From and To are the range of the lines view: line numbers from 1,
+	// negative ones from the end (-1 the last line); nil: from 1, to
+	// from+DefaultDrillLines-1.
+	From, To *int
+	// Pattern is what the grep view looks for: RE2, or a plain string when
+	// Literal. Context lines go around each match (nil: 0); Max bounds the
+	// matches (nil: DefaultGrepMatches).
+	Pattern      string
+	Literal      bool
+	Context, Max *int
 }
 
 // Drill is a view of an artifact.
@@ -59,6 +71,18 @@ type Drill struct {
 	Lines     int    `json:"lines"`
 	// Head: the first lines (head view).
 	Head []string `json:"head,omitempty"`
+	// From, To, Content, Next and Note (lines view): the range answered,
+	// its lines, the range to ask for next (nil at the end) and what the
+	// request's range had past either end.
+	From    int        `json:"from,omitempty"`
+	To      int        `json:"to,omitempty"`
+	Content []string   `json:"content,omitempty"`
+	Next    *LineRange `json:"next,omitempty"`
+	Note    string     `json:"note,omitempty"`
+	// Matches and TotalMatches (grep view): the matches answered, and how
+	// many lines match in all.
+	Matches      []GrepMatch `json:"matches,omitzero"`
+	TotalMatches *int        `json:"total_matches,omitempty"`
 	// Path and Value (json view); Summary stands for a value over
 	// MaxDrillValueBytes.
 	Path    string          `json:"path,omitempty"`
@@ -93,21 +117,28 @@ func drillErrorf(format string, args ...any) error {
 
 // DrillDown answers one view of an artifact's content.
 func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
-	if req.Lines < 0 || req.Lines > MaxDrillLines {
-		return nil, drillErrorf("lines is %d; it must be between 1 and %d", req.Lines, MaxDrillLines)
+	if err := req.check(); err != nil {
+		return nil, err
 	}
 	if req.Lines == 0 {
 		req.Lines = DefaultDrillLines
 	}
-	if req.Path != "" && req.View != ViewJSON && req.View != ViewColumns {
-		return nil, drillErrorf("path applies to view=json and view=columns only")
-	}
-	d := &Drill{Ref: ref, View: req.View, MediaType: "text/plain", Bytes: len(content), Lines: strings.Count(content, "\n") + 1}
+	d := &Drill{Ref: ref, View: req.View, MediaType: "text/plain", Bytes: len(content), Lines: countLines(content)}
 	isJSON := json.Valid([]byte(content))
 	if isJSON {
 		d.MediaType = "application/json"
 	}
 	switch req.View {
+	case ViewLines:
+		if err := linesView(d, content, req); err != nil {
+			return nil, err
+		}
+		return d, nil
+	case ViewGrep:
+		if err := grepView(d, content, req); err != nil {
+			return nil, err
+		}
+		return d, nil
 	case ViewHead:
 		rest := content
 		for n := 0; n < req.Lines && rest != ""; n++ {
@@ -167,8 +198,38 @@ func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
 		}
 		return d, nil
 	}
-	return nil, drillErrorf("unknown view %q: want head, json, csv or columns", req.View)
+	return nil, drillErrorf("unknown view %q: want head, lines, grep, json, csv or columns", req.View)
 }
+
+// check refuses a parameter of another view and a bound past its range.
+func (req *DrillRequest) check() error {
+	v := req.View
+	for _, p := range [...]struct {
+		name  string
+		given bool
+		views []string
+	}{
+		{"lines", req.Lines != 0, []string{ViewHead, ViewCSV}},
+		{"path", req.Path != "", []string{ViewJSON, ViewColumns}},
+		{"from", req.From != nil, []string{ViewLines}},
+		{"to", req.To != nil, []string{ViewLines}},
+		{"pattern", req.Pattern != "", []string{ViewGrep}},
+		{"literal", req.Literal, []string{ViewGrep}},
+		{"context", req.Context != nil, []string{ViewGrep}},
+		{"max", req.Max != nil, []string{ViewGrep}},
+	} {
+		if p.given && !slices.Contains(p.views, v) && slices.Contains(drillViews, v) {
+			return drillErrorf("%s applies to view=%s only", p.name, strings.Join(p.views, " and view="))
+		}
+	}
+	if req.Lines < 0 || req.Lines > MaxDrillLines {
+		return drillErrorf("lines is %d; it must be between 1 and %d", req.Lines, MaxDrillLines)
+	}
+	return nil
+}
+
+// drillViews are the views DrillDown answers.
+var drillViews = []string{ViewHead, ViewLines, ViewGrep, ViewJSON, ViewCSV, ViewColumns}
 
 // csvView reads content as CSV (tab-separated when its first line has tabs
 // and no commas), the first record being the header.
