@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -138,5 +140,33 @@ func TestSessionDrillViews(t *testing.T) {
 				t.Fatalf("%v %s, want an error with %s", res.IsError, resultText(res), tc.want)
 			}
 		})
+	}
+}
+
+// TestSessionKeepOnServe: serve's packs apply the router's
+// spec.sessions.firewall.keep.
+func TestSessionKeepOnServe(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../examples/quickstart")); err != nil {
+		t.Fatal(err)
+	}
+	router := filepath.Join(dir, "router.yaml")
+	raw, err := os.ReadFile(router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := "spec:\n  sessions:\n    firewall:\n      keep:\n        - tools: [\"hr.*\"]\n          paths: [\".remaining_days\", \".requests[1]\"]\n"
+	if err := os.WriteFile(router, []byte(strings.Replace(string(raw), "spec:\n", keep, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Options{Paths: []string{dir}})
+	ts.waitReady()
+	ts.mustCall(200, "POST", "/v1/sessions/k/items", sessionItems{Agent: "hr-assistant", Items: []session.Item{
+		{ID: "c1", Kind: session.KindToolCall, Text: `hr.leave_balance(employee="e-1042")`},
+		{ID: "r1", Kind: session.KindToolResult, ParentID: "c1", Text: bigBalance},
+	}}, nil)
+	p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/k/context", map[string]any{"agent": "hr-assistant", "phase": "interpret"}, nil))
+	if len(p.Artifacts) != 1 || !strings.Contains(p.Text, "\nkeep: .remaining_days = 19\nkeep: .requests[1] = {\"id\":\"pto-1\",\"days\":2}\n") {
+		t.Fatalf("the pack lacks the kept paths:\n%s", p.Text)
 	}
 }
