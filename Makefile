@@ -87,6 +87,7 @@ FUZZ_TARGETS := \
 	./internal/session:FuzzSessionFile \
 	./internal/session:FuzzJSONSummary \
 	./internal/session:FuzzJSONPath \
+	./internal/session:FuzzDrillText \
 	./internal/session/redisstore:FuzzItemRecord \
 	./internal/convert:FuzzTheaios \
 	./internal/convert:FuzzCondition \

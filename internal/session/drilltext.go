@@ -237,8 +237,7 @@ func (m *matcher) candidates(text string, add func(line, start, end, at int)) {
 		// that fold to ASCII letters (the Kelvin sign and the long s) would
 		// hide a match from it.
 		if strings.Contains(text, "\u212a") || strings.Contains(text, "\u017f") {
-			m.lits = nil
-			m.everyLine(text, add)
+			m.everyLine(text, 0, 1, add)
 			return
 		}
 		hay = asciiLower(text)
@@ -274,9 +273,10 @@ func (m *matcher) candidates(text string, add func(line, start, end, at int)) {
 	}
 }
 
-// everyLine matches each line of text alone.
-func (m *matcher) everyLine(text string, add func(line, start, end, at int)) {
-	for pos, line := 0, 1; pos < len(text); line++ {
+// everyLine matches each line of text alone, from the one at byte pos,
+// numbered line, on.
+func (m *matcher) everyLine(text string, pos, line int, add func(line, start, end, at int)) {
+	for ; pos < len(text); line++ {
 		end, next := lineBounds(text, pos)
 		if s, _ := m.find(strings.TrimSuffix(text[pos:end], "\r")); s >= 0 {
 			add(line, pos, end, s)
@@ -322,10 +322,12 @@ type hit struct {
 
 // grepLines finds the matching lines of text: the first max of them (and
 // the line of the one after, which bounds the last one's context) and how
-// many there are. One search runs from each line start on, so a text with
-// few matches is searched in one pass; a match that spans a line break is
-// checked against its line alone, and from then on each line is searched
-// alone, so no text is searched twice.
+// many there are. An expression with literals runs on the lines that hold
+// one; otherwise one search runs from each line start on, so a text with
+// few matches is searched in one pass. From a match that runs past its
+// line on (a "\n" or (?s) in the pattern), and in a text with "\r\n" line
+// ends (which $ would not match before), each line is matched alone,
+// without its line break: what every way here agrees with.
 func grepLines(text string, m *matcher, max int) (hits []hit, nextLine, total int) {
 	add := func(line, start, end, at int) {
 		total++
@@ -336,20 +338,15 @@ func grepLines(text string, m *matcher, max int) (hits []hit, nextLine, total in
 			nextLine = line
 		}
 	}
-	if len(m.lits) > 0 {
+	switch {
+	case len(m.lits) > 0:
 		m.candidates(text, add)
 		return hits, nextLine, total
+	case m.re != nil && strings.Contains(text, "\r"):
+		m.everyLine(text, 0, 1, add)
+		return hits, nextLine, total
 	}
-	pos, line, perLine := 0, 1, false
-	for ; pos < len(text); line++ {
-		if perLine {
-			end, next := lineBounds(text, pos)
-			if s, _ := m.find(strings.TrimSuffix(text[pos:end], "\r")); s >= 0 {
-				add(line, pos, end, s)
-			}
-			pos = next
-			continue
-		}
+	for pos, line := 0, 1; pos < len(text); line++ {
 		s, e := m.find(text[pos:])
 		if s < 0 {
 			break
@@ -361,15 +358,11 @@ func grepLines(text string, m *matcher, max int) (hits []hit, nextLine, total in
 			break // the empty "line" after a final line break
 		}
 		end, next := lineBounds(text, start)
-		if e > end {
-			// The match spans a line break: the line alone decides.
-			perLine = true
-			if s2, _ := m.find(strings.TrimSuffix(text[start:end], "\r")); s2 >= 0 {
-				add(line, start, end, s2)
-			}
-		} else {
-			add(line, start, end, s-start)
+		if e > start+len(strings.TrimSuffix(text[start:end], "\r")) {
+			m.everyLine(text, start, line, add)
+			break
 		}
+		add(line, start, end, s-start)
 		pos = next
 	}
 	return hits, nextLine, total
