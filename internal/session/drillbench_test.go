@@ -42,3 +42,18 @@ func BenchmarkDrillLines(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFirewallLog builds the interpret pack of a session whose tool
+// result is the 400-line build log: the firewall's cost for it (hash, line
+// count, head, tail and signal lines) and the rest of a small pack.
+func BenchmarkFirewallLog(b *testing.B) {
+	s := &session.Session{Items: []session.Item{
+		{ID: "c7", Kind: session.KindToolCall, Text: "ci.build_log(job=42)"},
+		{ID: "r7", Kind: session.KindToolResult, ParentID: "c7", Text: sessiontest.BuildLog(400)},
+	}}
+	for b.Loop() {
+		if _, err := session.Build(s, session.Options{Phase: session.PhaseInterpret}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

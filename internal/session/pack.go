@@ -531,8 +531,9 @@ func (b *packBuild) renderSection(pack *Pack, sec section, count, size int) stri
 			fw := &pack.Stats.Firewall
 			fw.Artifacts++
 			fw.Bytes += a.Bytes
-			_, raw, _ := render(KindToolResult, n.id, b.s.Items[i-b.firstItem].Text)
-			fw.TokensSaved += b.est.Count(raw) - b.est.Count(n.line)
+			// The text and the rest of its line are counted apart: the
+			// line would be a copy of the text.
+			fw.TokensSaved += b.est.Count(b.s.Items[i-b.firstItem].Text) + b.est.Count("tool result "+n.id+": \n") - b.est.Count(n.line)
 		}
 		pack.Items = append(pack.Items, pi)
 	}

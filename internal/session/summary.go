@@ -36,6 +36,14 @@ var signalWords = [256][]string{
 	't': {"traceback"},
 }
 
+// signalStart marks the bytes a signal word starts with, in either case.
+var signalStart = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = signalWords[c|0x20] != nil
+	}
+	return t
+}()
+
 // wordByte reports a byte that continues a word: an ASCII letter or digit,
 // '_', or a byte of a character past ASCII.
 func wordByte(c byte) bool {
@@ -125,6 +133,12 @@ func textSummary(text string, n, limit int) []string {
 func scanSignals(text string, edges []textLine) (others []textLine, total int) {
 	line, pos := 1, 0
 	for i := 0; i < len(text); i++ {
+		c := text[i]
+		// Most bytes start no signal word, and most that could sit inside a
+		// word in lower case: both are told here, without a call.
+		if !signalStart[c] || c >= 'a' && i > 0 && wordByte(text[i-1]) {
+			continue
+		}
 		w := signalAt(text, i)
 		if w == 0 {
 			continue

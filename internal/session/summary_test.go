@@ -198,7 +198,11 @@ func TestFirewallStats(t *testing.T) {
 			want := 0
 			for _, a := range p.Artifacts {
 				text := map[string]string{"r1": log, "r2": js}[a.ItemID]
-				want += est.Count("tool result "+a.ItemID+": "+text+"\n") - est.Count("tool result "+a.ItemID+": "+a.Summary+"\n")
+				raw := est.Count("tool result " + a.ItemID + ": " + text + "\n")
+				if d := est.Count(text) + est.Count("tool result "+a.ItemID+": \n") - raw; d < 0 || d > 1 {
+					t.Errorf("%s: the text and its label counted apart differ from the line by %d tokens", a.ItemID, d)
+				}
+				want += est.Count(text) + est.Count("tool result "+a.ItemID+": \n") - est.Count("tool result "+a.ItemID+": "+a.Summary+"\n")
 			}
 			fw := p.Stats.Firewall
 			if fw.Artifacts != 2 || p.Stats.Firewalled != 2 || fw.Bytes != len(log)+len(js) || fw.TokensSaved != want || want < 5000 {
