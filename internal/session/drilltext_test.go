@@ -43,18 +43,43 @@ func drill(t *testing.T, content string, req session.DrillRequest) (string, erro
 	return string(b), nil
 }
 
+// drillCase is a view of content: want is a part of the answer's JSON,
+// err a part of the error's message.
+type drillCase struct {
+	name    string
+	content string
+	req     session.DrillRequest
+	want    string
+	err     string
+}
+
+func runDrillCases(t *testing.T, tests []drillCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := drill(t, tc.content, tc.req)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Fatalf("got %.3000s\nwant it to hold %s", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestDrillLines(t *testing.T) {
 	log := numbered(400)
 	long := strings.Repeat("é", session.MaxDrillTextRunes+7)
 	// 40 lines of 2,000 characters of 2 bytes: 4,000 bytes each, so 16 pass 64 KiB.
 	wide := strings.Repeat(strings.Repeat("ü", session.MaxDrillTextRunes)+"\n", 40)
-	tests := []struct {
-		name    string
-		content string
-		req     session.DrillRequest
-		want    string // a part of the answer's JSON
-		err     string
-	}{
+	tests := []drillCase{
 		{"default", log, session.DrillRequest{View: session.ViewLines}, `"lines":400,"from":1,"to":20,"content":["line 1",` + `"line 2","line 3","line 4","line 5","line 6","line 7","line 8","line 9","line 10","line 11","line 12","line 13","line 14","line 15","line 16","line 17","line 18","line 19","line 20"],"next":{"from":21,"to":40}}`, ""},
 		{"from and to", log, session.DrillRequest{View: session.ViewLines, From: ip(5), To: ip(7)}, `"from":5,"to":7,"content":["line 5","line 6","line 7"],"next":{"from":8,"to":10}}`, ""},
 		{"from alone", log, session.DrillRequest{View: session.ViewLines, From: ip(390)}, `"from":390,"to":400,"content":["line 390",`, ""},
@@ -84,23 +109,7 @@ func TestDrillLines(t *testing.T) {
 		{"from is lines'", log, session.DrillRequest{View: session.ViewHead, From: ip(1)}, "", "from applies to view=lines only"},
 		{"to is lines'", log, session.DrillRequest{View: session.ViewGrep, Pattern: "x", To: ip(1)}, "", "to applies to view=lines only"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := drill(t, tc.content, tc.req)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(got, tc.want) {
-				t.Fatalf("got %s\nwant it to hold %s", got, tc.want)
-			}
-		})
-	}
+	runDrillCases(t, tests)
 }
 
 // TestDrillLinesPaging: following next from line 1 reads every line of
@@ -136,13 +145,7 @@ func TestDrillGrep(t *testing.T) {
 	many := strings.Repeat("match\n", 300)
 	// Lines of 2,000 characters: 32 of them pass 64 KiB.
 	wide := strings.Repeat("hit "+strings.Repeat("w", session.MaxDrillTextRunes-4)+"\n", 50)
-	tests := []struct {
-		name    string
-		content string
-		req     session.DrillRequest
-		want    string
-		err     string
-	}{
+	tests := []drillCase{
 		{"RE2", log, session.DrillRequest{View: session.ViewGrep, Pattern: "ERROR"}, `"matches":[{"line":400,"text":"2026-03-02T10:06:39Z ERROR payment-service: connection refused (dial tcp 10.0.3.7:5432)","before":[],"after":[]}],"total_matches":1}`, ""},
 		{"RE2 alternation", log, session.DrillRequest{View: session.ViewGrep, Pattern: `ERROR|WARN`}, `"matches":[{"line":212,"text":"2026-03-02T10:03:31Z WARN retry 1/3 failed: timeout","before":[],"after":[]},{"line":400,`, ""},
 		{"case matters", log, session.DrillRequest{View: session.ViewGrep, Pattern: "error"}, `"matches":[],"total_matches":0}`, ""},
@@ -178,23 +181,7 @@ func TestDrillGrep(t *testing.T) {
 		{"context is grep's", log, session.DrillRequest{View: session.ViewCSV, Context: ip(1)}, "", "context applies to view=grep only"},
 		{"max is grep's", log, session.DrillRequest{View: session.ViewColumns, Max: ip(1)}, "", "max applies to view=grep only"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := drill(t, tc.content, tc.req)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(got, tc.want) {
-				t.Fatalf("got %.3000s\nwant it to hold %s", got, tc.want)
-			}
-		})
-	}
+	runDrillCases(t, tests)
 }
 
 // TestDrillGrepCountsEveryLine: total_matches agrees with a line-by-line
