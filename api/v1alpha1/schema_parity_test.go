@@ -55,7 +55,7 @@ var parityBases = map[string][]string{
 		"deployment": {"replicas": 1, "image": "img", "serviceAccountName": "sa",
 			"resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "500m"}, "claims": [{"name": "gpu"}]}},
 		"tools": {"topK": 3, "minScore": "1.5", "minConfidence": "0.3", "fallback": [{"source": "web", "name": "web_search"}]},
-		"sessions": {"store": "Redis", "ttl": "1h", "maxSessions": 100, "maxBytes": "1Mi", "firewall": {"maxChars": 1000},
+		"sessions": {"store": "Redis", "ttl": "1h", "maxSessions": 100, "maxBytes": "1Mi", "firewall": {"maxChars": 1000, "keep": [{"tools": ["payments.*"], "paths": [".status"]}]},
 			"redis": {"address": "redis.cache.svc:6379", "passwordSecretRef": {"name": "redis", "key": "password"}, "db": 1, "keyPrefix": "cr:", "tls": true}},
 		"phases": {"route": {"budget": 1500, "kindPriorities": {"user_turn": "0.9"}}, "call": {"budget": 2500, "kindPriorities": {"tool_call": "1"}},
 			"interpret": {"budget": 3000, "kindPriorities": {"tool_result": "0.95"}}, "answer": {"budget": 5000, "kindPriorities": {"episode": "0"}}}}`,
@@ -114,6 +114,8 @@ var boundaryValues = map[string]string{
 	"ContextSource spec.mcp.followRedirects.allowedHosts[]":     dnsFiller(253) + ":65535",
 	"ContextSource spec.mcp.url":                                "https://mcp.example.com/" + strings.Repeat("a", 2048-len("https://mcp.example.com/")),
 	"ContextRouter spec.sessions.redis.address":                 dnsFiller(253) + ":65535",
+	// A keep path must parse (jsonpath).
+	"ContextRouter spec.sessions.firewall.keep[].paths[]": `.["` + strings.Repeat("a", 1019) + `"]`,
 	// maxLength counts characters, not bytes.
 	"ContextRoute spec.when": strings.Repeat("é", 4096),
 	// A literal as long compiles to more than MaxPatternInstructions; a
@@ -640,6 +642,10 @@ func variant(v any, i int, keys []string) any {
 	}
 	switch v := v.(type) {
 	case string:
+		if rest, ok := strings.CutPrefix(v, "."); ok {
+			// A JSON path (a keep-list's) starts with its dot.
+			return fmt.Sprintf(".x%d%s", i, rest)
+		}
 		return fmt.Sprintf("x%d%s", i, v)
 	case map[string]any:
 		c := make(map[string]any, len(v))

@@ -69,6 +69,37 @@ type FirewallSpec struct {
 	// +kubebuilder:validation:Minimum=100
 	// +kubebuilder:validation:Maximum=262144
 	MaxChars int32 `json:"maxChars,omitempty"`
+
+	// Keep lists the JSON paths shown verbatim in the summary of a
+	// firewalled result of the tools a rule names (api.md §11.4).
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Keep []FirewallKeepRule `json:"keep,omitempty"`
+}
+
+// FirewallKeepRule keeps paths of the results of some tools.
+type FirewallKeepRule struct {
+	// Tools are globs (Go's path.Match: *, ?, [a-z]) of tool names: a
+	// result's metadata.tool, else its tool_call's metadata.tool, else the
+	// tool_call's text up to the first '(' or white space.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Tools []string `json:"tools"`
+
+	// Paths are JSON paths (api.md §11.9) whose values the summary shows,
+	// each as "keep: PATH = VALUE".
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// (A path must not be empty, which Validate checks with its syntax.)
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=atomic
+	Paths []string `json:"paths"`
 }
 
 // RedisSpec names a Redis or Valkey server (a standalone server or a
@@ -147,8 +178,13 @@ const (
 	DefaultFirewallMaxChars int32 = 2000
 	MinFirewallMaxChars     int32 = 100
 	MaxFirewallMaxChars     int32 = 262144
-	MaxSessionsLimit        int32 = 1_000_000
-	MaxPhaseBudget          int32 = 1_000_000
-	maxRedisDB              int32 = 1023
-	maxKeyPrefix                  = 256
+	// Bounds of spec.sessions.firewall.keep.
+	MaxKeepRules           = 16
+	MaxKeepTools           = 32
+	MaxKeepToolBytes       = 256
+	MaxKeepPaths           = 32
+	MaxSessionsLimit int32 = 1_000_000
+	MaxPhaseBudget   int32 = 1_000_000
+	maxRedisDB       int32 = 1023
+	maxKeyPrefix           = 256
 )

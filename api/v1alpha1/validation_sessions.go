@@ -3,10 +3,12 @@ package v1alpha1
 import (
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/contextrouter/contextrouter/internal/jsonpath"
 	"github.com/contextrouter/contextrouter/internal/redact"
 )
 
@@ -27,6 +29,7 @@ func validateSessions(p *field.Path, s *SessionsSpec) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(p.Child("firewall", "maxChars"), n,
 			fmt.Sprintf("must be between %d and %d", MinFirewallMaxChars, MaxFirewallMaxChars)))
 	}
+	allErrs = append(allErrs, ValidateFirewallKeep(p.Child("firewall", "keep"), s.Firewall.Keep)...)
 	rp := p.Child("redis")
 	if r := s.Redis; r != nil {
 		allErrs = append(allErrs, validateRedis(rp, r)...)
@@ -82,6 +85,47 @@ func validatePhases(p *field.Path, ps *PhasesSpec) field.ErrorList {
 			}
 			if !validDedupThreshold(string(v)) {
 				allErrs = append(allErrs, field.Invalid(kp.Key(k), string(v), `must be a decimal number from 0 to 1, such as "0.8"`))
+			}
+		}
+	}
+	return allErrs
+}
+
+// ValidateFirewallKeep checks the keep-list: bounded rules whose tool globs
+// path.Match accepts and whose paths parse (api.md §11.4). The session
+// policy reads the list with it too.
+func ValidateFirewallKeep(p *field.Path, rules []FirewallKeepRule) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(rules) > MaxKeepRules {
+		allErrs = append(allErrs, field.TooMany(p, len(rules), MaxKeepRules))
+	}
+	for i, r := range rules {
+		rp := p.Index(i)
+		tp, pp := rp.Child("tools"), rp.Child("paths")
+		switch {
+		case len(r.Tools) == 0:
+			allErrs = append(allErrs, field.Required(tp, "at least one glob of tool names, such as \"payments.*\" (\"*\" for every tool)"))
+		case len(r.Tools) > MaxKeepTools:
+			allErrs = append(allErrs, field.TooMany(tp, len(r.Tools), MaxKeepTools))
+		}
+		for j, g := range r.Tools {
+			if g == "" || len(g) > MaxKeepToolBytes {
+				allErrs = append(allErrs, field.Invalid(tp.Index(j), g, fmt.Sprintf("must be 1 to %d bytes", MaxKeepToolBytes)))
+			} else if _, err := path.Match(g, ""); err != nil {
+				allErrs = append(allErrs, field.Invalid(tp.Index(j), g, "not a glob of path.Match (*, ?, [a-z], \\ to escape)"))
+			}
+		}
+		switch {
+		case len(r.Paths) == 0:
+			allErrs = append(allErrs, field.Required(pp, "at least one JSON path, such as .status"))
+		case len(r.Paths) > MaxKeepPaths:
+			allErrs = append(allErrs, field.TooMany(pp, len(r.Paths), MaxKeepPaths))
+		}
+		for j, jp := range r.Paths {
+			if jp == "" {
+				allErrs = append(allErrs, field.Invalid(pp.Index(j), jp, `must not be empty: "." is the whole document`))
+			} else if _, err := jsonpath.Parse(jp); err != nil {
+				allErrs = append(allErrs, field.Invalid(pp.Index(j), jp, err.Error()))
 			}
 		}
 	}

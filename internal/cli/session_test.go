@@ -127,9 +127,10 @@ func TestSessionBuildErrors(t *testing.T) {
 	}
 }
 
-// TestSessionBuildRouterPolicy: the router's spec.phases and firewall bound
-// apply to session build, as on serve.
-func TestSessionBuildRouterPolicy(t *testing.T) {
+// quickstartWithSpec is a copy of the quickstart whose router's spec
+// starts with the given fields (YAML indented by two spaces).
+func quickstartWithSpec(t *testing.T, spec string) string {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS(quickstart)); err != nil {
 		t.Fatal(err)
@@ -139,10 +140,16 @@ func TestSessionBuildRouterPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := "spec:\n  sessions:\n    firewall: {maxChars: 100000}\n  phases:\n    answer: {budget: 5000, kindPriorities: {episode: \"0\"}}\n"
-	if err := os.WriteFile(router, []byte(strings.Replace(string(raw), "spec:\n", spec, 1)), 0o600); err != nil {
+	if err := os.WriteFile(router, []byte(strings.Replace(string(raw), "spec:\n", "spec:\n"+spec, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// TestSessionBuildRouterPolicy: the router's spec.phases and firewall bound
+// apply to session build, as on serve.
+func TestSessionBuildRouterPolicy(t *testing.T) {
+	dir := quickstartWithSpec(t, "  sessions:\n    firewall: {maxChars: 100000}\n  phases:\n    answer: {budget: 5000, kindPriorities: {episode: \"0\"}}\n")
 	file := writeSession(t)
 	pack := func(dir string) session.Pack {
 		out, stderr, code := run(t, "session", "build", "-f", dir, "-o", "json", "--items", file, "--phase", "answer", "--query", "vacation days")
@@ -166,5 +173,26 @@ func TestSessionBuildRouterPolicy(t *testing.T) {
 		if it.Kind == "episode" && it.Score != 0 {
 			t.Errorf("episode weighed 0 scores %v", it.Score)
 		}
+	}
+}
+
+// TestSessionBuildKeep: the router's spec.sessions.firewall.keep applies
+// to session build (the same session.NewPolicy serve and the Go API use),
+// and a bad rule is refused naming the file and the field.
+func TestSessionBuildKeep(t *testing.T) {
+	file := writeSession(t)
+	good := quickstartWithSpec(t, "  sessions:\n    firewall:\n      keep:\n        - tools: [\"deploys.*\"]\n          paths: [\".status\", \".deploys[-1].name\"]\n")
+	out, stderr, code := run(t, "session", "build", "-f", good, "-o", "json", "--items", file, "--phase", "answer")
+	var p session.Pack
+	if code != 0 || json.Unmarshal([]byte(out), &p) != nil || len(p.Artifacts) != 1 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(p.Artifacts[0].Summary, "\nkeep: .status = \"done\"\nkeep: .deploys[-1].name = \"deploy-299\"\n") {
+		t.Errorf("summary without the kept paths:\n%s", p.Artifacts[0].Summary)
+	}
+	bad := quickstartWithSpec(t, "  sessions:\n    firewall:\n      keep:\n        - tools: [\"deploys.*\"]\n          paths: [\"status\"]\n")
+	_, stderr, code = run(t, "session", "build", "-f", bad, "--items", file, "--phase", "answer")
+	if code != 1 || !strings.Contains(stderr, "router.yaml") || !strings.Contains(stderr, `spec.sessions.firewall.keep[0].paths[0]: Invalid value: "status": path "status": unexpected 's' at byte 0`) {
+		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }

@@ -513,27 +513,21 @@ func (s *Server) drill(ctx context.Context, agent, ref string, req session.Drill
 	return d, nil
 }
 
-// GET /v1/artifacts/{ref}?view=head|json|csv|columns&lines=N&path=P&agent=A
+// GET /v1/artifacts/{ref}?view=…&agent=A and the view's parameters
+// (lines, path, from, to, pattern, literal, context, max; api.md §11.9).
 func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
 	_, established, ok := s.sessionCaller(w, r)
 	if !ok {
 		return
 	}
-	q, herr := onlyParams(r, "view", "lines", "path", "agent")
+	q, herr := onlyParams(r, "view", "lines", "path", "agent", "from", "to", "pattern", "literal", "context", "max")
 	var agent string
 	if herr == nil {
 		agent, herr = settleAgent(established, q.Get("agent"))
 	}
-	req := session.DrillRequest{View: q.Get("view"), Path: q.Get("path")}
-	if req.View == "" {
-		req.View = session.ViewHead
-	}
-	if l := q.Get("lines"); herr == nil && l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > session.MaxDrillLines {
-			herr = errorf(http.StatusBadRequest, "lines: %q must be a number between 1 and %d", l, session.MaxDrillLines)
-		}
-		req.Lines = n
+	var req session.DrillRequest
+	if herr == nil {
+		req, herr = drillParams(q)
 	}
 	var d *session.Drill
 	if herr == nil {
@@ -544,6 +538,47 @@ func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, d, false)
+}
+
+// drillParams reads a drill-down's query parameters, each at most once;
+// DrillDown checks their ranges and views.
+func drillParams(q url.Values) (session.DrillRequest, *httpError) {
+	req := session.DrillRequest{View: q.Get("view"), Path: q.Get("path"), Pattern: q.Get("pattern")}
+	for name, vs := range q {
+		if len(vs) > 1 {
+			return req, errorf(http.StatusBadRequest, "%s is given %d times; give it once", name, len(vs))
+		}
+	}
+	if req.View == "" {
+		req.View = session.ViewHead
+	}
+	if l := q.Get("lines"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > session.MaxDrillLines {
+			return req, errorf(http.StatusBadRequest, "lines: %q must be a number between 1 and %d", l, session.MaxDrillLines)
+		}
+		req.Lines = n
+	}
+	for _, p := range [...]struct {
+		name string
+		to   **int
+	}{{"from", &req.From}, {"to", &req.To}, {"context", &req.Context}, {"max", &req.Max}} {
+		if v, ok := q[p.name]; ok {
+			n, err := strconv.Atoi(v[0])
+			if err != nil {
+				return req, errorf(http.StatusBadRequest, "%s: %q is not an integer", p.name, v[0])
+			}
+			*p.to = &n
+		}
+	}
+	if v, ok := q["literal"]; ok {
+		b, err := strconv.ParseBool(v[0])
+		if err != nil {
+			return req, errorf(http.StatusBadRequest, "literal: %q must be true or false", v[0])
+		}
+		req.Literal = b
+	}
+	return req, nil
 }
 
 // decodeStrict reads one JSON object into v, strictly: unknown fields,
@@ -578,20 +613,33 @@ func decodeStrict(body io.Reader, limit int64, v any, example string) *httpError
 // mcpToolDrilldown is the MCP tool of GET /v1/artifacts/{ref}.
 const mcpToolDrilldown = "drilldown"
 
-// drilldownArgs are the drilldown tool's arguments.
+// drilldownArgs are the drilldown tool's arguments: GET
+// /v1/artifacts/{ref}'s parameters.
 type drilldownArgs struct {
-	Ref   string `json:"ref"`
-	View  string `json:"view"`
-	Path  string `json:"path"`
-	Lines int    `json:"lines"`
-	Agent string `json:"agent"`
+	Ref     string `json:"ref"`
+	View    string `json:"view"`
+	Path    string `json:"path"`
+	Lines   int    `json:"lines"`
+	From    *int   `json:"from"`
+	To      *int   `json:"to"`
+	Pattern string `json:"pattern"`
+	Literal bool   `json:"literal"`
+	Context *int   `json:"context"`
+	Max     *int   `json:"max"`
+	Agent   string `json:"agent"`
 }
 
 var drilldownSchema = objectSchema("ref",
 	`"ref": {"type": "string", "description": "The artifact's ref, as a context pack's artifacts name it: sha256:<hex>."}`,
-	`"view": {"type": "string", "enum": ["head", "json", "csv", "columns"], "description": "head: the first lines; json: the value at path; csv: rows, columns and first rows; columns: column names and types. Default head."}`,
-	`"path": {"type": "string", "description": "For view json: the value to return, such as .items[0].name or .[\"a key\"] (default: the whole document)."}`,
-	`"lines": {"type": "integer", "minimum": 0, "maximum": 200, "description": "Lines of head, rows of csv (default 20)."}`,
+	`"view": {"type": "string", "enum": ["head", "lines", "grep", "json", "csv", "columns"], "description": "head: the first lines; lines: the lines from..to (negative counts from the end); grep: the lines matching pattern; json: the value at path; csv: rows, columns and first rows; columns: column names and types. Default head."}`,
+	`"path": {"type": "string", "description": "For view json and columns: the value to return, such as .items[0].name or .[\"a key\"] (default: the whole document)."}`,
+	`"lines": {"type": "integer", "minimum": 1, "maximum": 200, "description": "For view head and csv: lines of head, rows of csv (default 20)."}`,
+	`"from": {"type": "integer", "description": "For view lines: the first line, from 1; negative counts from the end (-1 is the last line). Default 1."}`,
+	`"to": {"type": "integer", "description": "For view lines: the last line, as from (default from+19). At most 200 lines and 64 KiB come back; next gives the range to ask for next."}`,
+	`"pattern": {"type": "string", "maxLength": 1024, "description": "For view grep: an RE2 regular expression matched line by line ((?i) for any case), or a plain string with literal."}`,
+	`"literal": {"type": "boolean", "description": "For view grep: pattern is a plain string."}`,
+	`"context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "For view grep: lines before and after each match (default 0)."}`,
+	`"max": {"type": "integer", "minimum": 1, "maximum": 200, "description": "For view grep: matches to return (default 50); total_matches counts them all."}`,
 	argAgent)
 
 // addMCPDrilldown registers drilldown (api.md §11.9).
@@ -599,7 +647,7 @@ func (s *Server) addMCPDrilldown(srv *mcp.Server) {
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpToolDrilldown,
 		Title:       "Drill down into an artifact",
-		Description: "Reads part of a tool result that a context pack replaced by a summary (its artifact): the first lines, a JSON value by path, or a CSV table's shape, within bounds. Only artifacts of this agent's sessions are found.",
+		Description: "Reads any part of a tool result that a context pack replaced by a summary (its artifact): lines by number from either end, the lines matching a pattern, the first lines, a JSON value by path, or a CSV table's shape, within bounds. Only artifacts of this agent's sessions are found.",
 		InputSchema: drilldownSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
 	}, s.mcpHandler(mcpToolDrilldown, s.mcpDrill))
@@ -623,7 +671,8 @@ func (s *Server) mcpDrill(ctx context.Context, call *mcp.CallToolRequest, _ time
 	if args.View == "" {
 		args.View = session.ViewHead
 	}
-	d, herr := s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines})
+	d, herr := s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines,
+		From: args.From, To: args.To, Pattern: args.Pattern, Literal: args.Literal, Context: args.Context, Max: args.Max})
 	if herr != nil {
 		return toolError(herr.msg), resultOf(herr)
 	}

@@ -171,9 +171,19 @@ type Stats struct {
 	Closures   int `json:"closures"`
 	Redacted   int `json:"redacted"`
 	Firewalled int `json:"firewalled"`
+	// Firewall accounts for the included results the firewall summarised.
+	Firewall FirewallStats `json:"firewall"`
 	// MemoryCap is the token cap of facts, memory_fact items and episodes.
 	MemoryCap     int            `json:"memory_cap"`
 	SectionTokens map[string]int `json:"section_tokens"`
+}
+
+// FirewallStats: firewalled results included, the bytes of their texts and
+// the tokens their summaries saved (api.md §11.5).
+type FirewallStats struct {
+	Artifacts   int `json:"artifacts"`
+	Bytes       int `json:"bytes"`
+	TokensSaved int `json:"tokens_saved"`
 }
 
 // Dropped counts candidates left out, by reason.
@@ -259,6 +269,7 @@ type packBuild struct {
 	est      budget.Estimator
 	access   engine.Access
 	maxChars int // the firewall bound
+	pol      *Policy
 	weights  *priorityRow
 	memCap   int
 
@@ -294,7 +305,7 @@ func (b *packBuild) init(s *Session, opts Options) error {
 		pol = &defaultPolicy
 	}
 	*b = packBuild{s: s, opts: opts, phase: opts.Phase, limit: pol.budgets[pi], est: opts.Estimator,
-		maxChars: opts.FirewallMaxChars, weights: &pol.weights[pi], dict: map[string]uint32{}, words: map[string]int32{}}
+		maxChars: opts.FirewallMaxChars, pol: pol, weights: &pol.weights[pi], dict: map[string]uint32{}, words: map[string]int32{}}
 	if opts.MaxTokens > 0 {
 		b.limit = min(b.limit, opts.MaxTokens)
 	}
@@ -372,8 +383,16 @@ func (b *packBuild) addItems() {
 		}
 		text := b.floor(&n, it.Sensitivity, it.Text)
 		if !n.redacted && n.outcome == pending && it.Kind == KindToolResult && longerThan(text, b.maxChars) {
-			var a Artifact
-			text, a = firewall(it.ID, text, b.maxChars)
+			var keep []keepPath
+			if len(b.pol.keep) > 0 {
+				var parent *Item
+				if n.parent >= 0 {
+					parent = &items[int(n.parent)-b.firstItem]
+				}
+				keep = b.pol.keepFor(toolName(it, parent))
+			}
+			a := firewall(it.ID, text, b.maxChars, keep)
+			text = a.Summary
 			n.artifact = int32(len(b.artifacts))
 			b.artifacts = append(b.artifacts, a)
 		}
@@ -509,6 +528,12 @@ func (b *packBuild) renderSection(pack *Pack, sec section, count, size int) stri
 			pi.Artifact = a.Ref
 			pack.Artifacts = append(pack.Artifacts, a)
 			pack.Stats.Firewalled++
+			fw := &pack.Stats.Firewall
+			fw.Artifacts++
+			fw.Bytes += a.Bytes
+			// The text and the rest of its line are counted apart: the
+			// line would be a copy of the text.
+			fw.TokensSaved += b.est.Count(b.s.Items[i-b.firstItem].Text) + b.est.Count("tool result "+n.id+": \n") - b.est.Count(n.line)
 		}
 		pack.Items = append(pack.Items, pi)
 	}

@@ -257,7 +257,7 @@ func TestFirewall(t *testing.T) {
 	}{
 		{"10 kB JSON", j, 0, []string{"JSON object with 4 keys", "invoices (array of 200)", "page (object of 2 keys)", "facts: count = 200; status = ok", "stored as artifact sha256:"}, "application/json"},
 		{"JSON array", "[" + strings.Repeat(`{"a":1,"b":[1,2]},`, 300) + `{"a":2,"b":[]}]`, 0, []string{"JSON array of 301 elements, the first object of 2 keys"}, "application/json"},
-		{"plain text", plain, 0, []string{"4000 bytes, 201 lines", "head:\n  log line with words\n  log line with words"}, "text/plain"},
+		{"plain text", plain, 0, []string{"4000 bytes, 200 lines", "head:\n  L1: log line with words\n  L2: log line with words\n  L3: log line with words\ntail:\n  L198: log line with words\n  L199: log line with words\n  L200: log line with words\n\n"}, "text/plain"},
 		{"broken JSON is text", `{"a": [1, 2` + strings.Repeat(" ", 3000), 0, []string{"head:"}, "text/plain"},
 		{"under the limit", `{"a": 1}`, 0, []string{`{"a": 1}`}, ""},
 		{"lower maxChars", `{"status":"ok","n":12345}`, 10, []string{"facts: status = ok; n = 12345"}, "application/json"},
@@ -282,8 +282,11 @@ func TestFirewall(t *testing.T) {
 			}
 			a := p.Artifacts[0]
 			sum := sha256.Sum256([]byte(c.text))
-			if a.Content != c.text || a.Ref != "sha256:"+hex.EncodeToString(sum[:]) || a.MediaType != c.media || a.ItemID != "res" {
-				t.Errorf("artifact %s %s %s, content %d bytes", a.Ref, a.MediaType, a.ItemID, len(a.Content))
+			if a.Ref != "sha256:"+hex.EncodeToString(sum[:]) || a.MediaType != c.media || a.ItemID != "res" || a.Bytes != len(c.text) {
+				t.Errorf("artifact %s %s %s, %d bytes", a.Ref, a.MediaType, a.ItemID, a.Bytes)
+			}
+			if !strings.Contains(p.Text, "tool result res: "+a.Summary+"\n") || !strings.HasPrefix(a.Summary, "[") {
+				t.Errorf("the artifact's summary is not what stands for the result:\n%s\n---\n%s", a.Summary, p.Text)
 			}
 			if ids(p)["res"].Artifact != a.Ref {
 				t.Errorf("item does not name its artifact")

@@ -184,3 +184,28 @@ func TestFindToolsAndSources(t *testing.T) {
 		t.Errorf("hr-docs status = %+v, want its chunks", s)
 	}
 }
+
+// A router's spec.sessions.firewall.keep shows the kept paths in the
+// summaries of its packs, and a pack lists artifacts without their text.
+func TestBuildPackKeep(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write(t, dir, strings.NewReplacer("SEARCH_URL", "http://127.0.0.1:1/search",
+		"spec: {defaultAccess: Allow}", `spec: {defaultAccess: Allow, sessions: {firewall: {keep: [{tools: ["billing.*"], paths: [".state"]}]}}}`).Replace(manifests))
+	r, err := router.Load(ctx, []string{dir}, router.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := `{"state": "frozen", "rows": "` + strings.Repeat("r", 3000) + `"}`
+	s := &router.Session{Items: []router.Item{
+		{ID: "c1", Kind: "tool_call", Text: "billing.freeze_status()"},
+		{ID: "r1", Kind: "tool_result", ParentID: "c1", Text: result},
+	}}
+	pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseInterpret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pack.Artifacts) != 1 || !strings.Contains(pack.Artifacts[0].Summary, "\nkeep: .state = \"frozen\"\n") || strings.Contains(pack.Text, strings.Repeat("r", 200)) {
+		t.Errorf("pack without the kept path, or with the result's text:\n%s", pack.Text)
+	}
+}
