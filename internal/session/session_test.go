@@ -450,14 +450,15 @@ func TestReadJSONL(t *testing.T) {
 	good := `{"fact": {"key": "customer", "value": "ACME"}}
 
 {"episode": {"id": "e1", "text": "asked about invoices"}}
-{"id": "c1", "kind": "tool_call", "text": "invoices.list()"}
+{"id": "c1", "kind": "tool_call", "text": "invoices.list()", "pinned": true}
 {"id": "r1", "kind": "tool_result", "parent_id": "c1", "text": "[]", "tags": ["billing"], "metadata": {"tool": "invoices"}, "token_estimate": 3}
 `
 	s, err := session.ReadJSONL("s.jsonl", strings.NewReader(good))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Items) != 2 || len(s.Facts) != 1 || len(s.Episodes) != 1 || s.Items[1].ParentID != "c1" || s.Items[1].Metadata["tool"] != "invoices" {
+	if len(s.Items) != 2 || len(s.Facts) != 1 || len(s.Episodes) != 1 || s.Items[1].ParentID != "c1" || s.Items[1].Metadata["tool"] != "invoices" ||
+		!s.Items[0].Pinned || s.Items[1].Pinned {
 		t.Fatalf("read %+v", s)
 	}
 	cases := []struct {
@@ -471,6 +472,7 @@ func TestReadJSONL(t *testing.T) {
 		{"not JSON", `{"id":`, "s.jsonl:1: not a JSON object"},
 		{"two values", `{"id":"a","kind":"user_turn"} {}`, "s.jsonl:1: more than one JSON value"},
 		{"fact and item", `{"id":"a","kind":"user_turn","fact":{"key":"k"}}`, "s.jsonl:1: a line holds one item, one fact or one episode"},
+		{"fact and a pin", `{"pinned":true,"fact":{"key":"k"}}`, "s.jsonl:1: a line holds one item, one fact or one episode"},
 		{"bad fact", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n{\"fact\":{\"value\":\"v\"}}", "s.jsonl:2: fact.key: 0 bytes"},
 		{"line too long", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", session.MaxLineBytes) + `"}`, fmt.Sprintf("s.jsonl:1: line longer than %d bytes", session.MaxLineBytes)},
 		{"text past the item limit", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", session.MaxItemBytes+1) + `"}`, "s.jsonl:1: text: 262145 bytes"},
