@@ -332,10 +332,9 @@ type packBuild struct {
 	stamp uint32
 	// relevanceByRef memoizes wholeRelevance by artifact ref.
 	relevanceByRef map[string]float64
-	// queryFirst marks the first bytes of the query's terms: a term starts
-	// with its word's first byte (TestTermFirstByte), so relevance passes
-	// over the words whose first byte no query term has.
-	queryFirst [256]bool
+	// queryTerms are the query's terms by id (its ids are 0 to
+	// len(query)-1).
+	queryTerms []string
 }
 
 // init checks the options and settles their defaults: the budget
@@ -365,8 +364,9 @@ func (b *packBuild) init(s *Session, opts Options) error {
 		b.maxChars = pol.firewallMaxChars
 	}
 	b.query = b.termIDs(opts.Query)
-	for t := range b.dict { // the query's terms only, so far
-		b.queryFirst[t[0]] = true
+	b.queryTerms = make([]string, len(b.query))
+	for t, id := range b.dict { // the query's terms only, so far
+		b.queryTerms[id] = t
 	}
 	b.nodes = make([]node, 0, len(s.Facts)+len(s.Episodes)+len(s.Items)+len(opts.Knowledge))
 	return nil
@@ -395,7 +395,7 @@ func (b *packBuild) addFacts() {
 	for _, f := range b.s.Facts {
 		n := node{id: "fact:" + f.Key, kind: "fact", ekind: kindFact, section: secFacts, memory: true, parent: -1, artifact: -1}
 		if !b.admit(&n) {
-			b.leftOut(&n, "- "+f.Key+": "+f.Value+"\n", 0)
+			b.leftOut(&n, func() string { return "- " + f.Key + ": " + f.Value + "\n" }, 0)
 			continue
 		}
 		v := b.floor(&n, "", f.Value)
@@ -410,7 +410,7 @@ func (b *packBuild) addEpisodes() {
 	for i, e := range b.s.Episodes {
 		n := node{id: "episode:" + e.ID, kind: "episode", ekind: weightEpisode, section: secEpisodes, memory: true, parent: -1, artifact: -1}
 		if !b.admit(&n) {
-			b.leftOut(&n, "- "+e.Text+"\n", 0)
+			b.leftOut(&n, func() string { return "- " + e.Text + "\n" }, 0)
 			continue
 		}
 		text := b.floor(&n, "", e.Text)
@@ -443,8 +443,7 @@ func (b *packBuild) addItems() {
 		}
 		recency := ev.recency(i, it.Kind)
 		if !b.admit(&n) {
-			_, line, _ := render(it.Kind, it.ID, it.Text)
-			b.leftOut(&n, line, it.TokenEstimate)
+			b.leftOut(&n, func() string { _, line, _ := render(it.Kind, it.ID, it.Text); return line }, it.TokenEstimate)
 			continue
 		}
 		text := b.floor(&n, it.Sensitivity, it.Text)
@@ -456,7 +455,8 @@ func (b *packBuild) addItems() {
 			n.artifact = int32(len(b.artifacts))
 			b.artifacts = append(b.artifacts, a)
 			if ev.on {
-				relevance = b.wholeRelevance(a.Ref, raw)
+				n.terms = b.termIDs(text)
+				relevance = b.wholeRelevance(a.Ref, raw, n.terms)
 			}
 		}
 		n.section, n.line, n.memory = render(it.Kind, it.ID, text)
@@ -483,7 +483,8 @@ func (b *packBuild) addKnowledge() {
 		head += ")"
 		n := node{id: id, kind: "chunk", ekind: weightDocSnippet, section: secKnowledge, parent: -1, artifact: -1, line: "[" + head + "]\n" + c.Content + "\n"}
 		if !b.admit(&n) {
-			b.leftOut(&n, n.line, 0)
+			line := n.line
+			b.leftOut(&n, func() string { return line }, 0)
 			continue
 		}
 		b.score(&n, c.Title+"\n"+c.Content, 0.5, b.weights[weightDocSnippet], 0, nil, c.RelevanceScore)
@@ -650,33 +651,51 @@ func (b *packBuild) termID(w []byte) int32 {
 	return wid
 }
 
-// wholeRelevance is relevance of the text of artifact ref, computed once
-// per pack for each content (an agent that polls a tool gets the same
-// result again).
-func (b *packBuild) wholeRelevance(ref, text string) float64 {
+// wholeRelevance is relevance of the text of artifact ref shown as the
+// summary of term ids shown, computed once per pack for each content (an
+// agent that polls a tool gets the same result again).
+func (b *packBuild) wholeRelevance(ref, text string, shown []uint32) float64 {
 	if r, ok := b.relevanceByRef[ref]; ok {
 		return r
 	}
 	if b.relevanceByRef == nil {
 		b.relevanceByRef = map[string]float64{}
 	}
-	r := b.relevance(text)
+	r := b.relevance(text, shown)
 	b.relevanceByRef[ref] = r
 	return r
 }
 
-// relevance is the share of the query's terms s holds, as score computes
-// it on an entry's terms, for a text the pack does not show whole (a
-// firewalled result): it makes no term ids and stops once every query term
-// is found. The query's terms are the first ids of the pack (init).
-func (b *packBuild) relevance(s string) float64 {
+// relevance is the share of the query's terms that a text the pack does
+// not show whole (a firewalled result) holds, in itself or in what the
+// pack shows of it (the sorted term ids shown). The text is scanned only
+// for the terms shown lacks, and only their words are built (a term starts
+// with its word's first byte, TestTermFirstByte); it stops once every
+// term is found. The query's terms are the pack's first ids (init).
+func (b *packBuild) relevance(s string, shown []uint32) float64 {
 	k := len(b.query)
 	if k == 0 {
 		return 0
 	}
 	b.stamp++
 	found := 0
-	tokenize.EachWordStarting(s, &b.queryFirst, func(w []byte) {
+	for _, id := range shown {
+		if int(id) >= k {
+			break
+		}
+		b.seen[id] = b.stamp
+		found++
+	}
+	if found == k {
+		return 1
+	}
+	var first [256]bool
+	for id, t := range b.queryTerms {
+		if b.seen[id] != b.stamp {
+			first[t[0]] = true
+		}
+	}
+	tokenize.EachWordStarting(s, &first, func(w []byte) {
 		if found == k {
 			return
 		}
@@ -716,7 +735,7 @@ func verbatim(w []byte) bool {
 // its share of the budget so one huge entry does not beat several useful ones.
 func (b *packBuild) score(n *node, text string, recency, weight float64, tokenEstimate int, tags []string, relevance float64) {
 	b.count(n, tokenEstimate)
-	if !n.redacted && n.outcome == pending {
+	if !n.redacted && n.outcome == pending && n.terms == nil {
 		n.terms = b.termIDs(text)
 	}
 	if len(b.query) > 0 && relevance == 0 {

@@ -52,14 +52,14 @@ func (b *packBuild) admit(n *node) bool {
 }
 
 // leftOut adds a candidate admit refused. It is neither floored, firewalled
-// nor scored; only an explained pack counts its tokens, on line (its text
-// as written).
-func (b *packBuild) leftOut(n *node, line string, tokenEstimate int) {
+// nor scored; only an explained pack counts its tokens, on the line of its
+// text as written (line renders it then).
+func (b *packBuild) leftOut(n *node, line func() string, tokenEstimate int) {
 	if b.opts.Explain {
-		n.line = line
+		n.line = line()
 		b.count(n, tokenEstimate)
-		n.line = ""
 	}
+	n.line = ""
 	b.nodes = append(b.nodes, *n)
 }
 

@@ -101,24 +101,30 @@ func TestVerbatimTerms(t *testing.T) {
 			t.Errorf("tokenize.Term(%q) = %q, %v; want the word itself", c.word, term, ok)
 		}
 	}
-	// The relevance of a text is that of its terms, numbers included.
+	// The relevance of a text is that of its terms, numbers included, and
+	// of the terms shown of it.
 	var b packBuild
-	b.init(&Session{}, Options{Phase: PhaseAnswer, Query: "error 0042 running"})
+	if err := b.init(&Session{}, Options{Phase: PhaseAnswer, Query: "error 0042 running"}); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		text string
-		want float64
+		text, shown string
+		want        float64
 	}{
-		{"migration 0042 failed", 1.0 / 3},
-		{"ERROR: 0042 is still RUNNING", 1},
-		{"nothing here 42", 0},
+		{"migration 0042 failed", "", 1.0 / 3},
+		{"ERROR: 0042 is still RUNNING", "", 1},
+		{"nothing here 42", "", 0},
+		{"nothing here 42", "an error summary", 1.0 / 3},
+		{"the job is running", "errors: 1; code 0042", 1},
+		{"Émile ran", "", 0},
 	} {
-		if got := b.relevance(c.text); got != c.want {
-			t.Errorf("relevance(%q) = %v, want %v", c.text, got, c.want)
+		if got := b.relevance(c.text, b.termIDs(c.shown)); got != c.want {
+			t.Errorf("relevance(%q, shown %q) = %v, want %v", c.text, c.shown, got, c.want)
 		}
 	}
 }
 
-// relevance skips a word whose first byte no query term has: a term starts
+// relevance passes over a word whose first byte no query term has: a term starts
 // with its word's first byte. Words whose stems change most, and the
 // stemmer's special forms.
 func TestTermFirstByte(t *testing.T) {

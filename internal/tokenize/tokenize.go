@@ -63,6 +63,8 @@ func EachWord(s string, fn func(word []byte)) {
 // being built. A caller that looks for a few terms in a long text (a term
 // starts with its word's first byte) skips most of it cheaply.
 func EachWordStarting(s string, first *[256]bool, fn func(word []byte)) {
+	var buf [64]byte
+	w := buf[:0]
 	for i := 0; i < len(s); {
 		// The next word's first rune, lower-cased, and where it starts.
 		start, lead := i, byte(0)
@@ -102,7 +104,19 @@ func EachWordStarting(s string, first *[256]bool, fn func(word []byte)) {
 			i += size
 		}
 		if first[lead] {
-			EachWord(s[start:i], fn) // one word
+			// Lower-cased as EachWord does (TestEachWordStarting).
+			w = w[:0]
+			for _, r := range s[start:i] {
+				if r < utf8.RuneSelf {
+					if r >= 'A' && r <= 'Z' {
+						r += 'a' - 'A'
+					}
+					w = append(w, byte(r))
+				} else {
+					w = utf8.AppendRune(w, unicode.ToLower(r))
+				}
+			}
+			fn(w)
 		}
 	}
 }
