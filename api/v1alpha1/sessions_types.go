@@ -50,6 +50,14 @@ type SessionsSpec struct {
 	// +kubebuilder:default="256Mi"
 	MaxBytes *resource.Quantity `json:"maxBytes,omitempty"`
 
+	// DedupThreshold is the Jaccard similarity of term sets at or above
+	// which a pack drops an entry as a near-duplicate of one already taken:
+	// a decimal greater than 0 and at most 1.
+	// +optional
+	// +kubebuilder:default="0.9"
+	// +kubebuilder:validation:Pattern=`^(0\.[0-9]*[1-9][0-9]*|1(\.0+)?)$`
+	DedupThreshold string `json:"dedupThreshold,omitempty"`
+
 	// Firewall bounds the tool results that enter a pack whole.
 	// +optional
 	// +kubebuilder:default={}
@@ -132,8 +140,18 @@ type RedisSpec struct {
 	TLS bool `json:"tls,omitempty"`
 }
 
-// PhasesSpec sets each LLM-call phase's pack budget and kind priorities
-// (api.md §11.2); what is unset keeps the defaults listed there.
+// The API server checks each phase's maxBudget against its budget, or the
+// phase's default budget (DefaultPhaseBudgets; TestMaxBudgetRules holds the
+// numbers equal) when none is set.
+// +kubebuilder:validation:XValidation:rule="!has(self.route) || !has(self.route.maxBudget) || self.route.maxBudget >= (has(self.route.budget) ? self.route.budget : 2000)",message="maxBudget of route must be at least its budget (default 2000)"
+// +kubebuilder:validation:XValidation:rule="!has(self.call) || !has(self.call.maxBudget) || self.call.maxBudget >= (has(self.call.budget) ? self.call.budget : 3000)",message="maxBudget of call must be at least its budget (default 3000)"
+// +kubebuilder:validation:XValidation:rule="!has(self.interpret) || !has(self.interpret.maxBudget) || self.interpret.maxBudget >= (has(self.interpret.budget) ? self.interpret.budget : 4000)",message="maxBudget of interpret must be at least its budget (default 4000)"
+// +kubebuilder:validation:XValidation:rule="!has(self.answer) || !has(self.answer.maxBudget) || self.answer.maxBudget >= (has(self.answer.budget) ? self.answer.budget : 6000)",message="maxBudget of answer must be at least its budget (default 6000)"
+// +kubebuilder:validation:XValidation:rule="!has(self.handoff) || !has(self.handoff.maxBudget) || self.handoff.maxBudget >= (has(self.handoff.budget) ? self.handoff.budget : 4000)",message="maxBudget of handoff must be at least its budget (default 4000)"
+
+// PhasesSpec sets each LLM-call phase's pack budget, ceiling, kinds and
+// kind priorities (api.md §11.2); what is unset keeps the defaults listed
+// there.
 type PhasesSpec struct {
 	// +optional
 	Route *PhaseSpec `json:"route,omitempty"`
@@ -143,6 +161,14 @@ type PhasesSpec struct {
 	Interpret *PhaseSpec `json:"interpret,omitempty"`
 	// +optional
 	Answer *PhaseSpec `json:"answer,omitempty"`
+	// Handoff is the pack another agent or a person takes the task over with.
+	// +optional
+	Handoff *PhaseSpec `json:"handoff,omitempty"`
+}
+
+// List is the phases' settings in the order of PhaseNames (nil where unset).
+func (ps *PhasesSpec) List() []*PhaseSpec {
+	return []*PhaseSpec{ps.Route, ps.Call, ps.Interpret, ps.Answer, ps.Handoff}
 }
 
 // PhaseSpec is one phase's settings.
@@ -153,6 +179,29 @@ type PhaseSpec struct {
 	// +kubebuilder:validation:Maximum=1000000
 	Budget *int32 `json:"budget,omitempty"`
 
+	// MaxBudget is the most a request's max_tokens may raise the budget to;
+	// unset, the budget (max_tokens can only lower it). At least the budget.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	MaxBudget *int32 `json:"maxBudget,omitempty"`
+
+	// Kinds are the entry kinds the phase takes: item kinds, "fact" and
+	// "episode" (knowledge chunks count as doc_snippet). Unset, the phase's
+	// default; an entry of another kind is left out by policy.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	Kinds []PhaseKind `json:"kinds,omitempty"`
+
+	// MaxItemsPerKind keeps at most that many entries of a kind (pinned
+	// ones first, then by score); the rest are left out by policy.
+	// (maxProperties keeps the cost of the key rule within the API
+	// server's budget.)
+	// +optional
+	// +kubebuilder:validation:MaxProperties=10
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['user_turn', 'agent_message', 'tool_call', 'tool_result', 'doc_snippet', 'memory_fact', 'plan_state', 'policy', 'episode', 'fact'])",message="maxItemsPerKind keys must be item kinds, fact or episode"
+	MaxItemsPerKind map[string]KindLimit `json:"maxItemsPerKind,omitempty"`
+
 	// KindPriorities weigh entry kinds in this phase: an item kind or
 	// "episode" → a decimal in [0, 1]. Kinds not listed keep their default
 	// weight.
@@ -160,6 +209,14 @@ type PhaseSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['user_turn', 'agent_message', 'tool_call', 'tool_result', 'doc_snippet', 'memory_fact', 'plan_state', 'policy', 'episode'])",message="kindPriorities keys must be item kinds or episode"
 	KindPriorities map[string]KindPriority `json:"kindPriorities,omitempty"`
 }
+
+// PhaseKind is an entry kind a phase takes (PhaseEntryKinds).
+// +kubebuilder:validation:Enum=user_turn;agent_message;tool_call;tool_result;doc_snippet;memory_fact;plan_state;policy;episode;fact
+type PhaseKind string
+
+// KindLimit is the most entries of one kind a pack takes.
+// +kubebuilder:validation:Minimum=0
+type KindLimit int32
 
 // KindPriority is a decimal in [0, 1], such as "0.8".
 // +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
@@ -169,6 +226,18 @@ type KindPriority string
 // (internal/session.Kinds, whose test holds the two lists equal) and
 // episode.
 var SessionEntryKinds = []string{"user_turn", "agent_message", "tool_call", "tool_result", "doc_snippet", "memory_fact", "plan_state", "policy", "episode"}
+
+// PhaseEntryKinds are the kinds of spec.phases.*.kinds and the keys of
+// maxItemsPerKind: SessionEntryKinds and fact.
+var PhaseEntryKinds = []string{"user_turn", "agent_message", "tool_call", "tool_result", "doc_snippet", "memory_fact", "plan_state", "policy", "episode", "fact"}
+
+// PhaseNames are the LLM-call phases of session packs, in pipeline order
+// (internal/session.Phases), and DefaultPhaseBudgets their default
+// budgets in tokens, in that order (api.md §11.2).
+var (
+	PhaseNames          = []string{"route", "call", "interpret", "answer", "handoff"}
+	DefaultPhaseBudgets = []int32{2000, 3000, 4000, 6000, 4000}
+)
 
 // Bounds and defaults of spec.sessions.
 const (
@@ -185,6 +254,8 @@ const (
 	MaxKeepPaths           = 32
 	MaxSessionsLimit int32 = 1_000_000
 	MaxPhaseBudget   int32 = 1_000_000
-	maxRedisDB       int32 = 1023
-	maxKeyPrefix           = 256
+	// DefaultSessionDedupThreshold is spec.sessions.dedupThreshold's default.
+	DefaultSessionDedupThreshold       = "0.9"
+	maxRedisDB                   int32 = 1023
+	maxKeyPrefix                       = 256
 )

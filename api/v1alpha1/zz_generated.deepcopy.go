@@ -1317,6 +1317,23 @@ func (in *PhaseSpec) DeepCopyInto(out *PhaseSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxBudget != nil {
+		in, out := &in.MaxBudget, &out.MaxBudget
+		*out = new(int32)
+		**out = **in
+	}
+	if in.Kinds != nil {
+		in, out := &in.Kinds, &out.Kinds
+		*out = make([]PhaseKind, len(*in))
+		copy(*out, *in)
+	}
+	if in.MaxItemsPerKind != nil {
+		in, out := &in.MaxItemsPerKind, &out.MaxItemsPerKind
+		*out = make(map[string]KindLimit, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.KindPriorities != nil {
 		in, out := &in.KindPriorities, &out.KindPriorities
 		*out = make(map[string]KindPriority, len(*in))
@@ -1356,6 +1373,11 @@ func (in *PhasesSpec) DeepCopyInto(out *PhasesSpec) {
 	}
 	if in.Answer != nil {
 		in, out := &in.Answer, &out.Answer
+		*out = new(PhaseSpec)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.Handoff != nil {
+		in, out := &in.Handoff, &out.Handoff
 		*out = new(PhaseSpec)
 		(*in).DeepCopyInto(*out)
 	}

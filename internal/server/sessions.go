@@ -416,11 +416,14 @@ type contextRequest struct {
 	Agent     string   `json:"agent"`
 	MaxTokens int      `json:"max_tokens"`
 	Tags      []string `json:"tags"`
+	// Explain adds dropped_items: the entries left out and why.
+	Explain bool `json:"explain"`
 }
 
 // packRequest is the one place the server turns a context request into a
-// pack request; buildPack adds the router's own settings (the state's policy).
-func packRequest(agent string, req *contextRequest) (session.Request, *httpError) {
+// pack request, under the router's policy (the state's): a max_tokens
+// above the phase's ceiling is refused here, before the session is read.
+func packRequest(agent string, req *contextRequest, pol *session.Policy) (session.Request, *httpError) {
 	ph, err := session.ParsePhase(req.Phase)
 	if err != nil {
 		return session.Request{}, errorf(http.StatusBadRequest, "phase: %v", err)
@@ -428,10 +431,14 @@ func packRequest(agent string, req *contextRequest) (session.Request, *httpError
 	if req.MaxTokens < 0 || req.MaxTokens > session.MaxBudget {
 		return session.Request{}, errorf(http.StatusBadRequest, "max_tokens: %d must be between 0 and %d", req.MaxTokens, session.MaxBudget)
 	}
+	if _, err := pol.Limit(ph, req.MaxTokens); err != nil {
+		return session.Request{}, errorf(http.StatusBadRequest, "%v", err)
+	}
 	if n := len(req.Tags); n > engine.MaxTags {
 		return session.Request{}, errorf(http.StatusBadRequest, "tags: %d tags; at most %d are allowed", n, engine.MaxTags)
 	}
-	return session.Request{Phase: ph, Query: req.Query, Agent: agent, Tags: req.Tags, MaxTokens: req.MaxTokens}, nil
+	return session.Request{Phase: ph, Query: req.Query, Agent: agent, Tags: req.Tags, MaxTokens: req.MaxTokens,
+		Explain: req.Explain, Policy: pol}, nil
 }
 
 // POST /v1/sessions/{id}/context: the pack (api.md §11.5).
@@ -458,7 +465,7 @@ func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id strin
 // does, with the query pipeline under the query timeout when the request
 // has a query.
 func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req *contextRequest, start time.Time) (*session.Pack, *engine.Response, *httpError) {
-	preq, herr := packRequest(agent, req)
+	preq, herr := packRequest(agent, req, st.policy)
 	if herr != nil {
 		return nil, nil, herr
 	}
@@ -468,7 +475,6 @@ func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
 	defer cancel()
-	preq.Policy = st.policy
 	pack, resp, err := session.BuildFor(ctx, st.snap, sess, preq)
 	switch {
 	case session.IsQueryError(err):

@@ -453,14 +453,15 @@ func TestReadJSONL(t *testing.T) {
 	good := `{"fact": {"key": "customer", "value": "ACME"}}
 
 {"episode": {"id": "e1", "text": "asked about invoices"}}
-{"id": "c1", "kind": "tool_call", "text": "invoices.list()"}
+{"id": "c1", "kind": "tool_call", "text": "invoices.list()", "pinned": true}
 {"id": "r1", "kind": "tool_result", "parent_id": "c1", "text": "[]", "tags": ["billing"], "metadata": {"tool": "invoices"}, "token_estimate": 3}
 `
 	s, err := session.ReadJSONL("s.jsonl", strings.NewReader(good))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Items) != 2 || len(s.Facts) != 1 || len(s.Episodes) != 1 || s.Items[1].ParentID != "c1" || s.Items[1].Metadata["tool"] != "invoices" {
+	if len(s.Items) != 2 || len(s.Facts) != 1 || len(s.Episodes) != 1 || s.Items[1].ParentID != "c1" || s.Items[1].Metadata["tool"] != "invoices" ||
+		!s.Items[0].Pinned || s.Items[1].Pinned {
 		t.Fatalf("read %+v", s)
 	}
 	cases := []struct {
@@ -474,6 +475,7 @@ func TestReadJSONL(t *testing.T) {
 		{"not JSON", `{"id":`, "s.jsonl:1: not a JSON object"},
 		{"two values", `{"id":"a","kind":"user_turn"} {}`, "s.jsonl:1: more than one JSON value"},
 		{"fact and item", `{"id":"a","kind":"user_turn","fact":{"key":"k"}}`, "s.jsonl:1: a line holds one item, one fact or one episode"},
+		{"fact and a pin", `{"pinned":true,"fact":{"key":"k"}}`, "s.jsonl:1: a line holds one item, one fact or one episode"},
 		{"bad fact", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n{\"fact\":{\"value\":\"v\"}}", "s.jsonl:2: fact.key: 0 bytes"},
 		{"line too long", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", session.MaxLineBytes) + `"}`, fmt.Sprintf("s.jsonl:1: line longer than %d bytes", session.MaxLineBytes)},
 		{"text past the item limit", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", session.MaxItemBytes+1) + `"}`, "s.jsonl:1: text: 262145 bytes"},
@@ -509,9 +511,25 @@ func TestBenchSessionShape(t *testing.T) {
 
 func BenchmarkBuild200(b *testing.B) {
 	s := sessiontest.Bench()
-	for _, ph := range []session.Phase{session.PhaseRoute, session.PhaseAnswer} {
-		b.Run(string(ph), func(b *testing.B) {
-			o := session.Options{Phase: ph, Query: "invoice status", Tags: []string{"billing"}}
+	// answer-deep: the 10 oversized results differ (a trailing space
+	// each) and the query names an invoice only their last rows hold, so
+	// the answer phase reads each one's whole text for its relevance
+	// (api.md §11.3 step 6): the most that rule costs.
+	distinct := sessiontest.Bench()
+	for i, it := range distinct.Items {
+		if len(it.Text) > session.DefaultFirewallMaxChars {
+			distinct.Items[i].Text += strings.Repeat(" ", i)
+		}
+	}
+	for _, c := range []struct {
+		name, query string
+		ph          session.Phase
+		s           *session.Session
+	}{{"route", "invoice status", session.PhaseRoute, s}, {"answer", "invoice status", session.PhaseAnswer, s},
+		{"answer-deep", "invoice 0199 status", session.PhaseAnswer, distinct}} {
+		ph, s, query := c.ph, c.s, c.query
+		b.Run(c.name, func(b *testing.B) {
+			o := session.Options{Phase: ph, Query: query, Tags: []string{"billing"}}
 			b.ReportAllocs()
 			var took []time.Duration
 			for b.Loop() {

@@ -54,11 +54,17 @@ type (
 )
 
 // PackRequest asks for the pack of a session for one phase of an agent's
-// loop: route, call, interpret or answer (docs/api.md §11.2).
+// loop: route, call, interpret, answer or handoff (docs/api.md §11.2).
+// MaxTokens sets the pack's budget (up to the phase's maxBudget); Explain
+// lists the entries left out and why (Pack.DroppedItems).
 type PackRequest = session.Request
 
 // Pack is the context of one LLM call of a session (docs/api.md §11.5).
 type Pack = session.Pack
+
+// DroppedItem is an entry a pack left out, and why (Pack.DroppedItems,
+// with PackRequest.Explain).
+type DroppedItem = session.DroppedItem
 
 // Phase is the kind of LLM call a pack is for.
 type Phase = session.Phase
@@ -69,6 +75,7 @@ const (
 	PhaseCall      = session.PhaseCall
 	PhaseInterpret = session.PhaseInterpret
 	PhaseAnswer    = session.PhaseAnswer
+	PhaseHandoff   = session.PhaseHandoff
 )
 
 // Options configure Load. The zero value works.

@@ -131,25 +131,43 @@ func TestBuildPackErrors(t *testing.T) {
 	}
 }
 
-// A router's spec.phases set its packs' budgets.
+// A router's spec.phases set its packs' budgets, ceilings and kinds;
+// Explain lists what was left out.
 func TestBuildPackPhases(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	write(t, dir, strings.NewReplacer("SEARCH_URL", "http://127.0.0.1:1/search",
-		"spec: {defaultAccess: Allow}", "spec: {defaultAccess: Allow, phases: {answer: {budget: 700}}}").Replace(manifests))
+		"spec: {defaultAccess: Allow}", "spec: {defaultAccess: Allow, phases: {answer: {budget: 700, maxBudget: 900}, route: {kinds: [user_turn]}}}").Replace(manifests))
 	r, err := router.Load(ctx, []string{dir}, router.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &router.Session{Items: []router.Item{{ID: "u1", Kind: "user_turn", Text: "When does the freeze start?"}}}
-	for ph, want := range map[router.Phase]int{router.PhaseAnswer: 700, router.PhaseRoute: 2000} {
-		pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: ph})
+	s := &router.Session{Items: []router.Item{{ID: "u1", Kind: "user_turn", Text: "When does the freeze start?"},
+		{ID: "a1", Kind: "agent_message", Text: "Let me check the calendar."}}}
+	for _, c := range []struct {
+		ph        router.Phase
+		maxTokens int
+		want      int
+	}{{router.PhaseAnswer, 0, 700}, {router.PhaseAnswer, 900, 900}, {router.PhaseRoute, 0, 2000}, {router.PhaseHandoff, 0, 4000}} {
+		pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: c.ph, MaxTokens: c.maxTokens})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pack.Budget != want {
-			t.Errorf("%s: budget %d, want %d", ph, pack.Budget, want)
+		if pack.Budget != c.want {
+			t.Errorf("%s: budget %d, want %d", c.ph, pack.Budget, c.want)
 		}
+	}
+	if _, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseAnswer, MaxTokens: 901}); err == nil ||
+		err.Error() != "max_tokens 901 is above the answer phase's ceiling 900 (spec.phases.answer.maxBudget)" {
+		t.Errorf("max_tokens past the ceiling: %v", err)
+	}
+	pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseRoute, Explain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pack.DroppedItems) != 1 || pack.DroppedItems[0] != (router.DroppedItem{ID: "a1", Kind: "agent_message", Reason: "policy", Tokens: pack.DroppedItems[0].Tokens}) ||
+		!pack.Items[0].Pinned {
+		t.Errorf("route with kinds [user_turn]: items %+v, dropped %+v", pack.Items, pack.DroppedItems)
 	}
 }
 
