@@ -126,6 +126,7 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Sessions.MaxSessions, DefaultMaxSessions)
 	defaultQuantity(&s.Sessions.MaxBytes, DefaultSessionBytes)
 	setDefault(&s.Sessions.DedupThreshold, DefaultSessionDedupThreshold)
+	setDefault(&s.Sessions.Secrets, SessionSecretsMask)
 	setDefault(&s.Sessions.Firewall.MaxChars, DefaultFirewallMaxChars)
 }
 

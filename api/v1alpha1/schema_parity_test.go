@@ -55,7 +55,7 @@ var parityBases = map[string][]string{
 		"deployment": {"replicas": 1, "image": "img", "serviceAccountName": "sa",
 			"resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "500m"}, "claims": [{"name": "gpu"}]}},
 		"tools": {"topK": 3, "minScore": "1.5", "minConfidence": "0.3", "fallback": [{"source": "web", "name": "web_search"}]},
-		"sessions": {"store": "Redis", "ttl": "1h", "maxSessions": 100, "maxBytes": "1Mi", "dedupThreshold": "0.5", "firewall": {"maxChars": 1000, "keep": [{"tools": ["payments.*"], "paths": [".status"]}]},
+		"sessions": {"store": "Redis", "ttl": "1h", "maxSessions": 100, "maxBytes": "1Mi", "dedupThreshold": "0.5", "secrets": "Off", "firewall": {"maxChars": 1000, "keep": [{"tools": ["payments.*"], "paths": [".status"]}]},
 			"redis": {"address": "redis.cache.svc:6379", "passwordSecretRef": {"name": "redis", "key": "password"}, "db": 1, "keyPrefix": "cr:", "tls": true}},
 		"phases": {"route": {"budget": 1500, "maxBudget": 3000, "kinds": ["user_turn"], "maxItemsPerKind": {"fact": 2}, "kindPriorities": {"user_turn": "0.9"}},
 			"call": {"budget": 2500, "maxBudget": 3000, "kinds": ["tool_call"], "maxItemsPerKind": {"tool_call": 2}, "kindPriorities": {"tool_call": "1"}},

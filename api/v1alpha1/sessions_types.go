@@ -20,6 +20,19 @@ const (
 	SessionStoreRedis SessionStoreType = "Redis"
 )
 
+// SessionSecretsMode says whether session text is scanned for secrets when
+// it is written (api.md §11.10).
+// +kubebuilder:validation:Enum=Mask;Off
+type SessionSecretsMode string
+
+const (
+	// SessionSecretsMask masks secrets ([secret:RULE]) before an entry is
+	// stored.
+	SessionSecretsMask SessionSecretsMode = "Mask"
+	// SessionSecretsOff stores session text as written.
+	SessionSecretsOff SessionSecretsMode = "Off"
+)
+
 // As for BudgetSpec, the rule must pass on the schema default {} of spec.sessions.
 // +kubebuilder:validation:XValidation:rule="!has(self.store) || self.store != 'Redis' || has(self.redis)",message="redis is required when store is Redis"
 
@@ -62,6 +75,12 @@ type SessionsSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Firewall FirewallSpec `json:"firewall,omitempty"`
+
+	// Secrets is Mask (secrets in session text are masked when written,
+	// so no pack, drill-down or store holds them) or Off.
+	// +optional
+	// +kubebuilder:default=Mask
+	Secrets SessionSecretsMode `json:"secrets,omitempty"`
 
 	// Redis is the server of the Redis store.
 	// +optional

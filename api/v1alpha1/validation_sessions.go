@@ -14,10 +14,14 @@ import (
 	"github.com/contextrouter/contextrouter/internal/redact"
 )
 
-var sessionStores = []SessionStoreType{SessionStoreMemory, SessionStoreRedis}
+var (
+	sessionStores      = []SessionStoreType{SessionStoreMemory, SessionStoreRedis}
+	sessionSecretModes = []SessionSecretsMode{SessionSecretsMask, SessionSecretsOff}
+)
 
 func validateSessions(p *field.Path, s *SessionsSpec) field.ErrorList {
 	allErrs := validateEnum(p.Child("store"), s.Store, sessionStores)
+	allErrs = append(allErrs, validateEnum(p.Child("secrets"), s.Secrets, sessionSecretModes)...)
 	if errs := validatePositiveDuration(p.Child("ttl"), s.TTL); len(errs) > 0 {
 		allErrs = append(allErrs, errs...)
 	} else if s.TTL.Duration < MinSessionTTL || s.TTL.Duration > MaxSessionTTL {

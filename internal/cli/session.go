@@ -78,6 +78,9 @@ in the route phase).`,
 			if _, err := policy.Limit(ph, maxTokens); err != nil {
 				return fmt.Errorf("--max-tokens: %w", err)
 			}
+			// A session file enters whole: its secrets are masked as a
+			// write to serve's API masks them (spec.sessions.secrets).
+			sess, _ = session.MaskSessionSecrets(policy.Secrets(), sess)
 			req := session.Request{Phase: ph, Query: query, Agent: agent, Tags: tags, MaxTokens: maxTokens, Explain: explain, Policy: policy}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()

@@ -225,3 +225,14 @@ func TestSessionBuildKeep(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestSessionBuildMasksSecrets: a session file's secrets are masked as
+// serve masks a write (spec.sessions.secrets: Mask by default).
+func TestSessionBuildMasksSecrets(t *testing.T) {
+	const key = "AKIA" + "P9O8I7U6Y5T4R3E2"
+	file := writeSession(t, `{"id": "u2", "kind": "user_turn", "text": "my AWS key is `+key+`"}`)
+	p := buildPack(t, "--items", file, "--phase", "answer")
+	if strings.Contains(p.Text, key) || !strings.Contains(p.Text, "[secret:aws-access-key]") || p.Stats.SecretsMasked != 1 {
+		t.Errorf("pack text holds the key or no mask (secrets_masked %d):\n%s", p.Stats.SecretsMasked, p.Text)
+	}
+}

@@ -267,17 +267,26 @@ type appended struct {
 	Items   []string `json:"items"`
 	Fact    string   `json:"fact,omitempty"`
 	Episode string   `json:"episode,omitempty"`
+	// SecretsMasked counts the values masked before the write was stored
+	// (api.md §11.10); absent when none was.
+	SecretsMasked int `json:"secrets_masked,omitempty"`
 }
 
-// write appends d to a session and answers the write.
-func (s *Server) write(w http.ResponseWriter, r *http.Request, id, agent string, d session.Delta, ans appended) {
+// write masks the secrets of d under the router's policy, appends it to a
+// session and answers the write. Masking comes first: no store, file or
+// log ever holds what it masks.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, st *state, id, agent string, d session.Delta, ans appended) {
+	masked := session.MaskSecrets(st.policy.Secrets(), &d)
 	ids, err := s.sessionStore().Append(r.Context(), id, agent, d)
 	if err != nil {
 		herr := s.sessionError(id, err)
 		writeError(w, herr.code, herr.msg)
 		return
 	}
-	ans.Session, ans.Items = id, ids
+	for rule, n := range masked {
+		s.metrics.secretsMasked.WithLabelValues(rule).Add(float64(n))
+	}
+	ans.Session, ans.Items, ans.SecretsMasked = id, ids, masked.Total()
 	if ans.Items == nil {
 		ans.Items = []string{}
 	}
@@ -290,12 +299,12 @@ func (s *Server) appendItems(w http.ResponseWriter, r *http.Request, id string) 
 		Items []session.Item `json:"items"`
 		Agent string         `json:"agent"`
 	}
-	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"items": [{"id": "u1", "kind": "user_turn", "text": "..."}]}`); ok {
+	if st, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"items": [{"id": "u1", "kind": "user_turn", "text": "..."}]}`); ok {
 		if len(body.Items) == 0 {
 			writeError(w, http.StatusBadRequest, "items: the list is empty: send at least one item")
 			return
 		}
-		s.write(w, r, id, agent, session.Delta{Items: body.Items}, appended{})
+		s.write(w, r, st, id, agent, session.Delta{Items: body.Items}, appended{})
 	}
 }
 
@@ -305,13 +314,13 @@ func (s *Server) putFact(w http.ResponseWriter, r *http.Request, id string) {
 		Value *string `json:"value"`
 		Agent string  `json:"agent"`
 	}
-	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"value": "..."}`); ok {
+	if st, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"value": "..."}`); ok {
 		if body.Value == nil {
 			writeError(w, http.StatusBadRequest, "value: required")
 			return
 		}
 		key := r.PathValue("key")
-		s.write(w, r, id, agent, session.Delta{Facts: []session.Fact{{Key: key, Value: *body.Value}}}, appended{Fact: key})
+		s.write(w, r, st, id, agent, session.Delta{Facts: []session.Fact{{Key: key, Value: *body.Value}}}, appended{Fact: key})
 	}
 }
 
@@ -321,8 +330,8 @@ func (s *Server) appendEpisode(w http.ResponseWriter, r *http.Request, id string
 		session.Episode
 		Agent string `json:"agent"`
 	}
-	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"id": "e1", "text": "..."}`); ok {
-		s.write(w, r, id, agent, session.Delta{Episodes: []session.Episode{body.Episode}}, appended{Episode: body.ID})
+	if st, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"id": "e1", "text": "..."}`); ok {
+		s.write(w, r, st, id, agent, session.Delta{Episodes: []session.Episode{body.Episode}}, appended{Episode: body.ID})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/secrets"
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
@@ -205,6 +206,9 @@ type Stats struct {
 	// PinnedDropped counts pinned entries that did not fit the budget
 	// (counted in Dropped.Budget too).
 	PinnedDropped int `json:"pinned_dropped"`
+	// SecretsMasked counts the masks ([secret:RULE]) in the pack's text:
+	// secrets masked when their entries were written (api.md §11.10).
+	SecretsMasked int `json:"secrets_masked"`
 	// MemoryCap is the token cap of facts, memory_fact items and episodes.
 	MemoryCap     int            `json:"memory_cap"`
 	SectionTokens map[string]int `json:"section_tokens"`
@@ -530,6 +534,7 @@ func (b *packBuild) finish() *Pack {
 		pack.Sections = append(pack.Sections, Section{Name: sectionNames[sec], Tokens: tok, Items: counts[sec], Text: t})
 	}
 	pack.Text = text.String()
+	pack.Stats.SecretsMasked = secrets.CountMasks(pack.Text)
 	if b.opts.Explain {
 		pack.DroppedItems, pack.DroppedItemsTruncated = b.droppedItems()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/jsonpath"
+	"github.com/contextrouter/contextrouter/internal/secrets"
 )
 
 // Policy is what a router's spec sets for every pack: the budget, ceiling,
@@ -27,6 +28,9 @@ type Policy struct {
 	firewallMaxChars int
 	dedupThreshold   float64
 	keep             []keepRule
+	// secrets scans session text when it is written; nil under
+	// spec.sessions.secrets: Off.
+	secrets *secrets.Scanner
 }
 
 // keepRule is a rule of spec.sessions.firewall.keep, its paths parsed.
@@ -50,7 +54,8 @@ var unlimited = func() (l kindLimits) {
 
 // defaultPolicy holds the defaults of api.md §11.2 and §11.4.
 var defaultPolicy = func() Policy {
-	p := Policy{weights: kindWeights, kinds: defaultKinds, firewallMaxChars: DefaultFirewallMaxChars, dedupThreshold: DefaultDedupThreshold}
+	p := Policy{weights: kindWeights, kinds: defaultKinds, firewallMaxChars: DefaultFirewallMaxChars, dedupThreshold: DefaultDedupThreshold,
+		secrets: secrets.Default()}
 	for i := range p.budgets {
 		p.budgets[i] = int(v1alpha1.DefaultPhaseBudgets[i])
 		p.limits[i] = unlimited
@@ -68,6 +73,9 @@ func NewPolicy(spec *v1alpha1.ContextRouterSpec) (*Policy, error) {
 	}
 	if n := spec.Sessions.Firewall.MaxChars; n > 0 {
 		p.firewallMaxChars = int(n)
+	}
+	if spec.Sessions.Secrets == v1alpha1.SessionSecretsOff {
+		p.secrets = nil
 	}
 	if err := p.readKeep(spec.Sessions.Firewall.Keep); err != nil {
 		return nil, err
@@ -147,6 +155,10 @@ func (p *Policy) Limit(ph Phase, maxTokens int) (int, error) {
 	}
 	return maxTokens, nil
 }
+
+// Secrets is the scanner that masks session text when it is written
+// (MaskSecrets); nil under spec.sessions.secrets: Off.
+func (p *Policy) Secrets() *secrets.Scanner { return p.secrets }
 
 // FirewallMaxChars is the size above which a tool result is firewalled.
 func (p *Policy) FirewallMaxChars() int { return p.firewallMaxChars }

@@ -158,7 +158,18 @@ func (r *Router) FindTools(ctx context.Context, req Request) (*ToolsResponse, er
 // adds knowledge chunks (and tool cards in the route phase). An invalid
 // session is an error naming the entry and field.
 func (r *Router) BuildPack(ctx context.Context, s *Session, req PackRequest) (*Pack, error) {
-	pack, _, err := session.BuildFor(ctx, r.snap.Load(), s, req)
+	snap := r.snap.Load()
+	if req.Policy == nil {
+		pol, err := session.NewPolicy(snap.RouterSpec())
+		if err != nil {
+			return nil, err
+		}
+		req.Policy = pol
+	}
+	// The session enters whole: its secrets are masked as serve masks a
+	// write (spec.sessions.secrets), on a copy; s is not changed.
+	s, _ = session.MaskSessionSecrets(req.Policy.Secrets(), s)
+	pack, _, err := session.BuildFor(ctx, snap, s, req)
 	return pack, err
 }
 

@@ -227,3 +227,26 @@ func TestBuildPackKeep(t *testing.T) {
 		t.Errorf("pack without the kept path, or with the result's text:\n%s", pack.Text)
 	}
 }
+
+// BuildPack masks the secrets of the session it is given (the router's
+// spec.sessions.secrets, Mask by default) on a copy: the caller's session
+// keeps its text.
+func TestBuildPackMasksSecrets(t *testing.T) {
+	ctx := context.Background()
+	r, err := router.Load(ctx, []string{"../../examples/quickstart"}, router.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "AKIA" + "M2N4B6V8C1X3Z5L7"
+	s := &router.Session{Items: []router.Item{{ID: "u1", Kind: "user_turn", Text: "is " + key + " still valid?"}}}
+	pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseAnswer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(pack.Text, key) || !strings.Contains(pack.Text, "[secret:aws-access-key]") || pack.Stats.SecretsMasked != 1 {
+		t.Errorf("pack text %q, secrets_masked %d", pack.Text, pack.Stats.SecretsMasked)
+	}
+	if s.Items[0].Text != "is "+key+" still valid?" {
+		t.Errorf("BuildPack changed the caller's session: %q", s.Items[0].Text)
+	}
+}
