@@ -148,7 +148,8 @@ func printPack(w io.Writer, p *session.Pack, resp *engine.Response) {
 	for _, x := range []struct {
 		n    int
 		what string
-	}{{st.Closures, "brought by closure"}, {st.Firewalled, "firewalled"}, {st.Redacted, "redacted"}, {st.PinnedDropped, "pinned but did not fit"}} {
+	}{{st.Closures, "brought by closure"}, {st.Firewalled, "firewalled"}, {st.Firewall.TokensSaved, "tokens saved by the firewall"},
+		{st.Redacted, "redacted"}, {st.SecretsMasked, "secrets masked"}, {st.PinnedDropped, "pinned but did not fit"}} {
 		if x.n > 0 {
 			fmt.Fprintf(w, "; %d %s", x.n, x.what)
 		}
