@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -202,7 +203,7 @@ func desiredDeployment(router *v1alpha1.ContextRouter, b *bundle.Bundle, image, 
 	container := corev1.Container{
 		Name:  "router",
 		Image: image,
-		Args:  bundle.ServeArgs(),
+		Args:  routerServeArgs(),
 		Env:   bundle.ContainerEnv(),
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: HTTPPort, Protocol: corev1.ProtocolTCP}},
 		// A pod whose snapshot cannot be built never becomes ready, so a
@@ -307,4 +308,19 @@ func withAnnotation(m metav1.ObjectMeta, key, value string) metav1.ObjectMeta {
 	}
 	m.Annotations[key] = value
 	return m
+}
+
+// RouterShutdownDelay is how long a router pod keeps answering, with
+// /readyz failing and every answer closing its connection, after it is told
+// to stop: long enough for kube-proxy and load balancers to stop sending it
+// new connections, so that a rollout fails no query. It stays well inside
+// the pod's default 30 s termination grace period, with the server's
+// shutdown timeout.
+const RouterShutdownDelay = 5 * time.Second
+
+// routerServeArgs are the router container's arguments: serve on the
+// bundle, draining for RouterShutdownDelay. (Sidecars serve on 127.0.0.1,
+// behind no load balancer, and stop at once.)
+func routerServeArgs() []string {
+	return append(bundle.ServeArgs(), "--shutdown-delay", RouterShutdownDelay.String())
 }
