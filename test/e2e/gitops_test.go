@@ -257,8 +257,14 @@ func (g *gitops) waitKustomization(t *testing.T, what, commit string, want metav
 				return false, "", err
 			}
 		}
-		done := r != nil && r.Status == want && k.Status.ObservedGeneration == k.Metadata.Generation &&
-			k.Status.LastAttemptedRevision == fluxRevision(commit)
+		// Ready=True is the commit's only once it is the applied revision:
+		// the attempted one moves first, while Ready still tells of the
+		// revision before.
+		judged := k.Status.LastAttemptedRevision == fluxRevision(commit)
+		if want == metav1.ConditionTrue {
+			judged = judged && k.Status.LastAppliedRevision == fluxRevision(commit)
+		}
+		done := r != nil && r.Status == want && k.Status.ObservedGeneration == k.Metadata.Generation && judged
 		return done, k.fluxLine(), nil
 	})
 	took := time.Since(start)
