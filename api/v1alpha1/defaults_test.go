@@ -33,7 +33,7 @@ func TestDefault(t *testing.T) {
 		Tools: RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0.5", CollapseThreshold: "0.8",
 			Adaptive: ToolsAdaptive{RelativeCut: "0.1"}, Expansion: ToolExpansionSynonyms},
 		Sessions: SessionsSpec{Store: SessionStoreMemory, TTL: dur(24 * time.Hour), MaxSessions: 10000, MaxBytes: qty("256Mi"),
-			Firewall: FirewallSpec{MaxChars: 2000}},
+			DedupThreshold: "0.9", Firewall: FirewallSpec{MaxChars: 2000}, Secrets: SessionSecretsMask},
 	}
 	tests := []struct {
 		name string
@@ -57,7 +57,7 @@ func TestDefault(t *testing.T) {
 				Tools: RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0", CollapseThreshold: "0",
 					Adaptive: ToolsAdaptive{Enabled: true, RelativeCut: "0.5"}, Expansion: ToolExpansionNone},
 				Sessions: SessionsSpec{Store: SessionStoreRedis, TTL: dur(time.Hour), MaxSessions: 5, MaxBytes: qty("1Mi"),
-					Firewall: FirewallSpec{MaxChars: 500}, Redis: &RedisSpec{Address: "r:6379"}},
+					DedupThreshold: "0.5", Firewall: FirewallSpec{MaxChars: 500}, Secrets: SessionSecretsOff, Redis: &RedisSpec{Address: "r:6379"}},
 			}},
 			want: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
@@ -69,7 +69,7 @@ func TestDefault(t *testing.T) {
 				Tools: RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0", CollapseThreshold: "0",
 					Adaptive: ToolsAdaptive{Enabled: true, RelativeCut: "0.5"}, Expansion: ToolExpansionNone},
 				Sessions: SessionsSpec{Store: SessionStoreRedis, TTL: dur(time.Hour), MaxSessions: 5, MaxBytes: qty("1Mi"),
-					Firewall: FirewallSpec{MaxChars: 500}, Redis: &RedisSpec{Address: "r:6379"}},
+					DedupThreshold: "0.5", Firewall: FirewallSpec{MaxChars: 500}, Secrets: SessionSecretsOff, Redis: &RedisSpec{Address: "r:6379"}},
 			}},
 		},
 		{
