@@ -36,7 +36,7 @@ func (h Holder) String() string {
 	if h.Owner == "" {
 		return "an unknown process (the lock file names no holder)"
 	}
-	s := fmt.Sprintf("%s (pid %d, since %s), state in %s", h.Owner, h.PID, h.Since.UTC().Format(time.RFC3339), h.RunDir)
+	s := fmt.Sprintf("%s (started by pid %d at %s), state in %s", h.Owner, h.PID, h.Since.UTC().Format(time.RFC3339), h.RunDir)
 	if h.Kubeconfig != "" {
 		s += ", kubeconfig " + h.Kubeconfig
 	}

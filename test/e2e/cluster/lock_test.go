@@ -33,7 +33,7 @@ func TestLockRefusesASecondClusterNamingTheFirst(t *testing.T) {
 	if busy.Holder != first {
 		t.Errorf("refusal names holder %+v, want %+v", busy.Holder, first)
 	}
-	for _, want := range []string{"make cluster-up", fmt.Sprintf("pid %d", os.Getpid()), "2026-11-28T06:00:00Z",
+	for _, want := range []string{"make cluster-up", fmt.Sprintf("started by pid %d at 2026-11-28T06:00:00Z", os.Getpid()),
 		"state in /var/lib/contextrouter-cluster", "kubeconfig /var/lib/contextrouter-cluster/pki/admin.kubeconfig",
 		"to stop it: make cluster-down", path} {
 		if !strings.Contains(err.Error(), want) {
