@@ -39,6 +39,23 @@ func (c *Cluster) Helm(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// helmSummary is the release part of helm's answer ("NAME: contextrouter,
+// NAMESPACE: …, STATUS: deployed, REVISION: 1"), without the chart's notes.
+func helmSummary(out string) string {
+	var parts []string
+	for _, line := range strings.Split(out, "\n") {
+		for _, key := range []string{"NAME:", "NAMESPACE:", "STATUS:", "REVISION:"} {
+			if strings.HasPrefix(line, key) {
+				parts = append(parts, strings.TrimSpace(line))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return lastLines(out, 8)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // SplitImage splits "localhost/contextrouter:dev" into repository and tag.
 func SplitImage(ref string) (string, string) {
 	i := strings.LastIndex(ref, ":")
@@ -67,7 +84,7 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.logf("helm install:\n%s", lastLines(out, 8))
+	c.logf("helm install: %s", helmSummary(out))
 
 	if err := c.waitFor(ctx, "operator Deployment available", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
 		var d appsv1.Deployment
