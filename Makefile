@@ -282,7 +282,7 @@ test-argocd: ## Run the Argo CD health checks of config/argocd against their tes
 
 # --- End-to-end test and a local cluster on a real single node ---------------
 
-.PHONY: e2e cluster-up cluster-down
+.PHONY: e2e cluster-up cluster-down cluster-check
 
 # Needs root: it runs containerd (installed with apt-get when missing), the
 # kubelet and the rest of bin/k8s on this machine (test/e2e/cluster). One
@@ -293,8 +293,13 @@ e2e: build controlplane node-binaries images helm ## Run the end-to-end test on 
 
 # The e2e's cluster, kept running in /var/lib/contextrouter-cluster, with the
 # operator installed from the chart (docs/operator.md, "A local cluster").
-cluster-up: build controlplane node-binaries images helm ## Start a single-node cluster with the operator that keeps running (root); prints its kubeconfig.
+# cluster-check refuses before the builds, which rewrite the image tarballs
+# a running e2e test may be importing.
+cluster-up: cluster-check build controlplane node-binaries images helm ## Start a single-node cluster with the operator that keeps running (root); prints its kubeconfig.
 	$(GO) run ./hack/cluster up
+
+cluster-check:
+	@$(GO) run ./hack/cluster check
 
 cluster-down: ## Stop the cluster of cluster-up and remove everything it left on the host (root).
 	$(GO) run ./hack/cluster down

@@ -7,8 +7,9 @@
 // end-to-end tests' cluster (package test/e2e/cluster) in a run directory
 // of its own; it needs root.
 //
-//	cluster up   [-run-dir DIR]
-//	cluster down [-run-dir DIR]
+//	cluster up    [-run-dir DIR]
+//	cluster down  [-run-dir DIR]
+//	cluster check [-run-dir DIR]   fails, naming it, when another cluster runs
 package main
 
 import (
@@ -42,16 +43,18 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
-		return errors.New("usage: cluster up|down [-run-dir DIR] (make cluster-up, make cluster-down)")
+	if len(args) == 0 || (args[0] != "up" && args[0] != "down" && args[0] != "check") {
+		return errors.New("usage: cluster up|down|check [-run-dir DIR] (make cluster-up, make cluster-down)")
 	}
 	fs := flag.NewFlagSet("cluster "+args[0], flag.ContinueOnError)
 	runDir := fs.String("run-dir", defaultRunDir, "where the cluster keeps its state, PKI, kubeconfig and logs")
+	lock := fs.String("lock", cluster.DefaultLockPath, "the machine's cluster lock, which make e2e takes too")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	opts := cluster.Options{
 		RunDir:   *runDir,
+		LockPath: *lock,
 		NodeName: nodeName,
 		Owner:    "make cluster-up",
 		Stop:     "make cluster-down",
@@ -62,10 +65,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if args[0] == "up" {
+	switch args[0] {
+	case "up":
 		return up(ctx, opts, stdout)
+	case "check":
+		return check(opts)
 	}
 	return down(opts, stdout)
+}
+
+// check refuses before make spends a minute on builds, and rewrites the
+// image tarballs, that a running e2e test may be importing.
+func check(opts cluster.Options) error {
+	err := cluster.ProbeLock(opts.LockPath)
+	var busy *cluster.BusyError
+	if errors.As(err, &busy) && busy.Holder.RunDir == filepath.Clean(opts.RunDir) {
+		return nil // ours: up reports it
+	}
+	return err
 }
 
 func up(ctx context.Context, opts cluster.Options, stdout io.Writer) error {

@@ -78,13 +78,9 @@ func AcquireLock(path string, h Holder) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			holder, _ := readHolder(f)
-			return nil, &BusyError{Path: path, Holder: holder}
-		}
-		return nil, fmt.Errorf("cluster lock %s: %w", path, err)
+	if err := flockOrBusy(f, path); err != nil {
+		f.Close()
+		return nil, err
 	}
 	l := &Lock{f: f, path: path}
 	l.Prev, _ = readHolder(f)
@@ -93,6 +89,31 @@ func AcquireLock(path string, h Holder) (*Lock, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// ProbeLock reports whether the lock at path is free, as AcquireLock would
+// (a *BusyError naming the holder when not), without taking it or touching
+// its record.
+func ProbeLock(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("cluster lock: %w", err)
+	}
+	defer f.Close()
+	return flockOrBusy(f, path)
+}
+
+// flockOrBusy takes the flock on f without waiting.
+func flockOrBusy(f *os.File, path string) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		holder, _ := readHolder(f)
+		return &BusyError{Path: path, Holder: holder}
+	}
+	if err != nil {
+		return fmt.Errorf("cluster lock %s: %w", path, err)
+	}
+	return nil
 }
 
 // ReadHolder returns who holds (or last held) the lock at path.
