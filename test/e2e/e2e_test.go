@@ -36,6 +36,7 @@ import (
 const (
 	releaseName      = cluster.ReleaseName
 	releaseNamespace = cluster.ReleaseNamespace
+	operatorName     = cluster.OperatorName
 	samplesNamespace = "acme"
 	routerName       = "acme" // config/samples/router.yaml
 	vacationQuestion = "How many vacation days do I get, and can I carry them over?"
