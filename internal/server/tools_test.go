@@ -124,6 +124,14 @@ func TestToolsEndpoint(t *testing.T) {
 	if v, ok := ts.metric("contextrouter_tools_returned"); !ok || v != 2 {
 		t.Errorf("tools_returned observations = %v, %v; want 2 (one per answer)", v, ok)
 	}
+	// A query whose route names a tool source is observed even when its
+	// shortlist is empty: the zeros are what the histogram is for.
+	if q := ts.query(engine.Request{Text: "xyzzy plugh"}); len(q.Tools) != 0 || q.Stats.Tools.Reason != engine.ToolsNoMatch {
+		t.Fatalf("tools %+v, stats %+v; want none, no_match", q.Tools, q.Stats.Tools)
+	}
+	if v, _ := ts.metric("contextrouter_tools_returned"); v != 3 {
+		t.Errorf("tools_returned observations = %v after an empty shortlist; want 3", v)
+	}
 
 	// The agent's tool rules apply.
 	_, resp, raw = postTools(t, ts, `{"text": "invoice customer", "agent": "support-bot", "max_tools": 10}`)
