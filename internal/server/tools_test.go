@@ -113,7 +113,7 @@ func TestToolsEndpoint(t *testing.T) {
 	if strings.Contains(raw, "inputSchema") || strings.Contains(raw, `"required"`) {
 		t.Errorf("a card holds the schema: %s", raw)
 	}
-	if string(fields["stats"]) != `{"tools":{"candidates":4,"denied":0,"below_threshold":0,"returned":2}}` {
+	if string(fields["stats"]) != `{"tools":{"candidates":4,"denied":0,"below_threshold":0,"below_cut":0,"returned":2}}` {
 		t.Errorf("stats = %s", fields["stats"])
 	}
 	// The same shortlist as /v1/query.
