@@ -10,7 +10,8 @@ import (
 )
 
 // Compile loads the manifests under paths, checks them as validate does
-// (an invalid object never reaches the engine; warnings go to opts.Logger)
+// (an invalid object never reaches the engine; warnings, its own and the
+// engine's, go to opts.Logger)
 // and compiles the router named router ("" = the only one). It is the
 // one-shot path of the CLI's commands and the Go API; serve reloads through
 // its own watcher.
@@ -38,5 +39,16 @@ func Compile(ctx context.Context, paths []string, router string, opts engine.Opt
 	if err != nil {
 		return nil, err
 	}
-	return engine.Compile(ctx, cfg, opts)
+	snap, err := engine.Compile(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The engine's warnings (a fallback that can never serve, a classifier
+	// without out-of-scope examples) are the ones validate prints.
+	warnings := snap.Warnings()
+	set.Locate(warnings)
+	for _, p := range warnings {
+		log.Warn(p.Error())
+	}
+	return snap, nil
 }
