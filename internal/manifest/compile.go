@@ -2,11 +2,13 @@ package manifest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // Compile loads the manifests under paths, checks them as validate does
@@ -40,7 +42,11 @@ func Compile(ctx context.Context, paths []string, router string, opts engine.Opt
 		return nil, err
 	}
 	snap, err := engine.Compile(ctx, cfg, opts)
-	if err != nil {
+	if found := (problem.List)(nil); errors.As(err, &found) {
+		// At the field's line, as validate reports them.
+		set.Locate(found)
+		return nil, found
+	} else if err != nil {
 		return nil, err
 	}
 	// The engine's warnings (a fallback that can never serve, a classifier
