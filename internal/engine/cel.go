@@ -95,9 +95,24 @@ type condition struct {
 	detect detectRefs
 	// unguarded are the metadata keys read without a presence test (UnguardedMetadataKeys).
 	unguarded []string
-	// constant is what the condition folds to when no query can change it
-	// (when: "true"): constTrue or constFalse; constNone otherwise.
-	constant constValue
+	// expr is the condition's text; constant what it folds to (constantValue).
+	expr      string
+	constOnce sync.Once
+	constant  constValue
+}
+
+// constantValue is what the condition folds to when no query can change it
+// (when: "true"): constTrue or constFalse; constNone otherwise. Only the
+// gate warnings ask, for routers with fallbacks, so folding (as costly as a
+// second compile) is done on first use, once per cached condition.
+func (c *condition) constantValue() constValue {
+	c.constOnce.Do(func() {
+		// The text compiled before, cost check included: folding is bounded.
+		if ast, iss := celEnv.Compile(c.expr); iss.Err() == nil {
+			c.constant = constantOf(ast)
+		}
+	})
+	return c.constant
 }
 
 // constValue is the value of a condition that does not depend on the query.
@@ -225,8 +240,7 @@ func compileCondition(expr string) (*condition, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Folded only once the cost check has bounded what folding evaluates.
-	c.constant = constantOf(ast)
+	c.expr = expr
 	// A cheap loop ends soon enough; the check between routes covers it.
 	c.loops = c.loops && cost > minInterruptibleCost
 	// OptOptimize precomputes constant list literals instead of rebuilding them per evaluation.

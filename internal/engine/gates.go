@@ -268,15 +268,19 @@ func (c *compileScope) gateWarnings() {
 		c.s.warnings = append(c.s.warnings, problem.Problem{Location: c.cfg.Origin(v1alpha1.KindContextRoute, name),
 			Kind: v1alpha1.KindContextRoute, Name: name, Field: field, Severity: problem.Warning, Reason: v1alpha1.ReasonInvalidSpec, Message: msg})
 	}
-	// The matches every query makes, and the first route whose condition holds for every query.
+	// The matches every query makes, and the first route whose condition
+	// holds for every query; only a router with fallbacks asks.
 	var certain []RouteMatch
 	blocker := -1
 	for i, rt := range routes {
+		if !c.s.hasFallback {
+			break
+		}
 		switch {
 		case rt.fallback:
 		case rt.cond == nil:
 			certain = append(certain, RouteMatch{Route: rt.name, MatchedBy: MatchedByAlways})
-		case rt.cond.constant == constTrue:
+		case rt.cond.constantValue() == constTrue:
 			certain = append(certain, RouteMatch{Route: rt.name, MatchedBy: MatchedByCondition})
 			if blocker < 0 {
 				blocker = i
@@ -288,7 +292,7 @@ func (c *compileScope) gateWarnings() {
 			continue
 		}
 		switch {
-		case rt.cond != nil && rt.cond.constant == constFalse:
+		case rt.cond != nil && rt.cond.constantValue() == constFalse:
 			warn(i, "spec.fallback", fmt.Sprintf("this fallback can never serve: its own condition holds for no query (when: %q)", c.cfg.Routes[i].Spec.When))
 		case !fallbacksServe(certain):
 			warn(i, "spec.fallback", fmt.Sprintf("this fallback can never serve: the condition of ContextRoute %q holds for every query (when: %q), "+
