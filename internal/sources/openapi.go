@@ -2,6 +2,7 @@ package sources
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,12 @@ import (
 // MaxOpenAPIDocumentBytes bounds one OpenAPI document, read from a file or
 // fetched.
 const MaxOpenAPIDocumentBytes = 10 << 20
+
+// MaxOpenAPIDepth bounds how deeply a document nests objects and arrays:
+// twice an input schema's bound, so every schema that could fit one is
+// read. It is checked before kin-openapi reads the document, which reads a
+// schema again at each level of it: 1,000 levels took seconds, 5,000 minutes.
+const MaxOpenAPIDepth = 2 * MaxInputSchemaDepth
 
 // openAPIExtension is the operation's x-contextrouter object: what the
 // document's author says of the operation's tool beyond OpenAPI's words.
@@ -138,6 +145,11 @@ func decodeOpenAPIDoc(name string, data []byte) (*openAPIDoc, []CatalogProblem) 
 			return nil, []CatalogProblem{{File: name, Message: "invalid YAML: " + err.Error()}}
 		}
 		d.val = v
+	}
+	// Before anything walks the tree by path, which costs the square of
+	// the depth.
+	if p := d.checkDepth(); len(p) > 0 {
+		return nil, p
 	}
 	var out []CatalogProblem
 	if d.root != nil {
@@ -259,6 +271,72 @@ func yamlScalar(n *yamlv3.Node) any {
 		}
 	}
 	return n.Value
+}
+
+// maxDepthPathSteps: the steps of the path to a value nested too deep that
+// an error shows; the rest are "…".
+const maxDepthPathSteps = 12
+
+// checkDepth refuses a document nested deeper than MaxOpenAPIDepth, naming
+// the first value past it in document order (aliases followed, as they are
+// read).
+func (d *openAPIDoc) checkDepth() []CatalogProblem {
+	if d.root == nil {
+		return nil
+	}
+	var keys []string // the path to the node being walked
+	// walk returns the line of the first value past the bound: where it
+	// stands, or where the outermost alias to it does.
+	var walk func(n *yamlv3.Node, depth, aliasLine int) int
+	walk = func(n *yamlv3.Node, depth, aliasLine int) int {
+		if n.Kind == yamlv3.AliasNode && n.Alias != nil {
+			if aliasLine == 0 {
+				aliasLine = n.Line
+			}
+			n = n.Alias
+		}
+		if n.Kind != yamlv3.MappingNode && n.Kind != yamlv3.SequenceNode {
+			return 0
+		}
+		if depth++; depth > MaxOpenAPIDepth {
+			return cmp.Or(aliasLine, n.Line)
+		}
+		for i, c := range n.Content {
+			if n.Kind == yamlv3.MappingNode {
+				if i%2 == 0 {
+					continue
+				}
+				keys = append(keys, n.Content[i-1].Value)
+			} else {
+				keys = append(keys, fmt.Sprintf("[%d]", i))
+			}
+			if line := walk(c, depth, aliasLine); line > 0 {
+				return line
+			}
+			keys = keys[:len(keys)-1]
+		}
+		return 0
+	}
+	line := walk(d.root, 0, 0)
+	if line == 0 {
+		return nil
+	}
+	path, shown := "", keys
+	if len(shown) > maxDepthPathSteps {
+		shown = shown[:maxDepthPathSteps]
+	}
+	for _, k := range shown {
+		if strings.HasPrefix(k, "[") {
+			path += k
+		} else {
+			path = openAPIPath(path, k)
+		}
+	}
+	if len(shown) < len(keys) {
+		path += "…"
+	}
+	return []CatalogProblem{{File: d.file, Line: line, Field: path,
+		Message: fmt.Sprintf("nested more than %d levels deep (objects and arrays); an input schema may nest %d", MaxOpenAPIDepth, MaxInputSchemaDepth)}}
 }
 
 // checkVersion refuses what is not an OpenAPI 3.0 or 3.1 document, saying

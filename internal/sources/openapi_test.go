@@ -585,3 +585,43 @@ func TestOpenAPIOperationLimit(t *testing.T) {
 		t.Errorf("past the limit: %v", err)
 	}
 }
+
+// TestOpenAPIDepthLimit: a document nested deeper than MaxOpenAPIDepth is
+// refused before it is read further, at the line of the first value past
+// the bound, aliases followed.
+func TestOpenAPIDepthLimit(t *testing.T) {
+	// The schema Deep sits at the fourth level (the document, components,
+	// schemas, Deep); nestedSchema(k) takes 2k+1 levels, so its deepest
+	// value is at 2k+4.
+	deep := func(k int) string {
+		return "{\"openapi\": \"3.1.0\", \"info\": {\"title\": \"t\", \"version\": \"1\"}, \"paths\": {},\n" +
+			"\"components\": {\"schemas\": {\"Deep\":\n" + string(nestedSchema(k, `{"type": "string"}`)) + "}}}"
+	}
+	// An anchor 101 levels deep is shallow where it stands (levels 2 to
+	// 102), and 30 levels deeper where an alias repeats it.
+	alias := "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths: {}\nx-anchor: &deep " + string(nestedSchema(50, `{"type": "string"}`)) + "\n" +
+		"x-use: " + strings.Repeat("[", 30) + "*deep" + strings.Repeat("]", 30) + "\n"
+	tests := []struct {
+		name, file, data, want string
+	}{
+		{"at the bound", "api.json", deep((MaxOpenAPIDepth - 4) / 2), ""},
+		{"past the bound", "api.json", deep((MaxOpenAPIDepth-4)/2 + 1),
+			"api.json:3: components.schemas.Deep.properties.a.properties.a.properties.a.properties.a.properties…: nested more than 128 levels deep (objects and arrays); an input schema may nest 64"},
+		{"past the bound through an alias", "api.yaml", alias, "api.yaml:5: x-use[0][0][0][0][0][0][0][0][0][0][0]…: nested more than 128 levels deep"},
+		{"far past the bound", "api.json", deep(4500), "api.json:3: components.schemas.Deep.properties.a."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseOpenAPI([]Chunk{{Path: tt.file, Content: tt.data}}, nil)
+			if tt.want == "" {
+				if err != nil {
+					t.Errorf("error = %v, want none", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v\nwant %q", err, tt.want)
+			}
+		})
+	}
+}
