@@ -2,7 +2,9 @@ package sources
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -358,5 +360,37 @@ func TestToolsOpenAPIFactoryErrors(t *testing.T) {
 				t.Errorf("error = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestToolsHTTPURLCredentials: a URL's user part is sent as Basic
+// authentication and never shown: not in the file name errors carry, not
+// in what the server echoes of it.
+func TestToolsHTTPURLCredentials(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = fmt.Fprintf(w, "no access for %s with %s (header %s)", user, pass, r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(echo.Close)
+	const user, pass = "catalog-reader", "pa55-w0rd-9c1e"
+	raw := strings.Replace(echo.URL, "http://", "http://"+user+":"+pass+"@", 1) + "/openapi.json"
+	src, err := New(httpToolsSpec(raw, &v1alpha1.OpenAPITools{}), Env{Logger: discardTestLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := loadToolIDs(t, src)
+	if err == nil || ids != nil {
+		t.Fatalf("ids = %q, err = %v; want a 403", ids, err)
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	msg := err.Error()
+	if !strings.Contains(msg, "http "+echo.URL+"/openapi.json: HTTP 403 Forbidden: no access for *** with *** (header Basic ***)") {
+		t.Errorf("error = %q", msg)
+	}
+	for _, secret := range []string{pass, basic, user} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("error %q shows %q", msg, secret)
+		}
 	}
 }
