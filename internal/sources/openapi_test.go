@@ -559,21 +559,48 @@ func TestOpenAPIGeneratedPlatform(t *testing.T) {
 	}
 }
 
+// manyOperations is an OpenAPI 3.1 document (JSON) of n GET operations
+// without parameters, op<from> to op<from+n-1>.
+func manyOperations(from, n int) string {
+	var b strings.Builder
+	b.WriteString(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {`)
+	for i := from; i < from+n; i++ {
+		if i > from {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, `"/r%d": {"get": {"operationId": "op%d", "responses": {"200": {"description": "ok"}}}}`, i, i)
+	}
+	b.WriteString("}}")
+	return b.String()
+}
+
+// BenchmarkParseOpenAPI: the time to make a catalog of a document, by
+// document (docs/benchmarks.md).
+func BenchmarkParseOpenAPI(b *testing.B) {
+	docs := []struct {
+		name string
+		doc  Chunk
+	}{
+		{"petstore-19ops", readTestDoc(b, petstoreDoc)},
+		{"platform-100ops", Chunk{Path: "platform.yaml", Content: platformAPI()}},
+		{"flat-10000ops", Chunk{Path: "flat.json", Content: manyOperations(0, MaxCatalogTools)}},
+	}
+	for _, d := range docs {
+		b.Run(d.name, func(b *testing.B) {
+			b.SetBytes(int64(len(d.doc.Content)))
+			for b.Loop() {
+				if _, err := ParseOpenAPI([]Chunk{d.doc}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // TestOpenAPIOperationLimit: a source holds at most MaxCatalogTools tools,
 // operations counted over all its documents.
 func TestOpenAPIOperationLimit(t *testing.T) {
-	doc := func(from, n int) string {
-		var b strings.Builder
-		b.WriteString(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {`)
-		for i := from; i < from+n; i++ {
-			if i > from {
-				b.WriteString(",\n")
-			}
-			fmt.Fprintf(&b, `"/r%d": {"get": {"operationId": "op%d", "responses": {"200": {"description": "ok"}}}}`, i, i)
-		}
-		b.WriteString("}}")
-		return b.String()
-	}
+	doc := manyOperations
 	files := []Chunk{{Path: "a.json", Content: doc(0, MaxCatalogTools/2)}, {Path: "b.json", Content: doc(MaxCatalogTools/2, MaxCatalogTools/2)}}
 	tools, err := ParseOpenAPI(files, nil)
 	if err != nil || len(tools) != MaxCatalogTools {
