@@ -111,6 +111,7 @@ func (s *ContextSource) SecretNames() []string {
 
 // FieldHeaders are the request headers of a source's block at Path
 // ("spec.httpAPI").
+// +kubebuilder:object:generate=false
 type FieldHeaders struct {
 	Path    string
 	Headers []HTTPHeader
