@@ -3,43 +3,14 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/sources/doctest"
 )
-
-// docServer serves one document on 127.0.0.1 that a test can change.
-type docServer struct {
-	*httptest.Server
-	mu     sync.Mutex
-	status int
-	body   string
-}
-
-func newDocServer(t *testing.T, body string) *docServer {
-	t.Helper()
-	s := &docServer{status: http.StatusOK, body: body}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		s.mu.Lock()
-		status, body := s.status, s.body
-		s.mu.Unlock()
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *docServer) serve(status int, body string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.status, s.body = status, body
-}
 
 // readOpenAPITestDoc reads a document by its path from the repository root.
 func readOpenAPITestDoc(t *testing.T, path string) string {
@@ -78,7 +49,7 @@ func topTool(r engine.Response) string {
 // catalog while the server fails (counting the failures), and fetches a
 // source added while it serves on that source's sync loop at once.
 func TestOpenAPICatalogOverHTTP(t *testing.T) {
-	api := newDocServer(t, readOpenAPITestDoc(t, "examples/openapi/api/petstore.yaml"))
+	api := doctest.New(t, readOpenAPITestDoc(t, "examples/openapi/api/petstore.yaml"))
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "router.yaml")
 	pets := [3]string{"pets", api.URL + "/openapi.yaml", "200ms"}
@@ -93,7 +64,7 @@ func TestOpenAPICatalogOverHTTP(t *testing.T) {
 
 	// The server fails: the catalog serves on, the source is reported and
 	// the failures counted.
-	api.serve(http.StatusInternalServerError, "upstream down")
+	api.Serve(http.StatusInternalServerError, "upstream down")
 	eventually(t, 20*time.Second, "a counted fetch failure", func() bool {
 		n, _ := ts.metric("contextrouter_catalog_fetch_failures_total", "source", "pets")
 		return n >= 1
@@ -104,13 +75,13 @@ func TestOpenAPICatalogOverHTTP(t *testing.T) {
 	}
 
 	// A new document serves at the next fetch.
-	api.serve(http.StatusOK, readOpenAPITestDoc(t, "internal/sources/testdata/openapi/incidents-3.1.json"))
+	api.Serve(http.StatusOK, readOpenAPITestDoc(t, "internal/sources/testdata/openapi/incidents-3.1.json"))
 	page := engine.Request{Text: "open an incident and page the on-call engineer"}
 	eventually(t, 20*time.Second, "the new document's tools", func() bool { return topTool(ts.query(page)) == "pets.incidents.open" })
 
 	// A source added while serving, with an interval of an hour: its sync
 	// loop fetches at once, not an hour later.
-	other := newDocServer(t, readOpenAPITestDoc(t, "examples/openapi/api/petstore.yaml"))
+	other := doctest.New(t, readOpenAPITestDoc(t, "examples/openapi/api/petstore.yaml"))
 	writeAtomic(t, manifest, openAPIManifests(pets, [3]string{"ops", other.URL + "/openapi.yaml", "1h"}))
 	eventually(t, 20*time.Second, "the added source's tools", func() bool { return hasTool(ts.query(find), "ops", "findPetsByStatus") })
 	if r := ts.query(find); len(r.FailedSources) != 0 {

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/sources/doctest"
 )
 
 // petstoreIDs are the tool ids of the Petstore (petstoreDoc) under
@@ -150,51 +150,6 @@ func TestToolsOpenAPIGitRepo(t *testing.T) {
 	}
 }
 
-// docServer serves a document on 127.0.0.1 and records the requests.
-type docServer struct {
-	*httptest.Server
-	mu      sync.Mutex
-	status  int
-	body    string
-	delay   time.Duration
-	headers []http.Header
-	queries []string
-}
-
-func newDocServer(t *testing.T, body string) *docServer {
-	s := &docServer{status: http.StatusOK, body: body}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.headers = append(s.headers, r.Header.Clone())
-		s.queries = append(s.queries, r.URL.RawQuery)
-		status, body, delay := s.status, s.body, s.delay
-		s.mu.Unlock()
-		if delay > 0 {
-			select {
-			case <-time.After(delay):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *docServer) serve(status int, body string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.status, s.body = status, body
-}
-
-func (s *docServer) requests() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.headers)
-}
-
 func httpToolsSpec(url string, o *v1alpha1.OpenAPITools, headers ...v1alpha1.HTTPHeader) *v1alpha1.ContextSource {
 	return toolsSpec("pets", &v1alpha1.ToolsSource{HTTP: &v1alpha1.CatalogHTTPSource{URL: url, Headers: headers,
 		Timeout: &metav1.Duration{Duration: 2 * time.Second}}, OpenAPI: o})
@@ -202,7 +157,7 @@ func httpToolsSpec(url string, o *v1alpha1.OpenAPITools, headers ...v1alpha1.HTT
 
 func TestToolsOpenAPIHTTP(t *testing.T) {
 	pet := readTestDoc(t, petstoreDoc).Content
-	srv := newDocServer(t, pet)
+	srv := doctest.New(t, pet)
 	token := "tok-4f9a1c7e2b"
 	env := Env{Logger: discardTestLogger(), Getenv: func(k string) string { return map[string]string{"PET_TOKEN": token}[k] }}
 	value := "Bearer ${PET_TOKEN}"
@@ -219,15 +174,13 @@ func TestToolsOpenAPIHTTP(t *testing.T) {
 	if err != nil || !slices.Equal(ids, petstoreIDs("petstore")) {
 		t.Fatalf("ids = %q, %v", ids, err)
 	}
-	srv.mu.Lock()
-	h, q := srv.headers[0], srv.queries[0]
-	srv.mu.Unlock()
+	h, q := srv.Request(0)
 	if h.Get("Authorization") != "Bearer "+token || h.Get("User-Agent") != "contextrouter" || q != "sig=s3cret-sig" {
 		t.Errorf("request: headers %v, query %q", h, q)
 	}
 	// Loading again does not fetch: the sync loop does.
-	if _, err := loadToolIDs(t, src); err != nil || srv.requests() != 1 {
-		t.Errorf("a second load fetched: %d requests, %v", srv.requests(), err)
+	if _, err := loadToolIDs(t, src); err != nil || srv.Requests() != 1 {
+		t.Errorf("a second load fetched: %d requests, %v", srv.Requests(), err)
 	}
 	if changed, err := f.Sync(context.Background()); changed || err != nil {
 		t.Errorf("sync of the same document: changed=%v err=%v", changed, err)
@@ -235,7 +188,7 @@ func TestToolsOpenAPIHTTP(t *testing.T) {
 
 	// A failing server: the catalog stays, the error says why without the
 	// token it echoes or the URL's query string.
-	srv.serve(http.StatusUnauthorized, "bad credentials: Bearer "+token)
+	srv.Serve(http.StatusUnauthorized, "bad credentials: Bearer "+token)
 	changed, err := f.Sync(context.Background())
 	if !changed || err == nil {
 		t.Fatalf("sync of a 401: changed=%v err=%v", changed, err)
@@ -253,7 +206,7 @@ func TestToolsOpenAPIHTTP(t *testing.T) {
 	}
 
 	// A malformed document: fetched, refused by the catalog, which stays.
-	srv.serve(http.StatusOK, "openapi: 3.1.0\ninfo: {title: t\n")
+	srv.Serve(http.StatusOK, "openapi: 3.1.0\ninfo: {title: t\n")
 	if changed, err := f.Sync(context.Background()); !changed || err != nil {
 		t.Fatalf("sync of a malformed document: changed=%v err=%v", changed, err)
 	}
@@ -263,7 +216,7 @@ func TestToolsOpenAPIHTTP(t *testing.T) {
 	}
 
 	// The server's next good document serves.
-	srv.serve(http.StatusOK, readTestDoc(t, incidentsDoc).Content)
+	srv.Serve(http.StatusOK, readTestDoc(t, incidentsDoc).Content)
 	if changed, err := f.Sync(context.Background()); !changed || err != nil {
 		t.Fatalf("sync: changed=%v err=%v", changed, err)
 	}
@@ -276,26 +229,26 @@ func TestToolsOpenAPIHTTP(t *testing.T) {
 // redirects to the URL's host only, and without a fetch there is no
 // catalog.
 func TestToolsHTTPLimits(t *testing.T) {
-	other := newDocServer(t, readTestDoc(t, petstoreDoc).Content)
+	other := doctest.New(t, readTestDoc(t, petstoreDoc).Content)
 	tests := []struct {
 		name  string
-		setup func(s *docServer)
+		setup func(s *doctest.Server)
 		want  string
 	}{
-		{"larger than 10Mi", func(s *docServer) { s.serve(http.StatusOK, strings.Repeat("#", MaxFetchedCatalogBytes+1)) }, "/openapi.yaml: response larger than 10Mi"},
-		{"at 10Mi, fetched and read", func(s *docServer) {
+		{"larger than 10Mi", func(s *doctest.Server) { s.Serve(http.StatusOK, strings.Repeat("#", MaxFetchedCatalogBytes+1)) }, "/openapi.yaml: response larger than 10Mi"},
+		{"at 10Mi, fetched and read", func(s *doctest.Server) {
 			doc := readTestDoc(t, petstoreDoc).Content
-			s.serve(http.StatusOK, doc+strings.Repeat("#", MaxFetchedCatalogBytes-len(doc)))
+			s.Serve(http.StatusOK, doc+strings.Repeat("#", MaxFetchedCatalogBytes-len(doc)))
 		}, ""},
-		{"slower than the timeout", func(s *docServer) { s.delay = 5 * time.Second }, "/openapi.yaml: timeout after 300ms"},
-		{"redirect to another host", func(s *docServer) {
+		{"slower than the timeout", func(s *doctest.Server) { s.Delay(5 * time.Second) }, "/openapi.yaml: timeout after 300ms"},
+		{"redirect to another host", func(s *doctest.Server) {
 			s.Config.Handler = http.RedirectHandler(other.URL+"/openapi.yaml", http.StatusFound)
 		}, "redirect to another host refused: " + other.URL + "/openapi.yaml (set spec.tools.http.followRedirects to allow it)"},
-		{"server down", func(s *docServer) { s.Close() }, "connection refused"},
+		{"server down", func(s *doctest.Server) { s.Close() }, "connection refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newDocServer(t, "")
+			srv := doctest.New(t, "")
 			tt.setup(srv)
 			spec := httpToolsSpec(srv.URL+"/openapi.yaml", &v1alpha1.OpenAPITools{})
 			spec.Spec.Tools.HTTP.Timeout.Duration = 300 * time.Millisecond
@@ -321,15 +274,15 @@ func TestToolsHTTPLimits(t *testing.T) {
 // TestToolsHTTPBackground: a source built while a configuration serves
 // fetches on its sync loop only; until then it has no catalog.
 func TestToolsHTTPBackground(t *testing.T) {
-	srv := newDocServer(t, "- {name: web_search, description: Search the web., sideEffects: Read}\n")
+	srv := doctest.New(t, "- {name: web_search, description: Search the web., sideEffects: Read}\n")
 	src, err := New(toolsSpec("web", &v1alpha1.ToolsSource{HTTP: &v1alpha1.CatalogHTTPSource{URL: srv.URL + "/catalog.yaml"}}),
 		Env{Logger: discardTestLogger(), ListInBackground: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids, err := loadToolIDs(t, src)
-	if err == nil || err.Error() != "http "+srv.URL+"/catalog.yaml: not fetched yet" || ids != nil || srv.requests() != 0 {
-		t.Fatalf("before the first fetch: ids = %q, err = %v, %d requests", ids, err, srv.requests())
+	if err == nil || err.Error() != "http "+srv.URL+"/catalog.yaml: not fetched yet" || ids != nil || srv.Requests() != 0 {
+		t.Fatalf("before the first fetch: ids = %q, err = %v, %d requests", ids, err, srv.Requests())
 	}
 	f := src.(Fetcher)
 	if changed, err := f.Sync(context.Background()); !changed || err != nil || !f.Fetched() {
