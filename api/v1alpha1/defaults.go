@@ -25,12 +25,21 @@ const (
 	defaultHTTPTimeout           = 5 * time.Second
 	defaultMaxResults      int32 = 20
 	defaultMaxSize               = "1Mi"
-	defaultMCPInterval           = 5 * time.Minute
-	defaultMCPTimeout            = 10 * time.Second
-	defaultMCPMaxTools     int32 = 1000
-	defaultToolsTopK       int32 = 5
-	defaultEmbedBatchSize  int32 = 64
-	defaultEmbedTimeout          = 30 * time.Second
+	// defaultFetchInterval and defaultFetchTimeout are those of the
+	// sources that fetch from a server now and then: MCP listings and
+	// catalogs over HTTP.
+	defaultFetchInterval       = 5 * time.Minute
+	defaultFetchTimeout        = 10 * time.Second
+	defaultMCPMaxTools   int32 = 1000
+	// DefaultToolsTopK, DefaultToolsMinConfidence,
+	// DefaultToolsCollapseThreshold and DefaultToolsRelativeCut are
+	// spec.tools's defaults; eval tools measures with them.
+	DefaultToolsTopK              int32 = 5
+	DefaultToolsMinConfidence           = "0.5"
+	DefaultToolsCollapseThreshold       = "0.8"
+	DefaultToolsRelativeCut             = "0.1"
+	defaultEmbedBatchSize         int32 = 64
+	defaultEmbedTimeout                 = 30 * time.Second
 	// DefaultDenseWeight applies also when spec.ranking.hybrid is absent.
 	DefaultDenseWeight         = "0.5"
 	defaultRerankTopN    int32 = 20
@@ -116,9 +125,11 @@ func (r *ContextRouter) Default() {
 
 	defaultInt32Ptr(&s.Deployment.Replicas, defaultReplicas)
 
-	setDefault(&s.Tools.TopK, defaultToolsTopK)
+	setDefault(&s.Tools.TopK, DefaultToolsTopK)
 	setDefault(&s.Tools.MinScore, "0")
-	setDefault(&s.Tools.MinConfidence, "0")
+	setDefault(&s.Tools.MinConfidence, DefaultToolsMinConfidence)
+	setDefault(&s.Tools.CollapseThreshold, DefaultToolsCollapseThreshold)
+	setDefault(&s.Tools.Adaptive.RelativeCut, DefaultToolsRelativeCut)
 	setDefault(&s.Tools.Expansion, ToolExpansionSynonyms)
 
 	setDefault(&s.Sessions.Store, SessionStoreMemory)
@@ -156,13 +167,18 @@ func (r *ContextSource) Default() {
 	if t := s.Tools; t != nil {
 		defaultDirectory(t.Directory, defaultCatalogInclude)
 		defaultGitRepo(t.GitRepo, defaultCatalogInclude)
+		if h := t.HTTP; h != nil {
+			defaultDuration(&h.Interval, defaultFetchInterval)
+			defaultDuration(&h.Timeout, defaultFetchTimeout)
+			setDefault(&h.FollowRedirects.Policy, RedirectSameHost)
+		}
 		for i := range t.Catalog {
 			t.Catalog[i].Default()
 		}
 	}
 	if m := s.MCP; m != nil {
-		defaultDuration(&m.Interval, defaultMCPInterval)
-		defaultDuration(&m.Timeout, defaultMCPTimeout)
+		defaultDuration(&m.Interval, defaultFetchInterval)
+		defaultDuration(&m.Timeout, defaultFetchTimeout)
 		setDefault(&m.MaxTools, defaultMCPMaxTools)
 		setDefault(&m.FollowRedirects.Policy, RedirectSameHost)
 	}

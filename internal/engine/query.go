@@ -35,6 +35,12 @@ type Request struct {
 	// Detect names classifiers to run and report even when no condition
 	// reads them ("*" = all); see api.md §6.1.
 	Detect []string `json:"detect,omitempty"`
+	// Explain adds to every tool card why it scored and is trusted as it
+	// is (api.md §10.3).
+	Explain bool `json:"explain,omitempty"`
+	// Format asks POST /v1/tools for the cards as a provider's tool
+	// definitions too (api.md §10.8); "" for cards only.
+	Format string `json:"format,omitempty"`
 }
 
 // Response is the assembled context (API.md "Query API").
@@ -192,6 +198,9 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	if err := validateRequest(&req); err != nil {
 		return nil, err
 	}
+	if err := queryFormat(req.Format); err != nil {
+		return nil, err
+	}
 	if err := s.checkDetect(req.Detect); err != nil {
 		return nil, err
 	}
@@ -296,7 +305,7 @@ func (s *Snapshot) gatherSources(ctx context.Context, q *queryScope) {
 			s.startFetches(ctx, q.req.Text, q.rt.caps, g)
 		}
 	}
-	if len(resp.DeniedSources) > 0 && len(q.access.Permissions) == 0 && q.access.Default != v1alpha1.AccessAllow {
+	if len(resp.DeniedSources) > 0 && agentUnnamed(q.access) {
 		resp.Warnings = append(resp.Warnings, unnamedAgentWarning(q.req.Agent))
 	}
 }
@@ -420,6 +429,7 @@ func (s *Snapshot) scoreCandidates(q *queryScope) {
 	if q.g.hasTools {
 		q.resp.Tools, q.resp.Stats.Tools = s.selectTools(&q.req, q.access, q.g.toolSrcs)
 	}
+	s.setToolsReason(&q.resp.Stats.Tools, q.g.hasTools, q.g.toolSrcs, q.resp.FailedSources)
 }
 
 // rankAndFill normalises the scores to 0..1, reranks when the router says
@@ -503,7 +513,7 @@ func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det 
 	done := ctx.Done()
 	var rt routing
 	for _, fallbacks := range [2]bool{false, true} {
-		if fallbacks && (!s.hasFallback || len(resp.MatchedRoutes) > 0) {
+		if fallbacks && (!s.hasFallback || !fallbacksServe(resp.RouteMatches)) {
 			break
 		}
 		for i := range s.routes {
@@ -536,9 +546,12 @@ func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det 
 				}
 			}
 			matchedBy := MatchedByCondition
-			if fallbacks {
+			switch {
+			case fallbacks:
 				matchedBy = MatchedByFallback
 				resp.Stats.Routes.Fallback++
+			case r.cond == nil:
+				matchedBy = MatchedByAlways
 			}
 			s.serve(i, matchedBy, "", resp, &rt)
 		}
@@ -597,6 +610,9 @@ func (s *Snapshot) admitSources(names []string, access *Access, resp *Response, 
 			g.allowed[st.group] = true
 		}
 		if g.outcome != nil {
+			if outcome == outcomeAnswered && st.fixed {
+				outcome = outcomeFixed
+			}
 			g.outcome[st.group] = outcome
 		}
 	}

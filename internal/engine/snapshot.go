@@ -94,12 +94,13 @@ func (ss *SourceStatus) ContentAge(now time.Time) (ageSeconds int64, stale, ok b
 
 type route struct {
 	name    string
-	cond    *condition // nil matches every query
+	cond    *condition // nil: the route always applies (pinned context)
 	sources []string
 	// The gates (api.md §1.2): fallback routes are considered only when no
-	// other route matched; timeout caps the route's fetches (0 = none);
-	// alternate is the index of the route whose sources answer when all of
-	// this one's failed (-1 = none).
+	// other route matched by its condition (fallbacksServe); timeout caps
+	// the route's fetches (0 = none); alternate is the index of the route
+	// whose sources answer when all of this one's that can fail failed
+	// (routeFailed; -1 = none).
 	fallback  bool
 	timeout   time.Duration
 	alternate int
@@ -120,7 +121,9 @@ type sourceState struct {
 	cacheKey string // SourceFingerprint of a query source ("" = not cached)
 	loadErr  error
 	// stale: loadErr is a *sources.StaleError and the source serves the chunks it last read.
-	stale  bool
+	stale bool
+	// fixed: the source cannot fail for a query (sourceCanFail), so it never keeps an alternate from serving.
+	fixed  bool
 	always []uint32 // inline chunks: candidates for every query that reaches the source
 	first  uint32   // its first doc: a source's docs are contiguous, chunks of them
 	chunks int
@@ -260,6 +263,7 @@ func (s *Snapshot) Source(name string) sources.Source {
 func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) {
 	c := newCompileScope(cfg, opts)
 	c.compileRoutes()
+	c.gateWarnings()
 	c.compilePermissions()
 	c.openSources()
 	c.fileHashes = c.s.compileDetection(ctx, cfg, opts, c.known, c.sourceEnv, c.addReason)
@@ -440,7 +444,7 @@ func (c *compileScope) openSources() {
 		spec := c.known[name]
 		st := &sourceState{
 			name: name, typ: spec.Spec.Type, group: uint16(i),
-			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity,
+			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity, fixed: !sourceCanFail(&spec.Spec),
 		}
 		st.fresh.set(spec.Spec.Freshness)
 		s.hasFreshness = s.hasFreshness || st.fresh.maxAge > 0
@@ -601,15 +605,24 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
 
 	ts := &rs.Tools
-	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion}
+	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion, adaptive: ts.Adaptive.Enabled}
 	if s.tools.topK <= 0 {
 		add("spec.tools.topK", "must be at least 1")
 	}
 	if s.tools.minScore, err = strconv.ParseFloat(ts.MinScore, 64); err != nil {
 		add("spec.tools.minScore", fmt.Sprintf("%q is not a number", ts.MinScore))
 	}
-	if s.tools.minConfidence, err = strconv.ParseFloat(ts.MinConfidence, 64); err != nil {
-		add("spec.tools.minConfidence", fmt.Sprintf("%q is not a number", ts.MinConfidence))
+	for _, d := range []struct {
+		path, value string
+		to          *float64
+	}{
+		{"spec.tools.minConfidence", ts.MinConfidence, &s.tools.minConfidence},
+		{"spec.tools.collapseThreshold", ts.CollapseThreshold, &s.tools.collapse},
+		{"spec.tools.adaptive.relativeCut", ts.Adaptive.RelativeCut, &s.tools.relativeCut},
+	} {
+		if *d.to, err = strconv.ParseFloat(d.value, 64); err != nil {
+			add(d.path, fmt.Sprintf("%q is not a number", d.value))
+		}
 	}
 }
 
@@ -638,7 +651,10 @@ func (s *Snapshot) indexTools(catalogs [][]v1alpha1.Tool, h io.Writer) {
 		st.tools.hi = len(s.toolEntries)
 	}
 	if len(s.toolEntries) > 0 {
-		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{NoExpansion: s.tools.expansion == v1alpha1.ToolExpansionNone})
+		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{
+			NoExpansion: s.tools.expansion == v1alpha1.ToolExpansionNone,
+			Collapse:    s.tools.collapse,
+		})
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/contextrouter/contextrouter/test/e2e/cluster"
 )
 
 // Flux as `make flux-binaries` builds it: FLUX_VERSION in the Makefile.
@@ -125,7 +127,7 @@ func (g *gitops) installFlux(t *testing.T) {
 		for _, sub := range []string{"crd", "rbac", "manager"} {
 			resources = append(resources, "- "+filepath.Join(config, ctl, sub))
 		}
-		repo, tag := splitImage(c.Image(t, ctl+".tar"))
+		repo, tag := cluster.SplitImage(c.Image(t, ctl+".tar"))
 		images = append(images, fmt.Sprintf("- {name: fluxcd/%s, newName: %s, newTag: %s}", ctl, repo, tag))
 	}
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
@@ -167,7 +169,10 @@ patches:
 	}
 	c.logf("Flux %s applied from its modules' config/: %d objects", fluxVersion, strings.Count(strings.TrimSpace(out), "\n")+1)
 	for _, d := range []string{"source-controller", "kustomize-controller"} {
-		g.s.waitDeploymentAvailable(t, fluxNamespace, d, 3*time.Minute)
+		if err := c.WaitDeploymentAvailable(ctx, fluxNamespace, d, 3*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		c.logf("Deployment %s/%s available", fluxNamespace, d)
 	}
 }
 
