@@ -154,6 +154,7 @@ func (r *ContextSource) Default() {
 	if t := s.Tools; t != nil {
 		defaultDirectory(t.Directory, defaultCatalogInclude)
 		defaultGitRepo(t.GitRepo, defaultCatalogInclude)
+		setDefault(&t.Approval, ToolApprovalAuto)
 		for i := range t.Catalog {
 			t.Catalog[i].Default()
 		}
@@ -163,6 +164,7 @@ func (r *ContextSource) Default() {
 		defaultDuration(&m.Timeout, defaultMCPTimeout)
 		setDefault(&m.MaxTools, defaultMCPMaxTools)
 		setDefault(&m.FollowRedirects.Policy, RedirectSameHost)
+		setDefault(&m.Approval, ToolApprovalAuto)
 	}
 }
 

@@ -60,6 +60,7 @@ func validateToolsSource(p *field.Path, t *ToolsSource) field.ErrorList {
 	if t.GitRepo != nil {
 		allErrs = append(allErrs, validateGitRepo(p.Child("gitRepo"), t.GitRepo)...)
 	}
+	allErrs = append(allErrs, validateEnum(p.Child("approval"), t.Approval, toolApprovals)...)
 	return allErrs
 }
 
@@ -178,6 +179,7 @@ func validateMCP(p *field.Path, m *MCPSource) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(p.Child("maxTools"), m.MaxTools, fmt.Sprintf("must be between 1 and %d", MaxCatalogTools)))
 	}
 	allErrs = append(allErrs, validateFollowRedirects(p.Child("followRedirects"), &m.FollowRedirects)...)
+	allErrs = append(allErrs, validateEnum(p.Child("approval"), m.Approval, toolApprovals)...)
 	return allErrs
 }
 
