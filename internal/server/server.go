@@ -449,6 +449,7 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 	st := &state{snap: snap, cfg: cfg, tokens: tokens, secrets: s.secretsDigest(cfg), policy: policy, counters: s.metrics.forSnapshot(snap),
 		audit: s.auditPolicyFor(cfg), deliveries: newDeliveryCounters(s.audit.deliveries, snap)}
 	s.state.Store(st)
+	s.logPending(old, st)
 	retired := s.pool.commit(open)
 	s.metrics.retire(old, st)
 	if old != nil {
