@@ -27,11 +27,7 @@ func driftManifests(url string, approval v1alpha1.ToolApproval, approved map[str
 		ann = "\n  annotations:\n    " + v1alpha1.AnnotationApprovedTools + ": |\n      " +
 			strings.ReplaceAll(strings.TrimSpace(v1alpha1.FormatApprovedTools(approved, "\n")), "\n", "\n      ")
 	}
-	return fmt.Sprintf(`apiVersion: contextrouter.dev/v1alpha1
-kind: ContextRouter
-metadata: {name: r}
-spec:
-  defaultAccess: Deny
+	return fmt.Sprintf(`{apiVersion: contextrouter.dev/v1alpha1, kind: ContextRouter, metadata: {name: r}, spec: {defaultAccess: Deny}}
 ---
 apiVersion: contextrouter.dev/v1alpha1
 kind: ContextSource
@@ -78,7 +74,9 @@ func TestDriftGuardHoldsBackAChangedMCPTool(t *testing.T) {
 	upstream := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v1"}, nil)
 	addTool := func(name, desc string) {
 		upstream.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: map[string]any{"type": "object"}},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
 	}
 	addTool("search_code", "Search the code of a repository.")
 	addTool("merge_pr", "Merge a pull request of a repository.")
