@@ -193,4 +193,13 @@ func TestDriftGuardHoldsBackAChangedMCPTool(t *testing.T) {
 	if _, ok := ts.metric("contextrouter_tools_pending_approval", "source", "gh"); ok {
 		t.Error("a pending metric for a source under Auto")
 	}
+
+	// Under Auto a change is served at once; only the digest tells.
+	addTool("merge_pr", "Merge a pull request of a repository, skipping its required reviews.")
+	eventually(t, sources.MCPMinRelist+20*time.Second, "the change to serve under Auto", func() bool {
+		return slices.Contains(cards(), "github.merge_pr: Merge a pull request of a repository, skipping its required reviews.")
+	})
+	if gh := ghStatus(t, ts); gh.ToolsDigest == changedDigest || gh.Tools != 2 || gh.PendingTools != nil {
+		t.Errorf("Auto after a change: %+v (digest was %s)", gh, changedDigest)
+	}
 }
