@@ -570,7 +570,8 @@ func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).
 		Watches(&v1alpha1.ContextRoute{}, handler.EnqueueRequestsFromMapFunc(m.forRoute), specChanged).
-		Watches(&v1alpha1.ContextSource{}, handler.EnqueueRequestsFromMapFunc(m.forSource), specChanged).
+		Watches(&v1alpha1.ContextSource{}, handler.EnqueueRequestsFromMapFunc(m.forSource),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, toolApprovalsChanged))).
 		Watches(&v1alpha1.AgentPermission{}, handler.EnqueueRequestsFromMapFunc(m.forPermission), specChanged).
 		Watches(&v1alpha1.ContextClassifier{}, handler.EnqueueRequestsFromMapFunc(m.forClassifier), specChanged).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(m.forSecret),
@@ -580,6 +581,23 @@ func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.OnlyMetadata, builder.WithPredicates(updateOnly)).
 		WatchesRawSource(watchDocumentConfigMaps(docs, m.forConfigMap)).
 		Complete(r)
+}
+
+// toolApprovalsChanged passes source updates that change the tool
+// approvals, the one annotation a bundle carries (api.md §10.8): approving
+// a tool changes no generation.
+var toolApprovalsChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return true
+		}
+		o, okOld := e.ObjectOld.GetAnnotations()[v1alpha1.AnnotationApprovedTools]
+		n, okNew := e.ObjectNew.GetAnnotations()[v1alpha1.AnnotationApprovedTools]
+		return o != n || okOld != okNew
+	},
 }
 
 // specOrDeletionChanged passes router updates that change the spec or start

@@ -552,6 +552,59 @@ func TestRouterController(t *testing.T) {
 		}
 	})
 
+	t.Run("a tool approval, an annotation only, reaches the bundle", func(t *testing.T) {
+		ns := env.Namespace(t)
+		src := &v1alpha1.ContextSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"}, Spec: v1alpha1.ContextSourceSpec{
+			Type: v1alpha1.SourceTools, Tools: &v1alpha1.ToolsSource{Approval: v1alpha1.ToolApprovalManual, Catalog: []v1alpha1.Tool{
+				{Name: "restart_pod", Description: "Restart a pod of a service."},
+				{Name: "page_oncall", Description: "Page the engineer on call."},
+			}}}}
+		mustCreate(t, c, tRouter(ns, "acme"), src, tRoute(ns, "all", "", nil, "ops"))
+		router := waitRouter(t, c, ns, "acme", programmed)
+		// What a router pod serving the bundle makes of the catalog.
+		served := func() (string, error) {
+			data, _ := readBundle(t, c, ns, "acme")
+			snap, err := engine.Compile(context.Background(), compileBundle(t, data), engine.Options{})
+			if err != nil {
+				return "", err
+			}
+			for _, s := range snap.Sources() {
+				if s.Name == "ops" {
+					var pending []string
+					for _, p := range s.Pending {
+						pending = append(pending, p.ID)
+					}
+					return fmt.Sprintf("served %d, pending %v", s.Tools, pending), nil
+				}
+			}
+			return "", errors.New("no source ops in the bundle")
+		}
+		wantServed := func(want string) func() error {
+			return func() error {
+				got, err := served()
+				if err == nil && got != want {
+					err = fmt.Errorf("%s, want %s", got, want)
+				}
+				return err
+			}
+		}
+		eventually(t, "both tools held back", wantServed("served 0, pending [page_oncall restart_pod]"))
+		// Nothing else is in flight that would rebuild the bundle anyway.
+		settles(t, c, router)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+			t.Fatal(err)
+		}
+		gen := src.Generation
+		digest := v1alpha1.ToolDigest(&src.Spec.Tools.Catalog[0])
+		mustChange(t, c, src, func(s *v1alpha1.ContextSource) {
+			s.Annotations = map[string]string{v1alpha1.AnnotationApprovedTools: "restart_pod=" + digest + "\n"}
+		})
+		if src.Generation != gen {
+			t.Fatalf("the annotation moved the generation %d -> %d; the test needs it unchanged", gen, src.Generation)
+		}
+		eventually(t, "the approved tool served", wantServed("served 1, pending [page_oncall]"))
+	})
+
 	t.Run("a bundle larger than a ConfigMap is refused with BundleTooLarge", func(t *testing.T) {
 		ns := env.Namespace(t)
 		mustCreate(t, c, tRouter(ns, "acme"), tInline(ns, "small", "Small."), tRoute(ns, "small", "", nil, "small"))
