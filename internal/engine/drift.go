@@ -7,18 +7,9 @@ import (
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
-// PendingTool is a tool a source holds back under approval Manual: new, or
-// changed since its approved digest (api.md §10.8).
-type PendingTool struct {
-	ID string `json:"id"`
-	// Digest is the tool's current digest: the value that approves it.
-	Digest string `json:"digest"`
-	// Change is New (no approved digest) or Changed.
-	Change string `json:"change"`
-	// Fields names the parts that changed (v1alpha1.ToolDigestParts); absent
-	// for a new tool, and when the fingerprints cannot tell.
-	Fields []string `json:"fields,omitempty"`
-}
+// PendingTool is a tool a source holds back under approval Manual
+// (api.md §10.8); the same in /v1/status and in the source's status.
+type PendingTool = v1alpha1.PendingTool
 
 // toolReview is what a tool source's approval made of its catalog.
 type toolReview struct {
