@@ -40,10 +40,10 @@ func setPending(ss *SourceStatus, src *engine.SourceStatus) {
 	ss.Pending = src.Pending[:min(n, maxStatusPending)]
 }
 
-// logPending is the event of a tool held back: one warning per source whose
-// snapshot holds back a tool (or a digest of it) the serving one did not,
-// naming the first of them and what changed.
-func (s *Server) logPending(old, cur *state) {
+// newlyPending are, per source in name order, the tools the snapshot of cur
+// holds back (each at its digest) that the one of old did not: what a log
+// line and an Event announce once.
+func newlyPending(old, cur *state) []sourcePending {
 	before := map[string]bool{}
 	if old != nil {
 		for _, src := range old.snap.Sources() {
@@ -52,26 +52,53 @@ func (s *Server) logPending(old, cur *state) {
 			}
 		}
 	}
+	var out []sourcePending
 	for _, src := range cur.snap.Sources() {
-		var fresh []string
+		sp := sourcePending{source: src.Name, pending: len(src.Pending)}
 		for _, p := range src.Pending {
-			if before[src.Name+"\x00"+p.ID+"\x00"+p.Digest] {
-				continue
+			if !before[src.Name+"\x00"+p.ID+"\x00"+p.Digest] {
+				sp.fresh = append(sp.fresh, p)
 			}
-			what := p.Change
-			if len(p.Fields) > 0 {
-				what += ": " + strings.Join(p.Fields, ", ")
-			}
-			fresh = append(fresh, fmt.Sprintf("%s (%s)", p.ID, what))
 		}
-		if len(fresh) == 0 {
-			continue
+		if len(sp.fresh) > 0 {
+			out = append(out, sp)
 		}
-		shown := strings.Join(fresh[:min(len(fresh), maxLoggedPending)], ", ")
-		if len(fresh) > maxLoggedPending {
-			shown += fmt.Sprintf(", and %d more", len(fresh)-maxLoggedPending)
+	}
+	return out
+}
+
+// sourcePending are the tools one source newly holds back, and how many it
+// holds back in all.
+type sourcePending struct {
+	source  string
+	pending int
+	fresh   []engine.PendingTool
+}
+
+// describePending says what a held-back tool is: "id (New)" or
+// "id (Changed: description, inputSchema)".
+func describePending(p engine.PendingTool) string {
+	what := p.Change
+	if len(p.Fields) > 0 {
+		what += ": " + strings.Join(p.Fields, ", ")
+	}
+	return fmt.Sprintf("%s (%s)", p.ID, what)
+}
+
+// logPending is the log line of tools held back: one warning per source
+// whose snapshot holds back a tool (or a digest of it) the serving one did
+// not, naming the first of them and what changed.
+func (s *Server) logPending(fresh []sourcePending) {
+	for _, sp := range fresh {
+		var names []string
+		for _, p := range sp.fresh[:min(len(sp.fresh), maxLoggedPending)] {
+			names = append(names, describePending(p))
+		}
+		shown := strings.Join(names, ", ")
+		if len(sp.fresh) > maxLoggedPending {
+			shown += fmt.Sprintf(", and %d more", len(sp.fresh)-maxLoggedPending)
 		}
 		s.log.Warn("tools held back pending approval: not served until the approved-tools annotation holds their digests",
-			"source", src.Name, "reason", "ToolsPendingApproval", "new_pending", len(fresh), "pending", len(src.Pending), "tools", shown)
+			"source", sp.source, "reason", "ToolsPendingApproval", "new_pending", len(sp.fresh), "pending", sp.pending, "tools", shown)
 	}
 }
