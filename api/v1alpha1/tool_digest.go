@@ -226,6 +226,11 @@ func (r *ContextSource) ApprovedTools() map[string]string {
 	return m
 }
 
+// HoldsTools reports whether the source is a Tools or MCP source.
+func (s *ContextSourceSpec) HoldsTools() bool {
+	return s.Type == SourceTools || s.Type == SourceMCP
+}
+
 // ToolApprovalMode is spec.tools.approval or spec.mcp.approval; "" for a
 // source that holds no tools.
 func (s *ContextSourceSpec) ToolApprovalMode() ToolApproval {
@@ -246,7 +251,7 @@ func validateApprovedTools(p *field.Path, r *ContextSource) field.ErrorList {
 		return nil
 	}
 	fp := p.Key(AnnotationApprovedTools)
-	if r.Spec.Type != SourceTools && r.Spec.Type != SourceMCP {
+	if !r.Spec.HoldsTools() {
 		return field.ErrorList{field.Forbidden(fp, fmt.Sprintf("tool approvals apply to Tools and MCP sources only (type is %s)", r.Spec.Type))}
 	}
 	var allErrs field.ErrorList

@@ -124,6 +124,9 @@ type Bundle struct {
 	Secrets []string
 	// Directories are the volumes of Directory sources, sorted by source.
 	Directories []DirectoryMount
+	// ToolSources: the bundle holds a Tools or MCP source, whose status
+	// the router pods report (api.md §10.8).
+	ToolSources bool
 	// CompileTime is how long checking and compiling took (all passes).
 	CompileTime time.Duration
 }
@@ -580,7 +583,7 @@ func (b *builder) objects() *objects {
 		meta := bundleMeta(src.Name, src.Namespace)
 		// The approvals decide which tools the router serves (api.md §10.8):
 		// the one annotation a bundle keeps.
-		if v, ok := src.Annotations[v1alpha1.AnnotationApprovedTools]; ok && spec.ToolApprovalMode() != "" {
+		if v, ok := src.Annotations[v1alpha1.AnnotationApprovedTools]; ok && spec.HoldsTools() {
 			meta.Annotations = map[string]string{v1alpha1.AnnotationApprovedTools: v}
 		}
 		o.sources = append(o.sources, v1alpha1.ContextSource{
@@ -747,6 +750,7 @@ func (b *builder) finish(data []byte, trained []engine.ClassifierStatus, took ti
 		srcs := make([]*v1alpha1.ContextSource, len(out.Sources))
 		for i, name := range out.Sources {
 			srcs[i] = b.sources[name]
+			out.ToolSources = out.ToolSources || srcs[i].Spec.HoldsTools()
 			if m, ok := b.mounts[name]; ok {
 				out.Directories = append(out.Directories, m)
 			}
