@@ -88,6 +88,7 @@ FUZZ_TARGETS := \
 	./internal/session:FuzzJSONSummary \
 	./internal/session:FuzzJSONPath \
 	./internal/secrets:FuzzMask \
+	./internal/session:FuzzDrillText \
 	./internal/session/redisstore:FuzzItemRecord \
 	./internal/convert:FuzzTheaios \
 	./internal/convert:FuzzCondition \

@@ -30,9 +30,10 @@ func TestDefault(t *testing.T) {
 		Cache:         CacheSpec{TTL: dur(5 * time.Minute), MaxEntries: ptr[int32](1000), MaxBytes: qty("64Mi")},
 		Auth:          AuthSpec{Mode: AuthNone},
 		Deployment:    DeploymentSpec{Replicas: ptr[int32](2)},
-		Tools:         RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0", Expansion: ToolExpansionSynonyms},
+		Tools: RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0.5", CollapseThreshold: "0.8",
+			Adaptive: ToolsAdaptive{RelativeCut: "0.1"}, Expansion: ToolExpansionSynonyms},
 		Sessions: SessionsSpec{Store: SessionStoreMemory, TTL: dur(24 * time.Hour), MaxSessions: 10000, MaxBytes: qty("256Mi"),
-			Firewall: FirewallSpec{MaxChars: 2000}},
+			DedupThreshold: "0.9", Firewall: FirewallSpec{MaxChars: 2000}, Secrets: SessionSecretsMask},
 	}
 	tests := []struct {
 		name string
@@ -53,9 +54,10 @@ func TestDefault(t *testing.T) {
 				Cache:         CacheSpec{TTL: dur(time.Second), MaxEntries: ptr[int32](0), MaxBytes: qty("1Ki")},
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
-				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
+				Tools: RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0", CollapseThreshold: "0",
+					Adaptive: ToolsAdaptive{Enabled: true, RelativeCut: "0.5"}, Expansion: ToolExpansionNone},
 				Sessions: SessionsSpec{Store: SessionStoreRedis, TTL: dur(time.Hour), MaxSessions: 5, MaxBytes: qty("1Mi"),
-					Firewall: FirewallSpec{MaxChars: 500}, Redis: &RedisSpec{Address: "r:6379"}},
+					DedupThreshold: "0.5", Firewall: FirewallSpec{MaxChars: 500}, Secrets: SessionSecretsOff, Redis: &RedisSpec{Address: "r:6379"}},
 			}},
 			want: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
@@ -64,9 +66,10 @@ func TestDefault(t *testing.T) {
 				Cache:         CacheSpec{TTL: dur(time.Second), MaxEntries: ptr[int32](0), MaxBytes: qty("1Ki")},
 				Auth:          AuthSpec{Mode: AuthServiceAccountToken},
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
-				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
+				Tools: RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0", CollapseThreshold: "0",
+					Adaptive: ToolsAdaptive{Enabled: true, RelativeCut: "0.5"}, Expansion: ToolExpansionNone},
 				Sessions: SessionsSpec{Store: SessionStoreRedis, TTL: dur(time.Hour), MaxSessions: 5, MaxBytes: qty("1Mi"),
-					Firewall: FirewallSpec{MaxChars: 500}, Redis: &RedisSpec{Address: "r:6379"}},
+					DedupThreshold: "0.5", Firewall: FirewallSpec{MaxChars: 500}, Secrets: SessionSecretsOff, Redis: &RedisSpec{Address: "r:6379"}},
 			}},
 		},
 		{

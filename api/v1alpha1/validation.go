@@ -198,7 +198,7 @@ func (r *ContextRouter) Validate() field.ErrorList {
 	allErrs = append(allErrs, validateRouterTools(spec.Child("tools"), &s.Tools)...)
 	allErrs = append(allErrs, validateSessions(spec.Child("sessions"), &s.Sessions)...)
 	if s.Phases != nil {
-		allErrs = append(allErrs, validatePhases(spec.Child("phases"), s.Phases)...)
+		allErrs = append(allErrs, ValidatePhases(spec.Child("phases"), s.Phases)...)
 	}
 	return allErrs
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math/rand/v2"
+	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
@@ -96,4 +98,72 @@ func randomTexts(seed uint64, alphabet []string, n, parts int) []string {
 		out[i] = b.String()
 	}
 	return out
+}
+
+func TestRequiredLiterals(t *testing.T) {
+	cases := []struct {
+		pattern string
+		want    []string
+		fold    bool
+	}{
+		{`ERROR`, []string{"ERROR"}, false},
+		{`(?i)Error`, []string{"error"}, true},
+		{`(?i)panic|fatal`, []string{"panic", "fatal"}, true},
+		{`ERROR|(?i)warn`, []string{"error", "warn"}, true}, // one folded: all are looked for in any case
+		{`timed out after \d+s`, []string{"timed out after "}, false},
+		{`x(?i:ab)c`, []string{"xabc"}, true},
+		{`(?:ticket|issue) #[0-9]+`, []string{"ticket", "issue"}, false}, // longer than " #"
+		{`[0-9]+(\.[0-9]+)?`, nil, false},
+		{`error|\d+`, nil, false}, // an alternative without a literal
+		{`(?i)ü-x`, nil, false},   // folded past ASCII
+		{`\x{FFFD}xy`, []string{"xy"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.pattern, func(t *testing.T) {
+			re, err := syntax.Parse(tc.pattern, syntax.Perl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lits, fold := RequiredLiterals(re)
+			if !slices.Equal(lits, tc.want) || fold != tc.fold {
+				t.Errorf("got %q fold %v, want %q fold %v", lits, fold, tc.want, tc.fold)
+			}
+		})
+	}
+}
+
+// TestRequiredLiteralsHold: on generated texts, a text the expression
+// matches holds one of the literals (in any case when fold).
+func TestRequiredLiteralsHold(t *testing.T) {
+	patterns := []string{`(?i)error`, `(?i)panic|fatal`, `ERROR|(?i)warn`, `x(?i:ab)c`, `(?i)fail(ed|ure)?`, `(ab)+c|(?i)ZZ`, `INC[0-9]{2,}`}
+	alphabet := []string{"e", "E", "r", "R", "o", "O", "error", "ERROR", "Error", "panic", "PaNiC", "fatal", "FATAL", "warn", "WARN",
+		"x", "a", "A", "b", "B", "c", "xAbc", "fail", "FAILED", "z", "Z", "INC", "0", "7", " ", "\xff", "\uFFFD"}
+	texts := randomTexts(23, alphabet, 4000, 10)
+	for _, p := range patterns {
+		t.Run(p, func(t *testing.T) {
+			re, _ := syntax.Parse(p, syntax.Perl)
+			lits, fold := RequiredLiterals(re)
+			if len(lits) == 0 {
+				t.Fatalf("no literals for %s", p)
+			}
+			c := regexp.MustCompile(p)
+			matched := 0
+			for _, text := range texts {
+				hay := text
+				if fold {
+					hay = strings.ToLower(text)
+				}
+				holds := slices.ContainsFunc(lits, func(l string) bool { return strings.Contains(hay, l) })
+				if c.MatchString(text) {
+					matched++
+					if !holds {
+						t.Fatalf("%q matches %s but holds none of %q", text, p, lits)
+					}
+				}
+			}
+			if matched == 0 {
+				t.Fatalf("no generated text matches %s", p)
+			}
+		})
+	}
 }

@@ -167,6 +167,10 @@ func (sc *Scanner) MaskValue(name, value string) (string, []Finding) {
 	return sc.Mask(value)
 }
 
+// CountMasks counts the masks in text: what a pack reports of the secrets
+// its entries held when written.
+func CountMasks(text string) int { return strings.Count(text, maskPrefix) }
+
 // Counts adds the findings per rule id to counts (created when nil) and
 // returns it: what pack stats and metrics report, never a value.
 func Counts(counts map[string]int, found []Finding) map[string]int {

@@ -48,7 +48,7 @@ func TestDrillDown(t *testing.T) {
 		{"columns of a JSON object", drillJSON, DrillRequest{View: ViewColumns, Path: ".employee"}, "", "view=columns: the value at .employee is not an array of objects"},
 		{"columns of text", "one two", DrillRequest{View: ViewColumns}, "", "neither CSV nor a JSON array of objects"},
 		{"path on head", drillJSON, DrillRequest{View: ViewHead, Path: ".a"}, "", "path applies to view=json and view=columns only"},
-		{"unknown view", drillJSON, DrillRequest{View: "tail"}, "", `unknown view "tail": want head, json, csv or columns`},
+		{"unknown view", drillJSON, DrillRequest{View: "tail"}, "", `unknown view "tail": want head, lines, grep, json, csv or columns`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
