@@ -19,8 +19,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/contextrouter/contextrouter/internal/textutil"
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
@@ -151,7 +151,7 @@ func checkExamples(what string, examples []Example, known map[string]bool) error
 			err = fmt.Errorf("%w %v", ErrUnknownLabel, sortedKeys(known))
 		}
 		if err != nil {
-			return fmt.Errorf("%s: example %d (label %q): %w", what, i+1, truncate(ex.Label, 64), err)
+			return fmt.Errorf("%s: example %d (label %q): %w", what, i+1, textutil.CutBytes(ex.Label, 64, ""), err)
 		}
 	}
 	return nil
@@ -496,7 +496,7 @@ func (m *Model) scratch() *scratch {
 }
 
 func (m *Model) probabilities(s *scratch, text string) []float64 {
-	s.x = s.e.vectorize(s.x, truncate(text, MaxTextBytes), m.index, m.idf)
+	s.x = s.e.vectorize(s.x, textutil.CutBytes(text, MaxTextBytes, ""), m.index, m.idf)
 	m.lin.scores(s.z, s.acc, s.x)
 	for c := range s.z {
 		s.z[c] /= m.temperature
@@ -544,17 +544,6 @@ func (m *Model) Classify(text string) Result {
 		r.Alternatives = nil
 	}
 	return r
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 func sortedKeys(m map[string]bool) []string {

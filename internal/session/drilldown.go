@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // Drill-down of an artifact (api.md §11.4): bounded views of a tool result
@@ -112,7 +114,7 @@ func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
 		for n := 0; n < req.Lines && rest != ""; n++ {
 			line, after, _ := strings.Cut(rest, "\n")
 			rest = after
-			cut := cutRunes(strings.TrimRight(line, "\r"), MaxDrillLineRunes)
+			cut := textutil.CutRunes(strings.TrimRight(line, "\r"), MaxDrillLineRunes, textutil.Ellipsis)
 			d.Truncated = d.Truncated || len(cut) != len(strings.TrimRight(line, "\r"))
 			d.Head = append(d.Head, cut)
 		}
@@ -191,7 +193,7 @@ func csvView(d *Drill, content string, rows int, withRows bool) error {
 	types := make([]string, n)
 	d.Columns = make([]Column, n)
 	for i := range n {
-		d.Columns[i].Name = cutRunes(header[i], MaxDrillLineRunes)
+		d.Columns[i].Name = textutil.CutRunes(header[i], MaxDrillLineRunes, textutil.Ellipsis)
 	}
 	for {
 		rec, err := r.Read()
@@ -208,7 +210,7 @@ func csvView(d *Drill, content string, rows int, withRows bool) error {
 		if withRows && len(d.FirstRows) < rows {
 			row := make([]string, min(len(rec), n))
 			for i := range row {
-				row[i] = cutRunes(rec[i], MaxDrillLineRunes)
+				row[i] = textutil.CutRunes(rec[i], MaxDrillLineRunes, textutil.Ellipsis)
 			}
 			d.FirstRows = append(d.FirstRows, row)
 		}
@@ -294,7 +296,7 @@ func jsonColumns(d *Drill, content string) error {
 	n := min(len(order), MaxDrillColumns)
 	d.Truncated = len(order) > n
 	for _, k := range order[:n] {
-		d.Columns = append(d.Columns, Column{Name: cutRunes(k, MaxDrillLineRunes), Type: types[k]})
+		d.Columns = append(d.Columns, Column{Name: textutil.CutRunes(k, MaxDrillLineRunes, textutil.Ellipsis), Type: types[k]})
 	}
 	return nil
 }

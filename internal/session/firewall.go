@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // DefaultFirewallMaxChars is the size (characters) above which a tool result
@@ -69,7 +70,7 @@ func firewall(id, text string, maxChars int) (string, Artifact) {
 	for n := 0; n < headLines && rest != ""; n++ {
 		line, after, _ := strings.Cut(rest, "\n")
 		rest = after
-		out = append(out, "  "+cutRunes(strings.TrimRight(line, "\r"), headLineRunes))
+		out = append(out, "  "+textutil.CutRunes(strings.TrimRight(line, "\r"), headLineRunes, textutil.Ellipsis))
 	}
 	limit := max(maxChars/2, 200)
 	var b strings.Builder
@@ -86,26 +87,6 @@ func firewall(id, text string, maxChars int) (string, Artifact) {
 		used += n
 	}
 	return b.String(), a
-}
-
-// cutRunes keeps the first n characters of s, marking a cut with "…"; it
-// reads no further than it keeps.
-func cutRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := 0
-	for k := 0; k < n; k++ {
-		if i == len(s) {
-			return s
-		}
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-	}
-	if i == len(s) {
-		return s
-	}
-	return s[:i] + "…"
 }
 
 // longerThan reports whether s has more than n characters, counting only
@@ -158,7 +139,7 @@ func jsonSummary(text string) (shape string, facts []string, ok bool) {
 				p.members++
 				key := unquote(t[ks:ke])
 				if len(keys) < shapeKeys {
-					keys = append(keys, cutRunes(key, keyBytes)+" ("+describe(kind, n)+")")
+					keys = append(keys, textutil.CutRunes(key, keyBytes, textutil.Ellipsis)+" ("+describe(kind, n)+")")
 				} else if len(keys) == shapeKeys {
 					keys = append(keys, "…")
 				}
@@ -167,7 +148,7 @@ func jsonSummary(text string) (shape string, facts []string, ok bool) {
 					if kind == 's' {
 						v = unquote(v)
 					}
-					facts = append(facts, cutRunes(key, keyBytes)+" = "+v)
+					facts = append(facts, textutil.CutRunes(key, keyBytes, textutil.Ellipsis)+" = "+v)
 				}
 				p.ws()
 				c := p.peek()

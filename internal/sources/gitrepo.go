@@ -37,6 +37,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/redact"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 func init() {
@@ -543,11 +544,11 @@ func (g *GitRepo) scrub(err error, creds gitCredentials) error {
 	return sc.ErrorExcerpt(oneLineError{err}, maxUpstreamErrorBytes)
 }
 
-// oneLineError is err with its message on one line (OneLine): go-git puts a
+// oneLineError is err with its message on one line (textutil.OneLine): go-git puts a
 // server's text, line breaks and terminal escapes included, into errors.
 type oneLineError struct{ err error }
 
-func (e oneLineError) Error() string { return OneLine([]byte(e.err.Error())) }
+func (e oneLineError) Error() string { return textutil.OneLine(e.err.Error()) }
 func (e oneLineError) Unwrap() error { return e.err }
 
 // pinRef is the per-ref reference holding the last commit synced for this spec.
