@@ -254,7 +254,7 @@ func (s *Server) sessionError(id string, err error) *httpError {
 		return errorf(http.StatusInsufficientStorage, "%v", err)
 	case errors.Is(err, session.ErrTooLarge):
 		return errorf(http.StatusRequestEntityTooLarge, "%v", err)
-	case errors.As(err, &bad):
+	case errors.As(err, &bad), errors.Is(err, session.ErrBadArtifactRef):
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
 	s.log.Error("session store failed", "error", err.Error())
@@ -484,20 +484,11 @@ func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req
 	return pack, resp, nil
 }
 
-// artifactRef checks a ref: "sha256:" and 64 lower-case hex digits.
-func artifactRef(ref string) *httpError {
-	hexPart, ok := strings.CutPrefix(ref, "sha256:")
-	if ok && len(hexPart) == 64 && strings.Trim(hexPart, "0123456789abcdef") == "" {
-		return nil
-	}
-	return errorf(http.StatusBadRequest, "artifact ref %q: want sha256: and 64 lower-case hex digits, as a pack's artifacts name it", ref)
-}
-
 // drill answers a drill-down for the agent (GET /v1/artifacts/{ref}, MCP
 // drilldown): the artifact of one of its live sessions, never another's.
 func (s *Server) drill(ctx context.Context, agent, ref string, req session.DrillRequest) (*session.Drill, *httpError) {
-	if herr := artifactRef(ref); herr != nil {
-		return nil, herr
+	if _, err := session.ParseArtifactRef(ref); err != nil {
+		return nil, errorf(http.StatusBadRequest, "%v", err) // before asking the store
 	}
 	content, err := s.sessionStore().Artifact(ctx, agent, ref)
 	switch {

@@ -319,6 +319,26 @@ func TestSessionPinnedAgent(t *testing.T) {
 			}
 		})
 	}
+
+	// A ref in upper-case hex names no artifact: the store, the HTTP API and
+	// the MCP tool refuse it with the one message of session.ParseArtifactRef.
+	upper := "sha256:" + strings.ToUpper(strings.TrimPrefix(ref, "sha256:"))
+	_, perr := session.ParseArtifactRef(upper)
+	if perr == nil {
+		t.Fatalf("ParseArtifactRef(%q) took it", upper)
+	}
+	want := perr.Error()
+	if got, err := ts.srv.sessionStore().Artifact(context.Background(), "hr-assistant", upper); err == nil || err.Error() != want {
+		t.Errorf("store: Artifact(%q) = %.20q, %v; want the error %q", upper, got, err, want)
+	}
+	code, out := ts.sessionCall("GET", "/v1/artifacts/"+upper, nil, nil)
+	var e errorBody
+	if err := json.Unmarshal([]byte(out), &e); err != nil || code != 400 || e.Error != want {
+		t.Errorf("HTTP: %d %s, want 400 with %q", code, out, want)
+	}
+	if res := call(map[string]any{"ref": upper}); !res.IsError || resultText(res) != want {
+		t.Errorf("MCP: %v %q, want the error %q", res.IsError, resultText(res), want)
+	}
 }
 
 func TestSessionStoreBounds(t *testing.T) {

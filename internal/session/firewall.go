@@ -4,12 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
@@ -40,13 +41,49 @@ type Artifact struct {
 }
 
 // ArtifactRef names the artifact of a tool result's text: "sha256:" and
-// the hex SHA-256 of the text. Stores index tool results by it.
+// the lower-case hex SHA-256 of the text (ArtifactDigest). Stores index
+// tool results by it; ParseArtifactRef reads it back.
 func ArtifactRef(text string) string {
-	// Hash the string's bytes in place: a copy of every oversized result
-	// was a quarter of a pack's allocations. Sum256 only reads them.
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	sum := ArtifactDigest(text)
+	return artifactRefPrefix + hex.EncodeToString(sum[:])
 }
+
+// ArtifactDigest is the SHA-256 of a tool result's text, which its ref
+// spells in hex. The text is hashed in place (digest.SHA256): a copy of
+// every oversized result was a quarter of a pack's allocations.
+func ArtifactDigest(text string) [sha256.Size]byte { return digest.SHA256(text) }
+
+const artifactRefPrefix = "sha256:"
+
+// ErrBadArtifactRef is a ref not in ArtifactRef's form (HTTP 400); the
+// error ParseArtifactRef returns wraps it and says what a ref is.
+var ErrBadArtifactRef = errors.New("bad artifact ref")
+
+// maxRefEcho bounds the part of a bad ref its error repeats.
+const maxRefEcho = 100
+
+// ParseArtifactRef is the one reading of an artifact ref, for every store,
+// the HTTP API and the MCP drilldown tool: "sha256:" and 64 lower-case hex
+// digits, exactly as ArtifactRef writes it (upper-case digits name no
+// artifact, so they are refused rather than looked up). It returns the
+// digest the ref spells.
+func ParseArtifactRef(ref string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	h, ok := strings.CutPrefix(ref, artifactRefPrefix)
+	if !ok || len(h) != hex.EncodedLen(len(sum)) || strings.Trim(h, "0123456789abcdef") != "" {
+		return sum, badRefError{ref}
+	}
+	_, _ = hex.Decode(sum[:], []byte(h)) // lower-case hex of the right length: cannot fail
+	return sum, nil
+}
+
+type badRefError struct{ ref string }
+
+func (e badRefError) Error() string {
+	return fmt.Sprintf("artifact ref %q: want sha256: and 64 lower-case hex digits, as a pack's artifacts name it", textutil.CutBytes(e.ref, maxRefEcho, textutil.Ellipsis))
+}
+
+func (e badRefError) Is(target error) bool { return target == ErrBadArtifactRef }
 
 // firewall stores an oversized tool result as an artifact and returns the
 // summary that stands in for it: a header with the artifact ref and size,
