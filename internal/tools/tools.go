@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/topk"
 )
 
 // MaxTools bounds the tools of one index; callers enforce it (memory and
@@ -139,8 +140,8 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 }
 
 // top returns the k best hits in rank order, with their confidence. It
-// keeps the best max(k, confidenceDepth) in a bounded heap (worst at the
-// root), so a query costs O(n log k) in its candidates, not a full sort.
+// keeps the best max(k, confidenceDepth) (topk.Best), so a query costs
+// O(n log k) in its candidates, not a full sort.
 func (ix *Index) top(hits []Hit, k int) []Hit {
 	m := max(k, confidenceDepth)
 	// better orders by score, then (source, id).
@@ -150,49 +151,26 @@ func (ix *Index) top(hits []Hit, k int) []Hit {
 		}
 		return ix.tie[a.Entry] < ix.tie[b.Entry]
 	}
-	var heap []Hit
-	down := func(i int) {
-		for {
-			w, l, r := i, 2*i+1, 2*i+2
-			if l < len(heap) && better(heap[w], heap[l]) {
-				w = l
-			}
-			if r < len(heap) && better(heap[w], heap[r]) {
-				w = r
-			}
-			if w == i {
-				return
-			}
-			heap[i], heap[w] = heap[w], heap[i]
-			i = w
-		}
-	}
-	best := hits
+	var best []Hit
 	if len(hits) > m {
-		heap = make([]Hit, 0, m)
+		var b topk.Best[Hit]
+		b.Reset(m, better, make([]Hit, 0, m))
 		for _, h := range hits {
-			switch {
-			case len(heap) < m:
-				heap = append(heap, h)
-				for i := len(heap) - 1; i > 0 && better(heap[(i-1)/2], heap[i]); i = (i - 1) / 2 {
-					heap[i], heap[(i-1)/2] = heap[(i-1)/2], heap[i]
-				}
-			case better(h, heap[0]):
-				heap[0] = h
-				down(0)
+			b.Push(h)
+		}
+		best = b.Sorted()
+	} else {
+		best = hits
+		slices.SortFunc(best, func(a, b Hit) int {
+			if better(a, b) {
+				return -1
 			}
-		}
-		best = heap
+			if better(b, a) {
+				return 1
+			}
+			return 0
+		})
 	}
-	slices.SortFunc(best, func(a, b Hit) int {
-		if better(a, b) {
-			return -1
-		}
-		if better(b, a) {
-			return 1
-		}
-		return 0
-	})
 	if len(best) > 0 {
 		t := ix.ix.p.Temperature
 		if len(ix.entries[best[0].Entry].Tool.Examples) == 0 {
