@@ -32,6 +32,16 @@ const MaxVarsSize = 1024
 // check price lists whose entries it cannot size (tags.map(...), split(...)).
 const MaxWordEntryBytes = 1024
 
+// CheckAgent is the bound of an agent name, for a query and for every
+// other request that names an agent (sessions, the tool tree, MCP tools);
+// the error wraps ErrBadRequest.
+func CheckAgent(agent string) error {
+	if n := len(agent); n > MaxAgentBytes {
+		return fmt.Errorf("%w: agent is %d bytes; it is limited to %d bytes", ErrBadRequest, n, MaxAgentBytes)
+	}
+	return nil
+}
+
 // validateRequest enforces the input bounds; the error wraps ErrBadRequest and
 // names the field and its limit.
 func validateRequest(req *Request) error {
@@ -41,8 +51,8 @@ func validateRequest(req *Request) error {
 	if n := len(req.Text); n > MaxTextBytes {
 		return fmt.Errorf("%w: text is %d bytes; it is limited to %d bytes", ErrBadRequest, n, MaxTextBytes)
 	}
-	if n := len(req.Agent); n > MaxAgentBytes {
-		return fmt.Errorf("%w: agent is %d bytes; it is limited to %d bytes", ErrBadRequest, n, MaxAgentBytes)
+	if err := CheckAgent(req.Agent); err != nil {
+		return err
 	}
 	if n := len(req.Tags); n > MaxTags {
 		return fmt.Errorf("%w: %d tags; at most %d are allowed", ErrBadRequest, n, MaxTags)

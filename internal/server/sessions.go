@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -206,10 +204,12 @@ func (s *Server) sessionCaller(w http.ResponseWriter, r *http.Request) (*state, 
 	return st, established, true
 }
 
-// settleAgent reconciles the agent a request names with the caller's.
+// settleAgent is the one agent check of a request that runs no query (a
+// query's is its validation): the agent it names within its bound
+// (engine.CheckAgent) and reconciled with the caller's.
 func settleAgent(established, requested string) (string, *httpError) {
-	if n := len(requested); n > engine.MaxAgentBytes {
-		return "", errorf(http.StatusBadRequest, "%s: agent is %d bytes; it is limited to %d bytes", engine.ErrBadRequest, n, engine.MaxAgentBytes)
+	if err := engine.CheckAgent(requested); err != nil {
+		return "", errorf(http.StatusBadRequest, "%v", err)
 	}
 	return reconcileAgent(established, requested)
 }
@@ -519,12 +519,11 @@ func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
 	if req.View == "" {
 		req.View = session.ViewHead
 	}
-	if l := q.Get("lines"); herr == nil && l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > session.MaxDrillLines {
-			herr = errorf(http.StatusBadRequest, "lines: %q must be a number between 1 and %d", l, session.MaxDrillLines)
+	if herr == nil {
+		var err error
+		if req.Lines, err = session.ParseDrillLines(q.Get("lines")); err != nil {
+			herr = errorf(http.StatusBadRequest, "%v", err)
 		}
-		req.Lines = n
 	}
 	var d *session.Drill
 	if herr == nil {
@@ -582,7 +581,7 @@ var drilldownSchema = objectSchema("ref",
 	`"ref": {"type": "string", "description": "The artifact's ref, as a context pack's artifacts name it: sha256:<hex>."}`,
 	`"view": {"type": "string", "enum": ["head", "json", "csv", "columns"], "description": "head: the first lines; json: the value at path; csv: rows, columns and first rows; columns: column names and types. Default head."}`,
 	`"path": {"type": "string", "description": "For view json: the value to return, such as .items[0].name or .[\"a key\"] (default: the whole document)."}`,
-	`"lines": {"type": "integer", "minimum": 0, "maximum": 200, "description": "Lines of head, rows of csv (default 20)."}`,
+	fmt.Sprintf(`"lines": {"type": "integer", "minimum": 0, "maximum": %d, "description": "Lines of head, rows of csv: %s."}`, session.MaxDrillLines, session.DrillLinesRule),
 	argAgent)
 
 // addMCPDrilldown registers drilldown (api.md §11.9).
@@ -599,24 +598,21 @@ func (s *Server) addMCPDrilldown(srv *mcp.Server) {
 // mcpDrill is drilldown: GET /v1/artifacts/{ref} over MCP, with the same
 // identity rules and answers.
 func (s *Server) mcpDrill(ctx context.Context, call *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, string) {
-	_, established, refusal, result := s.mcpCaller(call)
-	if refusal != nil {
-		return refusal, result
-	}
 	var args drilldownArgs
-	if herr := decodeStrict(bytes.NewReader(call.Params.Arguments), s.opts.MaxBodyBytes, &args, `{"ref": "sha256:..."}`); herr != nil {
-		return toolError(herr.msg), "refused"
+	_, established, herr := s.mcpCaller(call, &args, `{"ref": "sha256:..."}`)
+	var agent string
+	if herr == nil {
+		agent, herr = settleAgent(established, args.Agent)
 	}
-	agent, herr := settleAgent(established, args.Agent)
+	var d *session.Drill
+	if herr == nil {
+		if args.View == "" {
+			args.View = session.ViewHead
+		}
+		d, herr = s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines})
+	}
 	if herr != nil {
-		return toolError(herr.msg), "refused"
-	}
-	if args.View == "" {
-		args.View = session.ViewHead
-	}
-	d, herr := s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines})
-	if herr != nil {
-		return toolError(herr.msg), resultOf(herr)
+		return toolFailure(herr)
 	}
 	return jsonResult(d)
 }

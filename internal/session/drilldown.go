@@ -28,6 +28,8 @@ const (
 
 // Drill-down bounds: whatever the artifact, an answer stays small.
 const (
+	// A request's lines is 1 to MaxDrillLines; 0 (or none) is
+	// DefaultDrillLines (DrillLinesRule says it, CheckDrillLines holds it).
 	DefaultDrillLines = 20
 	MaxDrillLines     = 200
 	// MaxDrillLineRunes cuts each line (and each CSV cell) of an answer.
@@ -92,10 +94,36 @@ func drillErrorf(format string, args ...any) error {
 	return &DrillError{Msg: fmt.Sprintf(format, args...)}
 }
 
+// DrillLinesRule is the bound of a drill-down's lines as every message and
+// the MCP tool's schema say it.
+var DrillLinesRule = fmt.Sprintf("between 1 and %d (0 or none: the default, %d)", MaxDrillLines, DefaultDrillLines)
+
+// CheckDrillLines is the one check of a drill-down's lines: 0 to
+// MaxDrillLines, 0 meaning DefaultDrillLines.
+func CheckDrillLines(n int) error {
+	if n < 0 || n > MaxDrillLines {
+		return drillErrorf("lines is %d; it must be %s", n, DrillLinesRule)
+	}
+	return nil
+}
+
+// ParseDrillLines reads lines as a query parameter carries it ("" is 0,
+// the default) and checks it (CheckDrillLines).
+func ParseDrillLines(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, drillErrorf("lines is %q; it must be %s", textutil.CutBytes(s, 32, textutil.Ellipsis), DrillLinesRule)
+	}
+	return n, CheckDrillLines(n)
+}
+
 // DrillDown answers one view of an artifact's content.
 func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
-	if req.Lines < 0 || req.Lines > MaxDrillLines {
-		return nil, drillErrorf("lines is %d; it must be between 1 and %d", req.Lines, MaxDrillLines)
+	if err := CheckDrillLines(req.Lines); err != nil {
+		return nil, err
 	}
 	if req.Lines == 0 {
 		req.Lines = DefaultDrillLines
