@@ -2,7 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // Input bounds of a query. The compile-time cost check of route conditions
@@ -91,11 +94,10 @@ func validateRequest(req *Request) error {
 
 // quoteShort quotes s for an error message, cut to its first 32 bytes.
 func quoteShort(s string) string {
-	const n = 32
-	if len(s) <= n {
-		return fmt.Sprintf("%q", s)
+	if cut := textutil.CutBytes(s, 32, ""); len(cut) < len(s) {
+		return strconv.Quote(cut) + textutil.Ellipsis
 	}
-	return fmt.Sprintf("%q…", strings.ToValidUTF8(s[:n], ""))
+	return strconv.Quote(s)
 }
 
 // varsTooLarge checks a JSON value of spec.variables against MaxVarsSize and
