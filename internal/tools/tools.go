@@ -156,6 +156,11 @@ func (ix *Index) top(hits []Hit, k int) []Hit {
 		var b topk.Best[Hit]
 		b.Reset(m, better, make([]Hit, 0, m))
 		for _, h := range hits {
+			// Most hits are worse than the m kept: turned away here at the
+			// cost of an inlined comparison, not a call.
+			if worst, full := b.Worst(); full && !better(h, worst) {
+				continue
+			}
 			b.Push(h)
 		}
 		best = b.Sorted()

@@ -147,6 +147,17 @@ func (b *Best[T]) Push(x T) {
 	}
 }
 
+// Worst is the worst item kept once b holds k (full true): Push turns
+// away any item that is not better. A caller with many candidates checks
+// it first with its own (inlined) comparison, saving Push's call for the
+// few that enter.
+func (b *Best[T]) Worst() (worst T, full bool) {
+	if len(b.h.items) < b.k || b.k <= 0 {
+		return worst, b.k <= 0
+	}
+	return b.h.items[0], true
+}
+
 // Items are the items kept, in no useful order (heap order).
 func (b *Best[T]) Items() []T { return b.h.items }
 
