@@ -37,6 +37,9 @@ type Index struct {
 	entries []Entry
 	ix      *termIndex
 	tie     []uint32 // entry -> rank in (source, id) order
+	// rank is better as a value, made once, so a search hands it to
+	// topk.Best without allocating a closure.
+	rank func(a, b Hit) bool
 }
 
 // NewIndex indexes entries (at most MaxTools). Hits refer to entries by
@@ -49,7 +52,9 @@ func NewIndex(entries []Entry, opts Options) *Index {
 	if opts.NoExpansion {
 		p.Synonym, p.Related, p.Broader = 0, 0, 0
 	}
-	return &Index{entries: entries, ix: newIndex(entries, p), tie: tieOrder(entries)}
+	ix := &Index{entries: entries, ix: newIndex(entries, p), tie: tieOrder(entries)}
+	ix.rank = ix.better
+	return ix
 }
 
 // Len is the number of tools.
@@ -139,26 +144,27 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	return out
 }
 
+// better ranks hits: by score, then (source, id).
+func (ix *Index) better(a, b Hit) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return ix.tie[a.Entry] < ix.tie[b.Entry]
+}
+
 // top returns the k best hits in rank order, with their confidence. It
 // keeps the best max(k, confidenceDepth) (topk.Best), so a query costs
 // O(n log k) in its candidates, not a full sort.
 func (ix *Index) top(hits []Hit, k int) []Hit {
 	m := max(k, confidenceDepth)
-	// better orders by score, then (source, id).
-	better := func(a, b Hit) bool {
-		if a.Score != b.Score {
-			return a.Score > b.Score
-		}
-		return ix.tie[a.Entry] < ix.tie[b.Entry]
-	}
 	var best []Hit
 	if len(hits) > m {
 		var b topk.Best[Hit]
-		b.Reset(m, better, make([]Hit, 0, m))
+		b.Reset(m, ix.rank, make([]Hit, 0, m))
 		for _, h := range hits {
 			// Most hits are worse than the m kept: turned away here at the
 			// cost of an inlined comparison, not a call.
-			if worst, full := b.Worst(); full && !better(h, worst) {
+			if worst, full := b.Worst(); full && !ix.better(h, worst) {
 				continue
 			}
 			b.Push(h)
@@ -167,10 +173,10 @@ func (ix *Index) top(hits []Hit, k int) []Hit {
 	} else {
 		best = hits
 		slices.SortFunc(best, func(a, b Hit) int {
-			if better(a, b) {
+			if ix.better(a, b) {
 				return -1
 			}
-			if better(b, a) {
+			if ix.better(b, a) {
 				return 1
 			}
 			return 0
