@@ -87,10 +87,15 @@ FUZZ_TARGETS := \
 	./internal/session:FuzzSessionFile \
 	./internal/session:FuzzJSONSummary \
 	./internal/session:FuzzJSONPath \
+	./internal/secrets:FuzzMask \
+	./internal/session:FuzzDrillText \
 	./internal/session/redisstore:FuzzItemRecord \
 	./internal/convert:FuzzTheaios \
 	./internal/convert:FuzzCondition \
-	./internal/server/fuzz:FuzzQuery
+	./internal/server/fuzz:FuzzQuery \
+	./internal/budget:FuzzTruncate \
+	./internal/budget:FuzzBPE \
+	./internal/budget:FuzzPieceCounter
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 3000 inputs) each; longer: make fuzz FUZZTIME=1000000x.
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -13,7 +13,7 @@ const (
 	MaxClassifierLabels    = 256
 	MaxExamplesPerLabel    = 1000
 	MaxExampleBytes        = 1024
-	MaxClassifierExamples  = 50000
+	MaxClassifierExamples  = 20000
 	MaxLabelNameLength     = 63
 	MaxEntityExtractors    = 32
 	MaxDictionaryValues    = 10000
@@ -23,6 +23,22 @@ const (
 	MaxAlternativesLimit   = 10
 	// DefaultMaxAlternatives is spec.maxAlternatives when 0.
 	DefaultMaxAlternatives = 3
+)
+
+// Bounds of the examples of a classifier, inline and examplesFrom together
+// (ExampleTotalsError; no markers: they span lists and files), with
+// MaxClassifierExamples. A reload trains on them: training time grows with
+// the labels times the text (every step updates a weight per label of
+// each feature of an example), memory with the text (docs/benchmarks.md,
+// "Training at the limits").
+const (
+	// MaxClassifierExampleBytes bounds the examples' text.
+	MaxClassifierExampleBytes = 1 << 20
+	// MaxClassifierTrainingSize bounds labels × bytes of example text: 256
+	// labels with 128 KiB of examples, 32 with 1 MiB. (CLINC150's whole train
+	// split, 151 labels and 602,402 bytes, is 91 Mi: `eval intents` trains on
+	// such sets offline.)
+	MaxClassifierTrainingSize = 32 << 20
 )
 
 // ClassifierLabel is one label and its examples.

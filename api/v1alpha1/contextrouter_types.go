@@ -18,7 +18,7 @@ const (
 )
 
 // TokenEstimator names how tokens are counted.
-// +kubebuilder:validation:Enum=CharsDiv4;Words;Whitespace
+// +kubebuilder:validation:Enum=CharsDiv4;Words;Whitespace;O200kBase;Cl100kBase
 type TokenEstimator string
 
 const (
@@ -28,6 +28,10 @@ const (
 	EstimatorWords TokenEstimator = "Words"
 	// EstimatorWhitespace counts whitespace-separated fields.
 	EstimatorWhitespace TokenEstimator = "Whitespace"
+	// EstimatorO200kBase counts the tokens of OpenAI's o200k_base encoding (GPT-4o and later).
+	EstimatorO200kBase TokenEstimator = "O200kBase"
+	// EstimatorCl100kBase counts the tokens of OpenAI's cl100k_base encoding (GPT-4, GPT-3.5).
+	EstimatorCl100kBase TokenEstimator = "Cl100kBase"
 )
 
 // RankingStrategy orders the candidate chunks.

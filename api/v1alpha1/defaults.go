@@ -125,6 +125,8 @@ func (r *ContextRouter) Default() {
 	defaultDuration(&s.Sessions.TTL, DefaultSessionTTL)
 	setDefault(&s.Sessions.MaxSessions, DefaultMaxSessions)
 	defaultQuantity(&s.Sessions.MaxBytes, DefaultSessionBytes)
+	setDefault(&s.Sessions.DedupThreshold, DefaultSessionDedupThreshold)
+	setDefault(&s.Sessions.Secrets, SessionSecretsMask)
 	setDefault(&s.Sessions.Firewall.MaxChars, DefaultFirewallMaxChars)
 }
 

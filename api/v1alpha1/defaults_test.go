@@ -32,7 +32,7 @@ func TestDefault(t *testing.T) {
 		Deployment:    DeploymentSpec{Replicas: ptr[int32](2)},
 		Tools:         RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0", Expansion: ToolExpansionSynonyms},
 		Sessions: SessionsSpec{Store: SessionStoreMemory, TTL: dur(24 * time.Hour), MaxSessions: 10000, MaxBytes: qty("256Mi"),
-			Firewall: FirewallSpec{MaxChars: 2000}},
+			DedupThreshold: "0.9", Firewall: FirewallSpec{MaxChars: 2000}, Secrets: SessionSecretsMask},
 	}
 	tests := []struct {
 		name string
@@ -55,7 +55,7 @@ func TestDefault(t *testing.T) {
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
 				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
 				Sessions: SessionsSpec{Store: SessionStoreRedis, TTL: dur(time.Hour), MaxSessions: 5, MaxBytes: qty("1Mi"),
-					Firewall: FirewallSpec{MaxChars: 500}, Redis: &RedisSpec{Address: "r:6379"}},
+					DedupThreshold: "0.5", Firewall: FirewallSpec{MaxChars: 500}, Secrets: SessionSecretsOff, Redis: &RedisSpec{Address: "r:6379"}},
 			}},
 			want: &ContextRouter{Spec: ContextRouterSpec{
 				DefaultAccess: AccessAllow,
@@ -66,7 +66,7 @@ func TestDefault(t *testing.T) {
 				Deployment:    DeploymentSpec{Replicas: ptr[int32](0), Image: "img"},
 				Tools:         RouterToolsSpec{TopK: 1, MinScore: "2", MinConfidence: "0.5", Expansion: ToolExpansionNone},
 				Sessions: SessionsSpec{Store: SessionStoreRedis, TTL: dur(time.Hour), MaxSessions: 5, MaxBytes: qty("1Mi"),
-					Firewall: FirewallSpec{MaxChars: 500}, Redis: &RedisSpec{Address: "r:6379"}},
+					DedupThreshold: "0.5", Firewall: FirewallSpec{MaxChars: 500}, Secrets: SessionSecretsOff, Redis: &RedisSpec{Address: "r:6379"}},
 			}},
 		},
 		{

@@ -55,12 +55,18 @@ var parityBases = map[string][]string{
 		"deployment": {"replicas": 1, "image": "img", "serviceAccountName": "sa",
 			"resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "500m"}, "claims": [{"name": "gpu"}]}},
 		"tools": {"topK": 3, "minScore": "1.5", "minConfidence": "0.3", "fallback": [{"source": "web", "name": "web_search"}]},
-		"sessions": {"store": "Redis", "ttl": "1h", "maxSessions": 100, "maxBytes": "1Mi", "firewall": {"maxChars": 1000},
+		"sessions": {"store": "Redis", "ttl": "1h", "maxSessions": 100, "maxBytes": "1Mi", "dedupThreshold": "0.5", "secrets": "Off", "firewall": {"maxChars": 1000, "keep": [{"tools": ["payments.*"], "paths": [".status"]}]},
 			"redis": {"address": "redis.cache.svc:6379", "passwordSecretRef": {"name": "redis", "key": "password"}, "db": 1, "keyPrefix": "cr:", "tls": true}},
-		"phases": {"route": {"budget": 1500, "kindPriorities": {"user_turn": "0.9"}}, "call": {"budget": 2500, "kindPriorities": {"tool_call": "1"}},
-			"interpret": {"budget": 3000, "kindPriorities": {"tool_result": "0.95"}}, "answer": {"budget": 5000, "kindPriorities": {"episode": "0"}}}}`,
+		"phases": {"route": {"budget": 1500, "maxBudget": 3000, "kinds": ["user_turn"], "maxItemsPerKind": {"fact": 2}, "kindPriorities": {"user_turn": "0.9"}},
+			"call": {"budget": 2500, "maxBudget": 3000, "kinds": ["tool_call"], "maxItemsPerKind": {"tool_call": 2}, "kindPriorities": {"tool_call": "1"}},
+			"interpret": {"budget": 3000, "maxBudget": 4000, "kinds": ["tool_result"], "maxItemsPerKind": {"tool_result": 1}, "kindPriorities": {"tool_result": "0.95"}},
+			"answer": {"budget": 5000, "maxBudget": 9000, "kinds": ["episode"], "maxItemsPerKind": {"episode": 0}, "kindPriorities": {"episode": "0"}},
+			"handoff": {"budget": 4000, "maxBudget": 8000, "kinds": ["plan_state"], "maxItemsPerKind": {"plan_state": 5}, "kindPriorities": {"plan_state": "1"}}}}`,
 		// Without rerank, which the Recency and Manual strategies refuse.
-		`{"ranking": {"strategy": "Manual"}}`},
+		`{"ranking": {"strategy": "Manual"}}`,
+		// Budgets of 1 without ceilings: a maxBudget of 1, and a budget of
+		// 1000000, are accepted here.
+		`{"phases": {"route": {"budget": 1}, "call": {"budget": 1}, "interpret": {"budget": 1}, "answer": {"budget": 1}, "handoff": {"budget": 1}}}`},
 	v1alpha1.KindContextRoute: {`{"parentRefs": [{"name": "r"}], "when": "true", "sources": [{"name": "docs"}], "description": "d",
 		"fallback": true, "timeout": "1s", "alternate": "other"}`},
 	v1alpha1.KindContextSource: {
@@ -114,9 +120,28 @@ var boundaryValues = map[string]string{
 	"ContextSource spec.mcp.followRedirects.allowedHosts[]":     dnsFiller(253) + ":65535",
 	"ContextSource spec.mcp.url":                                "https://mcp.example.com/" + strings.Repeat("a", 2048-len("https://mcp.example.com/")),
 	"ContextRouter spec.sessions.redis.address":                 dnsFiller(253) + ":65535",
+	// A keep path must parse (jsonpath).
+	"ContextRouter spec.sessions.firewall.keep[].paths[]": `.["` + strings.Repeat("a", 1019) + `"]`,
 	// maxLength counts characters, not bytes.
 	"ContextRoute spec.when": strings.Repeat("é", 4096),
+	// A literal as long compiles to more than MaxPatternInstructions; a
+	// character class is one instruction.
+	"ContextClassifier spec.entities[].pattern": "[" + strings.Repeat("é", 1022) + "]",
 }
+
+// boundaryMaps are the accepted maps at a maxProperties: keys the schema
+// allows (what the test would write otherwise are variants of the first).
+var boundaryMaps = func() map[string]map[string]any {
+	every := map[string]any{}
+	for _, k := range v1alpha1.PhaseEntryKinds {
+		every[k] = 1
+	}
+	m := map[string]map[string]any{}
+	for _, ph := range v1alpha1.PhaseNames {
+		m["ContextRouter spec.phases."+ph+".maxItemsPerKind"] = every
+	}
+	return m
+}()
 
 // itemKeys name, for atomic lists whose entries Validate requires to be
 // unique though the schema cannot say so, the fields that tell entries apart.
@@ -155,6 +180,26 @@ var celCases = []struct {
 		[]edit{set("spec.phases.route.kindPriorities", map[string]any{"thought": "0.5"})}, []edit{set("spec.phases.route.kindPriorities", map[string]any{"plan_state": "0.5"})}},
 	{v1alpha1.KindContextRouter, "spec.phases.answer.kindPriorities", "kindPriorities keys must be item kinds or episode",
 		[]edit{set("spec.phases.answer.kindPriorities", map[string]any{"facts": "0.5"})}, []edit{set("spec.phases.answer.kindPriorities", map[string]any{"episode": "0.5"})}},
+	{v1alpha1.KindContextRouter, "spec.phases.call.maxItemsPerKind", "maxItemsPerKind keys must be item kinds, fact or episode",
+		[]edit{set("spec.phases.call.maxItemsPerKind", map[string]any{"chunk": 1})}, []edit{set("spec.phases.call.maxItemsPerKind", map[string]any{"fact": 1})}},
+	{v1alpha1.KindContextRouter, "spec.phases", "maxBudget of route must be at least its budget (default 2000)",
+		[]edit{set("spec.phases.route.budget", 1500), set("spec.phases.route.maxBudget", 1499)},
+		[]edit{set("spec.phases.route.budget", 1500), set("spec.phases.route.maxBudget", 1500)}},
+	{v1alpha1.KindContextRouter, "spec.phases", "maxBudget of route must be at least its budget (default 2000)",
+		[]edit{del("spec.phases.route.budget"), set("spec.phases.route.maxBudget", 1999)},
+		[]edit{del("spec.phases.route.budget"), set("spec.phases.route.maxBudget", 2000)}},
+	{v1alpha1.KindContextRouter, "spec.phases", "maxBudget of call must be at least its budget (default 3000)",
+		[]edit{del("spec.phases.call.budget"), set("spec.phases.call.maxBudget", 2999)},
+		[]edit{del("spec.phases.call.budget"), set("spec.phases.call.maxBudget", 3000)}},
+	{v1alpha1.KindContextRouter, "spec.phases", "maxBudget of interpret must be at least its budget (default 4000)",
+		[]edit{del("spec.phases.interpret.budget"), set("spec.phases.interpret.maxBudget", 3999)},
+		[]edit{del("spec.phases.interpret.budget"), set("spec.phases.interpret.maxBudget", 4000)}},
+	{v1alpha1.KindContextRouter, "spec.phases", "maxBudget of answer must be at least its budget (default 6000)",
+		[]edit{del("spec.phases.answer.budget"), set("spec.phases.answer.maxBudget", 5999)},
+		[]edit{del("spec.phases.answer.budget"), set("spec.phases.answer.maxBudget", 6000)}},
+	{v1alpha1.KindContextRouter, "spec.phases", "maxBudget of handoff must be at least its budget (default 4000)",
+		[]edit{del("spec.phases.handoff.budget"), set("spec.phases.handoff.maxBudget", 3999)},
+		[]edit{del("spec.phases.handoff.budget"), set("spec.phases.handoff.maxBudget", 4000)}},
 	{v1alpha1.KindContextRoute, "spec.timeout", "timeout must be between 10ms and 60s",
 		[]edit{set("spec.timeout", "9ms")}, []edit{set("spec.timeout", "10ms")}},
 	{v1alpha1.KindContextRoute, "spec.timeout", "timeout must be between 10ms and 60s",
@@ -199,7 +244,7 @@ var celCases = []struct {
 // parityHandled are the schema keywords the test derives cases from, or that
 // constrain nothing beyond what the decoder enforces (types, formats).
 var parityHandled = []string{"type", "format", "description", "default", "properties", "items", "additionalProperties",
-	"enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "required",
+	"enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "maxProperties", "required",
 	"x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-validations", "x-kubernetes-int-or-string",
 	"anyOf", "x-kubernetes-preserve-unknown-fields"}
 
@@ -424,6 +469,15 @@ func (d *deriver) walk(path []string, s *apiextensionsv1.JSONSchemaProps) {
 		}
 		d.walk(append(path, "[]"), s.Items.Schema)
 	}
+	if s.MaxProperties != nil {
+		n := int(*s.MaxProperties)
+		good, ok := boundaryMaps[d.kind+" "+p]
+		if !ok || len(good) != n {
+			d.t.Errorf("%s %s: boundaryMaps needs a map of %d allowed keys", d.kind, p, n)
+		}
+		d.add(path, fmt.Sprintf("maxProperties %d", n), true, setProps(p, n+1))
+		d.add(path, fmt.Sprintf("maxProperties %d", n), false, set(p, good))
+	}
 	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
 		d.walk(append(path, "{}"), s.AdditionalProperties.Schema)
 	}
@@ -512,6 +566,7 @@ const (
 	opKeep     // only requires the path to exist
 	opItems    // sets the list to n distinct entries made from its first
 	opDupFirst // appends a copy of the first entry
+	opProps    // sets the map to n entries: the first's value under variants of its key
 )
 
 func set(path string, v any) edit { return edit{op: opSet, path: path, value: v} }
@@ -520,7 +575,8 @@ func keep(path string) edit       { return edit{op: opKeep, path: path} }
 func setItems(path string, n int, keys []string) edit {
 	return edit{op: opItems, path: path, n: n, keys: keys}
 }
-func duplicateFirst(path string) edit { return edit{op: opDupFirst, path: path} }
+func duplicateFirst(path string) edit  { return edit{op: opDupFirst, path: path} }
+func setProps(path string, n int) edit { return edit{op: opProps, path: path, n: n} }
 
 // splitPath turns "spec.a[].b" into ["spec", "a", "[]", "b"].
 func splitPath(p string) []string {
@@ -558,6 +614,17 @@ func (e edit) apply(obj map[string]any) bool {
 		}
 		delete(m, last)
 		return true
+	case opProps:
+		m, ok := old.(map[string]any)
+		k, found := firstKey(m)
+		if !exists || !ok || !found {
+			return false
+		}
+		props := make(map[string]any, e.n)
+		for i := range e.n {
+			props[variant(k, i, nil).(string)] = m[k]
+		}
+		return put(cur, last, props)
 	case opItems, opDupFirst:
 		list, ok := old.([]any)
 		if !exists || !ok || len(list) == 0 {
@@ -637,6 +704,10 @@ func variant(v any, i int, keys []string) any {
 	}
 	switch v := v.(type) {
 	case string:
+		if rest, ok := strings.CutPrefix(v, "."); ok {
+			// A JSON path (a keep-list's) starts with its dot.
+			return fmt.Sprintf(".x%d%s", i, rest)
+		}
 		return fmt.Sprintf("x%d%s", i, v)
 	case map[string]any:
 		c := make(map[string]any, len(v))

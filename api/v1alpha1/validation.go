@@ -58,7 +58,7 @@ var (
 	pathMatchings      = []PathMatching{PathMatchingCaseSensitive, PathMatchingCaseInsensitive}
 	truncationModes    = []TruncationMode{TruncationDrop, TruncationTruncateEnd, TruncationTruncateMiddle}
 	toolExpansions     = []ToolExpansion{ToolExpansionSynonyms, ToolExpansionNone}
-	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace}
+	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace, EstimatorO200kBase, EstimatorCl100kBase}
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}
 	scorers            = []Scorer{ScorerBM25, ScorerKeyword}
 	noMatchPolicies    = []NoMatchPolicy{NoMatchEmpty, NoMatchRecent, NoMatchPriority}
@@ -196,7 +196,7 @@ func (r *ContextRouter) Validate() field.ErrorList {
 	allErrs = append(allErrs, validateRouterTools(spec.Child("tools"), &s.Tools)...)
 	allErrs = append(allErrs, validateSessions(spec.Child("sessions"), &s.Sessions)...)
 	if s.Phases != nil {
-		allErrs = append(allErrs, validatePhases(spec.Child("phases"), s.Phases)...)
+		allErrs = append(allErrs, ValidatePhases(spec.Child("phases"), s.Phases)...)
 	}
 	return allErrs
 }
@@ -344,6 +344,9 @@ func validateDNSSubdomain(p *field.Path, name string) field.ErrorList {
 	}
 	return nil
 }
+
+// TokenEstimators lists the values of spec.budget.estimator, for messages outside this package.
+func TokenEstimators() []TokenEstimator { return slices.Clone(tokenEstimators) }
 
 // validateEnum checks a defaulted enum field; empty means it was never defaulted.
 func validateEnum[T ~string](p *field.Path, v T, allowed []T) field.ErrorList {

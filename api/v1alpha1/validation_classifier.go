@@ -15,8 +15,10 @@ var labelNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
 
 // MaxPatternInstructions bounds the compiled program of an entity pattern:
 // RE2 matches in time linear in the text times the program, so the program's
-// size is the cost that a short pattern like `(a{1,100}){1,100}` hides.
-const MaxPatternInstructions = 5000
+// size is the cost that a short pattern like `(?:a|aa){1,995}b` hides (4,977
+// instructions: 4 s on a 64 KiB question). The engine also bounds the text a
+// pattern reads by its size (engine.PatternScanBytes).
+const MaxPatternInstructions = 1000
 
 // Default fills the fields the kubebuilder markers default. It is idempotent.
 func (c *ContextClassifier) Default() {
@@ -40,6 +42,7 @@ func (c *ContextClassifier) Validate() field.ErrorList {
 		allErrs = append(allErrs, field.TooMany(lp, len(s.Labels), MaxClassifierLabels))
 	}
 	seen := make(map[string]bool, len(s.Labels))
+	examples, exampleBytes := 0, 0
 	for i, l := range s.Labels {
 		p := lp.Index(i)
 		allErrs = append(allErrs, ValidateLabelName(p.Child("name"), l.Name)...)
@@ -58,7 +61,11 @@ func (c *ContextClassifier) Validate() field.ErrorList {
 			if msg := ExampleTextError(ex); msg != "" {
 				allErrs = append(allErrs, field.Invalid(ep.Index(j), truncateValue(ex), msg))
 			}
+			examples, exampleBytes = examples+1, exampleBytes+len(ex)
 		}
+	}
+	if msg := ExampleTotalsError(examples, exampleBytes, len(s.Labels)); msg != "" {
+		allErrs = append(allErrs, field.Forbidden(lp, msg))
 	}
 	allErrs = append(allErrs, validateSourceFile(spec.Child("examplesFrom"), s.ExamplesFrom)...)
 	if s.OutOfScopeLabel != "" {
@@ -101,6 +108,23 @@ func ExampleTextError(text string) string {
 		return "an example must not be blank"
 	case len(text) > MaxExampleBytes:
 		return fmt.Sprintf("%d bytes; examples are limited to %d bytes", len(text), MaxExampleBytes)
+	}
+	return ""
+}
+
+// ExampleTotalsError says what is wrong with the size of a classifier's
+// examples, n of them with textBytes bytes of text and labels distinct
+// labels, or "": the rule of the inline examples (Validate), of an
+// examplesFrom file, line by line, and of both together (the router's load).
+func ExampleTotalsError(n, textBytes, labels int) string {
+	switch {
+	case n > MaxClassifierExamples:
+		return fmt.Sprintf("%d examples; a classifier is limited to %d", n, MaxClassifierExamples)
+	case textBytes > MaxClassifierExampleBytes:
+		return fmt.Sprintf("%d bytes of example text; a classifier is limited to %d (1 MiB)", textBytes, MaxClassifierExampleBytes)
+	case labels*textBytes > MaxClassifierTrainingSize:
+		return fmt.Sprintf("%d labels × %d bytes of example text is %d; a classifier is limited to %d (%d Mi), which trains in seconds: fewer labels or less text",
+			labels, textBytes, labels*textBytes, MaxClassifierTrainingSize, MaxClassifierTrainingSize>>20)
 	}
 	return ""
 }
@@ -157,7 +181,7 @@ func validateEntityExtractor(p *field.Path, x *EntityExtractor) field.ErrorList 
 			}
 		}
 	default:
-		if _, err := CompileEntityPattern(x.Pattern); err != nil {
+		if _, _, err := CompileEntityPattern(x.Pattern); err != nil {
 			allErrs = append(allErrs, field.Invalid(p.Child("pattern"), truncateValue(x.Pattern), err.Error()))
 		}
 	}
@@ -166,28 +190,32 @@ func validateEntityExtractor(p *field.Path, x *EntityExtractor) field.ErrorList 
 
 // CompileEntityPattern compiles an entity pattern: RE2, at most
 // MaxPatternLength characters and MaxPatternInstructions instructions, and
-// not matching the empty string (it would match between every two characters).
-func CompileEntityPattern(pattern string) (*regexp.Regexp, error) {
+// not matching the empty string (it would match between every two
+// characters). It returns the size of the compiled program, the pattern's
+// cost per byte of text. validate, admission and the router's load all call
+// it, so they refuse the same patterns.
+func CompileEntityPattern(pattern string) (re *regexp.Regexp, instructions int, err error) {
 	if n := len([]rune(pattern)); n > MaxPatternLength {
-		return nil, fmt.Errorf("%d characters; patterns are limited to %d", n, MaxPatternLength)
+		return nil, 0, fmt.Errorf("%d characters; patterns are limited to %d", n, MaxPatternLength)
 	}
 	parsed, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	prog, err := syntax.Compile(parsed.Simplify())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if n := len(prog.Inst); n > MaxPatternInstructions {
-		return nil, fmt.Errorf("compiles to %d instructions; patterns are limited to %d (repetitions like {1,100} multiply the size)", n, MaxPatternInstructions)
+	instructions = len(prog.Inst)
+	if instructions > MaxPatternInstructions {
+		return nil, 0, fmt.Errorf("compiles to %d instructions; patterns are limited to %d (repetitions like {1,100} multiply the size)", instructions, MaxPatternInstructions)
 	}
-	re, err := regexp.Compile(pattern)
+	re, err = regexp.Compile(pattern)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if re.MatchString("") {
-		return nil, fmt.Errorf("matches the empty string; an entity needs at least one character")
+		return nil, 0, fmt.Errorf("matches the empty string; an entity needs at least one character")
 	}
-	return re, nil
+	return re, instructions, nil
 }

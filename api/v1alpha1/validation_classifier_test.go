@@ -41,6 +41,36 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"too many examples", func(c *ContextClassifier) {
 			c.Spec.Labels[0].Examples = many(MaxExamplesPerLabel+1, func(i int) string { return "x" })
 		}, "spec.labels[0].examples", "must have at most 1000 items"},
+		{"too many examples in all", func(c *ContextClassifier) {
+			c.Spec.Labels = nil
+			for i := 0; i*MaxExamplesPerLabel <= MaxClassifierExamples; i++ {
+				c.Spec.Labels = append(c.Spec.Labels, ClassifierLabel{Name: "l" + itoa(i), Examples: many(MaxExamplesPerLabel, func(int) string { return "x" })})
+			}
+		}, "spec.labels", "21000 examples; a classifier is limited to 20000"},
+		{"examples at the limit of text", func(c *ContextClassifier) {
+			long := strings.Repeat("a", MaxExampleBytes)
+			c.Spec.Labels[0].Examples = many(MaxExamplesPerLabel, func(int) string { return long })
+			c.Spec.Labels[1].Examples = many(MaxClassifierExampleBytes/MaxExampleBytes-MaxExamplesPerLabel, func(int) string { return long })
+		}, "", ""},
+		{"examples past the limit of text", func(c *ContextClassifier) {
+			long := strings.Repeat("a", MaxExampleBytes)
+			c.Spec.Labels[0].Examples = many(MaxExamplesPerLabel, func(int) string { return long })
+			c.Spec.Labels[1].Examples = many(MaxClassifierExampleBytes/MaxExampleBytes-MaxExamplesPerLabel, func(int) string { return long })
+			c.Spec.Labels[1].Examples[0] += "!"
+		}, "spec.labels", "1048577 bytes of example text; a classifier is limited to 1048576 (1 MiB)"},
+		{"labels × text at the limit", func(c *ContextClassifier) {
+			// 256 labels of 512 bytes each: 256 × 131,072 bytes = 32 Mi.
+			c.Spec.Labels = nil
+			for i := range MaxClassifierLabels {
+				c.Spec.Labels = append(c.Spec.Labels, ClassifierLabel{Name: "l" + itoa(i), Examples: []string{strings.Repeat("a", 256), strings.Repeat("b", 256)}})
+			}
+		}, "", ""},
+		{"labels × text past the limit", func(c *ContextClassifier) {
+			c.Spec.Labels = nil
+			for i := range MaxClassifierLabels {
+				c.Spec.Labels = append(c.Spec.Labels, ClassifierLabel{Name: "l" + itoa(i), Examples: []string{strings.Repeat("a", 256), strings.Repeat("b", 257)}})
+			}
+		}, "spec.labels", "256 labels × 131328 bytes of example text is 33619968; a classifier is limited to 33554432 (32 Mi)"},
 		{"too many labels", func(c *ContextClassifier) {
 			c.Spec.Labels = nil
 			for i := 0; i <= MaxClassifierLabels; i++ {
@@ -58,6 +88,11 @@ func TestContextClassifierValidate(t *testing.T) {
 		{"pattern program too large", func(c *ContextClassifier) {
 			c.Spec.Entities[0].Pattern = `[a-z]{1,1000}[0-9]{1,1000}[a-z]{1,1000}[0-9]{1,1000}[a-z]{1,1000}[0-9]{1,1000}`
 		}, "spec.entities[0].pattern", "instructions"},
+		// A short pattern whose program is large: accepted before issue 22
+		// (4,977 instructions), 4 s on a 64 KiB question.
+		{"pattern past the instruction limit", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = `(?:a|aa){1,995}b` },
+			"spec.entities[0].pattern", "compiles to 4977 instructions; patterns are limited to 1000"},
+		{"pattern at the instruction limit", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = `(?:a|aa){1,199}b` }, "", ""},
 		{"pattern too long", func(c *ContextClassifier) { c.Spec.Entities[0].Pattern = strings.Repeat("a", MaxPatternLength+1) }, "spec.entities[0].pattern", "limited to 1024"},
 		{"both dictionary and pattern", func(c *ContextClassifier) { c.Spec.Entities[1].Pattern = "x+" }, "spec.entities[1]", "exactly one of dictionary and pattern"},
 		{"dictionary too large", func(c *ContextClassifier) {

@@ -65,6 +65,10 @@ func TestContextRouterValidate(t *testing.T) {
 		{"reserveTokens below maxTokens", func(r *ContextRouter) { r.Spec.Budget.ReserveTokens = 8000 }, "spec.budget.reserveTokens", "must be less than maxTokens (8000)"},
 		{"truncation enum", func(r *ContextRouter) { r.Spec.Budget.Truncation = "Cut" }, "spec.budget.truncation", `"TruncateMiddle"`},
 		{"estimator enum", func(r *ContextRouter) { r.Spec.Budget.Estimator = "Tiktoken" }, "spec.budget.estimator", `"Whitespace"`},
+		{"estimator by tiktoken's name", func(r *ContextRouter) { r.Spec.Budget.Estimator = "o200k_base" }, "spec.budget.estimator",
+			`Unsupported value: "o200k_base": supported values: "CharsDiv4", "Words", "Whitespace", "O200kBase", "Cl100kBase"`},
+		{"estimator in the wrong case", func(r *ContextRouter) { r.Spec.Budget.Estimator = "O200KBase" }, "spec.budget.estimator",
+			`(did you mean "O200kBase"?)`},
 		{"strategy enum", func(r *ContextRouter) { r.Spec.Ranking.Strategy = "Random" }, "spec.ranking.strategy", `"Hybrid"`},
 		{"scorer enum", func(r *ContextRouter) { r.Spec.Ranking.Scorer = "TFIDF" }, "spec.ranking.scorer", `"Keyword"`},
 		{"onNoMatch enum", func(r *ContextRouter) { r.Spec.Ranking.OnNoMatch = "recent" },
@@ -652,5 +656,21 @@ func TestSideEffectsLevel(t *testing.T) {
 	}
 	if got := (&Tool{Name: "search"}).ID(); got != "search" {
 		t.Errorf("ID() without namespace = %q", got)
+	}
+}
+
+// TestTokenEstimatorsAccepted: every estimator the API lists passes validation, the byte-pair
+// encodings included.
+func TestTokenEstimatorsAccepted(t *testing.T) {
+	for _, est := range TokenEstimators() {
+		r := &ContextRouter{ObjectMeta: meta("acme")}
+		r.Default()
+		r.Spec.Budget.Estimator = est
+		if errs := r.Validate(); len(errs) != 0 {
+			t.Errorf("%s: %v", est, errs.ToAggregate())
+		}
+	}
+	if got := TokenEstimators(); !slices.Contains(got, EstimatorO200kBase) || !slices.Contains(got, EstimatorCl100kBase) {
+		t.Errorf("TokenEstimators() = %v, lacks the byte-pair encodings", got)
 	}
 }

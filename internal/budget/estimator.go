@@ -1,13 +1,15 @@
-// Package budget estimates token counts and truncates text to a token limit.
+// Package budget counts tokens and truncates text to a token limit.
 //
-// The engine's budget stage uses it to fit chunks into the remaining context window and the chunker
-// uses it to enforce maxChunkTokens. Estimates are deliberately tokenizer-free: they are cheap,
-// deterministic and good enough to keep a response under a model's window when the budget leaves a
-// margin (reserveTokens).
+// The engine's budget stage uses it to fit chunks into the remaining context window, the chunker
+// uses it to enforce maxChunkTokens and session packs to fit their phase budgets. CharsDiv4, Words
+// and Whitespace are tokenizer-free estimates: cheap, and good enough to keep a response under a
+// model's window when the budget leaves a margin (reserveTokens). O200kBase and Cl100kBase count
+// exactly what OpenAI's byte-pair encodings produce.
 package budget
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -27,8 +29,10 @@ type Estimator interface {
 //	             included), every other non-space rune counts as one word, and so does every
 //	             Han/Hiragana/Katakana character
 //	Whitespace = number of whitespace-separated fields (strings.Fields semantics)
+//	O200kBase  = tokens of OpenAI's o200k_base encoding (GPT-4o and later)
+//	Cl100kBase = tokens of OpenAI's cl100k_base encoding (GPT-4, GPT-3.5)
 //
-// "" means CharsDiv4.
+// "" means CharsDiv4. The first New of a byte-pair encoding loads its vocabulary (see lazyEncoding).
 func New(kind v1alpha1.TokenEstimator) (Estimator, error) {
 	switch kind {
 	case "", v1alpha1.EstimatorCharsDiv4:
@@ -37,9 +41,16 @@ func New(kind v1alpha1.TokenEstimator) (Estimator, error) {
 		return words{}, nil
 	case v1alpha1.EstimatorWhitespace:
 		return whitespaceFields{}, nil
+	case v1alpha1.EstimatorO200kBase:
+		return bpe{o200kBase.get()}, nil
+	case v1alpha1.EstimatorCl100kBase:
+		return bpe{cl100kBase.get()}, nil
 	}
-	return nil, fmt.Errorf("unknown token estimator %q: want %s, %s or %s",
-		string(kind), v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace)
+	names := make([]string, 0, 8)
+	for _, k := range v1alpha1.TokenEstimators() {
+		names = append(names, string(k))
+	}
+	return nil, fmt.Errorf("unknown token estimator %q: want one of %s", string(kind), strings.Join(names, ", "))
 }
 
 // charsDiv4 is the classic "4 characters per token" rule of thumb. Invalid UTF-8 bytes count as one

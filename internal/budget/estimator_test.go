@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,7 +27,10 @@ func TestNew(t *testing.T) {
 		{kind: v1alpha1.EstimatorCharsDiv4, want: charsDiv4{}},
 		{kind: v1alpha1.EstimatorWords, want: words{}},
 		{kind: v1alpha1.EstimatorWhitespace, want: whitespaceFields{}},
-		{kind: "Tiktoken", wantErr: `unknown token estimator "Tiktoken"`},
+		{kind: v1alpha1.EstimatorO200kBase, want: bpe{o200kBase.get()}},
+		{kind: v1alpha1.EstimatorCl100kBase, want: bpe{cl100kBase.get()}},
+		{kind: "Tiktoken", wantErr: `unknown token estimator "Tiktoken": want one of CharsDiv4, Words, Whitespace, O200kBase, Cl100kBase`},
+		{kind: "o200k_base", wantErr: `unknown token estimator "o200k_base"`},
 		{kind: "charsdiv4", wantErr: `unknown token estimator "charsdiv4"`},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
@@ -157,6 +161,7 @@ func TestCountDoesNotAllocate(t *testing.T) {
 
 var allKinds = []v1alpha1.TokenEstimator{
 	v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace,
+	v1alpha1.EstimatorO200kBase, v1alpha1.EstimatorCl100kBase,
 }
 
 // benchText is about 2 KB of mixed prose, code and a little non-ASCII, like a typical chunk.
@@ -182,5 +187,34 @@ func BenchmarkCount(b *testing.B) {
 				est.Count(text)
 			}
 		})
+	}
+}
+
+// englishText is n bytes of English prose (cut at a rune boundary), for Count's speed per size.
+func englishText(n int) string {
+	const para = "The router keeps a snapshot of every source: chunks, their token counts and a BM25 index. " +
+		"A query walks the routes, checks the agent's permissions, ranks what matched and fills the budget " +
+		"in rank order; a chunk that does not fit is dropped or cut at a word boundary. Sessions work the " +
+		"same way, phase by phase, so an agent's prompt never grows past what its model accepts.\n\n"
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(para)
+	}
+	return strings.ToValidUTF8(b.String()[:n], "")
+}
+
+func BenchmarkCountEnglish(b *testing.B) {
+	for _, size := range []int{1 << 10, 16 << 10} {
+		text := englishText(size)
+		for _, kind := range allKinds {
+			b.Run(strconv.Itoa(size>>10)+"KiB/"+string(kind), func(b *testing.B) {
+				est := mustNew(b, kind)
+				b.ReportAllocs()
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					est.Count(text)
+				}
+			})
+		}
 	}
 }

@@ -36,20 +36,36 @@ const middleRounds = 4
 // rune of a giant first word) fits; the caller should drop the text then. When est.Count(s) <= limit
 // s is returned unchanged.
 func TruncateEnd(s string, limit int, est Estimator) (out string, tokens int, ok bool) {
-	if n := est.Count(s); n <= limit {
+	c := newCounter(s, est)
+	if n, fits := c.within(limit); fits {
 		return s, n, true
 	}
-	fits := func(cut int) bool { return est.Count(s[:cut]+EndMarker) <= limit }
-	cut := headCut(s, wordSpans(s), fits)
+	bound := c.bound()
+	fits := func(cut int) bool { return cut <= bound && c.joined(cut, EndMarker, len(s)) <= limit }
+	cut := headCut(s, wordSpans(s[:wordEndAfter(s, bound)]), fits)
 	if cut == 0 {
 		return "", 0, false
 	}
 	out = s[:cut] + EndMarker
-	tokens = est.Count(out)
+	tokens = c.joined(cut, EndMarker, len(s))
 	if tokens > limit { // unreachable for a deterministic estimator: the search measured this cut
 		return "", 0, false
 	}
 	return out, tokens, true
+}
+
+// wordEndAfter returns the end of the first word that ends after offset i (len(s) if none). The
+// words up to it are all a cut bounded by i can end in or be cut inside, and the first out of reach.
+func wordEndAfter(s string, i int) int {
+	q := strings.IndexFunc(s[i:], func(r rune) bool { return !unicode.IsSpace(r) })
+	if q < 0 {
+		return len(s)
+	}
+	q += i
+	if e := strings.IndexFunc(s[q:], unicode.IsSpace); e >= 0 {
+		return q + e
+	}
+	return len(s)
 }
 
 // TruncateMiddle keeps a head and a tail of s of about equal estimated size and puts
@@ -60,7 +76,8 @@ func TruncateEnd(s string, limit int, est Estimator) (out string, tokens int, ok
 // the first word (or the first rune of a giant first word) fits. When est.Count(s) <= limit s is
 // returned unchanged.
 func TruncateMiddle(s string, limit int, est Estimator) (out string, tokens int, ok bool) {
-	total := est.Count(s)
+	c := newCounter(s, est)
+	total := c.total()
 	if total <= limit {
 		return s, total, true
 	}
@@ -71,8 +88,8 @@ func TruncateMiddle(s string, limit int, est Estimator) (out string, tokens int,
 	// which the next rounds hand out until nothing more fits.
 	budget := max(limit-est.Count(MiddleMarker(total)), 0)
 	for range middleRounds {
-		h, t := balancedCuts(s, words, est, budget-budget/2, budget/2)
-		cand, n := assembleMiddle(s, h, t, est)
+		h, t := balancedCuts(s, words, c, budget-budget/2, budget/2)
+		cand, n := assembleMiddle(s, h, t, c)
 		if n > limit {
 			break
 		}
@@ -95,14 +112,14 @@ func TruncateMiddle(s string, limit int, est Estimator) (out string, tokens int,
 	// in half the budget, or the estimator is not subadditive: fall back to a head alone, with
 	// everything after it omitted.
 	fits := func(cut int) bool {
-		_, n := assembleMiddle(s, cut, len(s), est)
+		_, n := assembleMiddle(s, cut, len(s), c)
 		return n <= limit
 	}
 	cut := headCut(s, words, fits)
 	if cut == 0 {
 		return "", 0, false
 	}
-	out, tokens = assembleMiddle(s, cut, len(s), est)
+	out, tokens = assembleMiddle(s, cut, len(s), c)
 	if tokens > limit {
 		return "", 0, false
 	}
@@ -111,9 +128,9 @@ func TruncateMiddle(s string, limit int, est Estimator) (out string, tokens int,
 
 // balancedCuts returns the end of the largest head costing <= headBudget and the start of the
 // largest tail costing <= tailBudget, snapped to line boundaries where cheap. h <= t always.
-func balancedCuts(s string, words []span, est Estimator, headBudget, tailBudget int) (h, t int) {
-	h = headCut(s, words, func(cut int) bool { return est.Count(s[:cut]) <= headBudget })
-	t = tailCut(s, words, func(cut int) bool { return est.Count(s[cut:]) <= tailBudget })
+func balancedCuts(s string, words []span, c counter, headBudget, tailBudget int) (h, t int) {
+	h = headCut(s, words, func(cut int) bool { return c.span(0, cut) <= headBudget })
+	t = tailCut(s, words, func(cut int) bool { return c.span(cut, len(s)) <= tailBudget })
 	h = snapHeadToLine(s, h)
 	t = snapTailToLine(s, t)
 	if t < h { // budgets grown from slack can exceed the text; the caller's measurement rejects it
@@ -122,9 +139,9 @@ func balancedCuts(s string, words []span, est Estimator, headBudget, tailBudget 
 	return h, t
 }
 
-func assembleMiddle(s string, h, t int, est Estimator) (string, int) {
-	out := s[:h] + MiddleMarker(est.Count(s[h:t])) + s[t:]
-	return out, est.Count(out)
+func assembleMiddle(s string, h, t int, c counter) (string, int) {
+	marker := MiddleMarker(c.span(h, t))
+	return s[:h] + marker + s[t:], c.joined(h, marker, t)
 }
 
 // span is a maximal run of non-space runes, as byte offsets [start, end).

@@ -33,11 +33,12 @@ func newSessionBuildCommand() *cobra.Command {
 		agent     string
 		tags      []string
 		maxTokens int
+		explain   bool
 		output    string
 		timeout   time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "build -f PATH... --items FILE.jsonl --phase route|call|interpret|answer [--query TEXT] [-a AGENT] [--max-tokens N] [-o text|json]",
+		Use:   "build -f PATH... --items FILE.jsonl --phase route|call|interpret|answer|handoff [--query TEXT] [-a AGENT] [--max-tokens N] [--explain] [-o text|json]",
 		Short: "Print the context pack of a session for one phase",
 		Long: `Build the context pack of a session (api.md §11): the items of a JSONL file,
 cut to the phase budget, with oversized tool results replaced by summaries.
@@ -68,12 +69,19 @@ in the route phase).`,
 			if err != nil {
 				return err
 			}
-			// The router's spec.phases and firewall bound, as serve applies them.
+			// The router's spec.phases, dedup threshold and firewall bound,
+			// as serve applies them.
 			policy, err := session.NewPolicy(snap.RouterSpec())
 			if err != nil {
 				return err
 			}
-			req := session.Request{Phase: ph, Query: query, Agent: agent, Tags: tags, MaxTokens: maxTokens, Policy: policy}
+			if _, err := policy.Limit(ph, maxTokens); err != nil {
+				return fmt.Errorf("--max-tokens: %w", err)
+			}
+			// A session file enters whole: its secrets are masked as a
+			// write to serve's API masks them (spec.sessions.secrets).
+			sess, _ = session.MaskSessionSecrets(policy.Secrets(), sess)
+			req := session.Request{Phase: ph, Query: query, Agent: agent, Tags: tags, MaxTokens: maxTokens, Explain: explain, Policy: policy}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			pack, resp, err := session.BuildFor(ctx, snap, sess, req)
@@ -96,11 +104,12 @@ in the route phase).`,
 	}
 	sf.register(cmd)
 	cmd.Flags().StringVar(&itemsFile, "items", "", "session file: JSON Lines of items, facts and episodes (api.md §11.6)")
-	cmd.Flags().StringVar(&phase, "phase", "", "phase of the call: route, call, interpret or answer")
+	cmd.Flags().StringVar(&phase, "phase", "", "phase of the call: route, call, interpret, answer or handoff")
 	cmd.Flags().StringVar(&query, "query", "", "what the call is about: ranks items and adds the query pipeline's chunks (and tool cards in the route phase)")
 	cmd.Flags().StringVarP(&agent, "agent", "a", "", "agent identity: its permissions set the sensitivity floor")
 	cmd.Flags().StringArrayVarP(&tags, "tag", "t", nil, "tag of the request (repeatable); items carrying it rank higher")
-	cmd.Flags().IntVar(&maxTokens, "max-tokens", 0, "lower the phase budget")
+	cmd.Flags().IntVar(&maxTokens, "max-tokens", 0, "the pack's budget: below the phase's, or above it up to the phase's maxBudget")
+	cmd.Flags().BoolVar(&explain, "explain", false, "list the entries left out and why (dropped_items)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the --query may take once the manifests are loaded")
 	_ = cmd.MarkFlagRequired("items")
@@ -127,7 +136,8 @@ func printPack(w io.Writer, p *session.Pack, resp *engine.Response) {
 	for _, x := range []struct {
 		n    int
 		what string
-	}{{st.Dropped.Budget, "budget"}, {st.Dropped.Duplicate, "duplicate"}, {st.Dropped.MemoryCap, "memory cap"}, {st.Dropped.Sensitivity, "sensitivity"}} {
+	}{{st.Dropped.Budget, "budget"}, {st.Dropped.Duplicate, "duplicate"}, {st.Dropped.MemoryCap, "memory cap"}, {st.Dropped.Sensitivity, "sensitivity"},
+		{st.Dropped.Policy, "policy"}, {st.Dropped.Closure, "closure"}} {
 		if x.n > 0 {
 			drops = append(drops, fmt.Sprintf("%d %s", x.n, x.what))
 		}
@@ -138,7 +148,8 @@ func printPack(w io.Writer, p *session.Pack, resp *engine.Response) {
 	for _, x := range []struct {
 		n    int
 		what string
-	}{{st.Closures, "brought by closure"}, {st.Firewalled, "firewalled"}, {st.Redacted, "redacted"}} {
+	}{{st.Closures, "brought by closure"}, {st.Firewalled, "firewalled"}, {st.Firewall.TokensSaved, "tokens saved by the firewall"},
+		{st.Redacted, "redacted"}, {st.SecretsMasked, "secrets masked"}, {st.PinnedDropped, "pinned but did not fit"}} {
 		if x.n > 0 {
 			fmt.Fprintf(w, "; %d %s", x.n, x.what)
 		}
@@ -151,6 +162,12 @@ func printPack(w io.Writer, p *session.Pack, resp *engine.Response) {
 	fmt.Fprintf(w, "sections:        %s\n", strings.Join(secs, ", "))
 	for _, a := range p.Artifacts {
 		fmt.Fprintf(w, "artifact:        %s (%s, %d bytes, %s)\n", a.Ref, a.ItemID, a.Bytes, a.MediaType)
+	}
+	for _, d := range p.DroppedItems {
+		fmt.Fprintf(w, "dropped:         %s (%s, %s, %d tokens)\n", d.ID, d.Kind, d.Reason, d.Tokens)
+	}
+	if p.DroppedItemsTruncated {
+		fmt.Fprintf(w, "dropped:         … the first %d listed; stats count them all\n", len(p.DroppedItems))
 	}
 	if resp != nil {
 		fmt.Fprintf(w, "query:           %d chunks from routes %s\n", len(resp.Chunks), strings.Join(resp.MatchedRoutes, ", "))

@@ -88,6 +88,31 @@ func TestSessionBuild(t *testing.T) {
 			}
 		}
 	})
+	t.Run("explain", func(t *testing.T) {
+		out, stderr, code := run(t, "session", "build", "-f", quickstart, "--items", file, "--phase", "route", "--explain")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		for _, want := range []string{"dropped: 1 sensitivity, 2 policy", "dropped:         c1 (tool_call, policy, ", "dropped:         r1 (tool_result, policy, ",
+			"dropped:         m1 (memory_fact, sensitivity, "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+		p := buildPack(t, "--items", file, "--phase", "route", "--explain")
+		if len(p.DroppedItems) != 3 || p.DroppedItems[0].ID != "c1" || p.DroppedItems[0].Reason != "policy" {
+			t.Errorf("dropped_items %+v", p.DroppedItems)
+		}
+		if p := buildPack(t, "--items", file, "--phase", "route"); p.DroppedItems != nil {
+			t.Errorf("dropped_items without --explain: %+v", p.DroppedItems)
+		}
+	})
+	t.Run("handoff", func(t *testing.T) {
+		p := buildPack(t, "--items", file, "--phase", "handoff")
+		if p.Phase != session.PhaseHandoff || p.Budget != 4000 || len(p.Artifacts) != 1 {
+			t.Fatalf("phase %s, budget %d, %d artifacts", p.Phase, p.Budget, len(p.Artifacts))
+		}
+	})
 	t.Run("same input, same bytes", func(t *testing.T) {
 		args := []string{"session", "build", "-f", quickstart, "--items", file, "--phase", "answer", "--query", "vacation", "-o", "json"}
 		a, _, _ := run(t, args...)
@@ -114,6 +139,7 @@ func TestSessionBuildErrors(t *testing.T) {
 		{"cycle", []string{"--items", writeSession(t, `{"id":"x","kind":"user_turn","parent_id":"y"}`, `{"id":"y","kind":"user_turn","parent_id":"x"}`), "--phase", "answer"}, ":7: parent_id: parent chain loops: x → y → x"},
 		{"unknown phase", []string{"--items", good, "--phase", "plan"}, `--phase: unknown phase "plan"`},
 		{"max tokens past the limit", []string{"--items", good, "--phase", "call", "--max-tokens", "2000000"}, "--max-tokens: 2000000 must be between 0 and 1000000"},
+		{"max tokens above the ceiling", []string{"--items", good, "--phase", "answer", "--max-tokens", "9000"}, "--max-tokens: max_tokens 9000 is above the answer phase's ceiling 6000 (spec.phases.answer.maxBudget)"},
 		{"missing file", []string{"--items", filepath.Join(dir, "none.jsonl"), "--phase", "answer"}, "--items: open"},
 		{"no phase", []string{"--items", good}, `required flag(s) "phase" not set`},
 	}
@@ -127,9 +153,10 @@ func TestSessionBuildErrors(t *testing.T) {
 	}
 }
 
-// TestSessionBuildRouterPolicy: the router's spec.phases and firewall bound
-// apply to session build, as on serve.
-func TestSessionBuildRouterPolicy(t *testing.T) {
+// quickstartWithSpec is a copy of the quickstart whose router's spec
+// starts with the given fields (YAML indented by two spaces).
+func quickstartWithSpec(t *testing.T, spec string) string {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS(quickstart)); err != nil {
 		t.Fatal(err)
@@ -139,13 +166,19 @@ func TestSessionBuildRouterPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := "spec:\n  sessions:\n    firewall: {maxChars: 100000}\n  phases:\n    answer: {budget: 5000, kindPriorities: {episode: \"0\"}}\n"
-	if err := os.WriteFile(router, []byte(strings.Replace(string(raw), "spec:\n", spec, 1)), 0o600); err != nil {
+	if err := os.WriteFile(router, []byte(strings.Replace(string(raw), "spec:\n", "spec:\n"+spec, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// TestSessionBuildRouterPolicy: the router's spec.phases and firewall bound
+// apply to session build, as on serve.
+func TestSessionBuildRouterPolicy(t *testing.T) {
+	dir := quickstartWithSpec(t, "  sessions:\n    dedupThreshold: \"0.5\"\n    firewall: {maxChars: 100000}\n  phases:\n    answer: {budget: 5000, maxBudget: 7000, kindPriorities: {episode: \"0\"}}\n")
 	file := writeSession(t)
-	pack := func(dir string) session.Pack {
-		out, stderr, code := run(t, "session", "build", "-f", dir, "-o", "json", "--items", file, "--phase", "answer", "--query", "vacation days")
+	pack := func(dir string, args ...string) session.Pack {
+		out, stderr, code := run(t, append([]string{"session", "build", "-f", dir, "-o", "json", "--items", file, "--phase", "answer", "--query", "vacation days"}, args...)...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -159,12 +192,47 @@ func TestSessionBuildRouterPolicy(t *testing.T) {
 	if def.Budget != 6000 || len(def.Artifacts) != 1 {
 		t.Fatalf("quickstart: budget %d, %d artifacts; want the defaults 6000 and 1", def.Budget, len(def.Artifacts))
 	}
-	if custom.Budget != 5000 || len(custom.Artifacts) != 0 || custom.Stats.Firewalled != 0 {
-		t.Errorf("with spec.phases: budget %d, %d artifacts; want 5000 and none (maxChars 100000)", custom.Budget, len(custom.Artifacts))
+	if custom.Budget != 5000 || len(custom.Artifacts) != 0 || custom.Stats.Firewalled != 0 || custom.Stats.Dedup.Threshold != 0.5 || def.Stats.Dedup.Threshold != 0.9 {
+		t.Errorf("with spec.phases: budget %d, %d artifacts, dedup %v; want 5000, none (maxChars 100000), 0.5", custom.Budget, len(custom.Artifacts), custom.Stats.Dedup.Threshold)
+	}
+	if p := pack(dir, "--max-tokens", "7000"); p.Budget != 7000 {
+		t.Errorf("--max-tokens 7000 under the router's ceiling: budget %d", p.Budget)
 	}
 	for _, it := range custom.Items {
 		if it.Kind == "episode" && it.Score != 0 {
 			t.Errorf("episode weighed 0 scores %v", it.Score)
 		}
+	}
+}
+
+// TestSessionBuildKeep: the router's spec.sessions.firewall.keep applies
+// to session build (the same session.NewPolicy serve and the Go API use),
+// and a bad rule is refused naming the file and the field.
+func TestSessionBuildKeep(t *testing.T) {
+	file := writeSession(t)
+	good := quickstartWithSpec(t, "  sessions:\n    firewall:\n      keep:\n        - tools: [\"deploys.*\"]\n          paths: [\".status\", \".deploys[-1].name\"]\n")
+	out, stderr, code := run(t, "session", "build", "-f", good, "-o", "json", "--items", file, "--phase", "answer")
+	var p session.Pack
+	if code != 0 || json.Unmarshal([]byte(out), &p) != nil || len(p.Artifacts) != 1 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(p.Artifacts[0].Summary, "\nkeep: .status = \"done\"\nkeep: .deploys[-1].name = \"deploy-299\"\n") {
+		t.Errorf("summary without the kept paths:\n%s", p.Artifacts[0].Summary)
+	}
+	bad := quickstartWithSpec(t, "  sessions:\n    firewall:\n      keep:\n        - tools: [\"deploys.*\"]\n          paths: [\"status\"]\n")
+	_, stderr, code = run(t, "session", "build", "-f", bad, "--items", file, "--phase", "answer")
+	if code != 1 || !strings.Contains(stderr, "router.yaml") || !strings.Contains(stderr, `spec.sessions.firewall.keep[0].paths[0]: Invalid value: "status": path "status": unexpected 's' at byte 0`) {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestSessionBuildMasksSecrets: a session file's secrets are masked as
+// serve masks a write (spec.sessions.secrets: Mask by default).
+func TestSessionBuildMasksSecrets(t *testing.T) {
+	const key = "AKIA" + "P9O8I7U6Y5T4R3E2"
+	file := writeSession(t, `{"id": "u2", "kind": "user_turn", "text": "my AWS key is `+key+`"}`)
+	p := buildPack(t, "--items", file, "--phase", "answer")
+	if strings.Contains(p.Text, key) || !strings.Contains(p.Text, "[secret:aws-access-key]") || p.Stats.SecretsMasked != 1 {
+		t.Errorf("pack text holds the key or no mask (secrets_masked %d):\n%s", p.Stats.SecretsMasked, p.Text)
 	}
 }

@@ -37,6 +37,8 @@ func TestValidateClassifiers(t *testing.T) {
 			`{dir}/m.yaml:19: ContextClassifier/intent: spec.labels[1].examples: Required value: a label needs at least one example`}},
 		{"pattern that does not compile", source + classifier("  entities:\n  - {type: ticket, pattern: '([A-Z'}\n"), 1, []string{
 			`{dir}/m.yaml:21: ContextClassifier/intent: spec.entities[0].pattern: Invalid value: "([A-Z": error parsing regexp: missing closing ]`}},
+		{"pattern past the instruction limit (issue 22)", source + classifier("  entities:\n  - {type: run, pattern: '(?:a|aa){1,995}b'}\n"), 1, []string{
+			`{dir}/m.yaml:21: ContextClassifier/intent: spec.entities[0].pattern: Invalid value: "(?:a|aa){1,995}b": compiles to 4977 instructions; patterns are limited to 1000`}},
 		{"examples file missing", source + classifier("  examplesFrom: {source: examples, path: intents/missing.jsonl}\n"), 1, []string{
 			`ContextClassifier/intent: spec.examplesFrom: intents/missing.jsonl: file not found in ContextSource "examples"`}},
 		{"examples file malformed", source + classifier("  examplesFrom: {source: examples, path: intents/bad.jsonl}\n"), 1, []string{

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/embed"
 	"github.com/contextrouter/contextrouter/internal/embed/embedtest"
 	"github.com/contextrouter/contextrouter/internal/redact/redacttest"
@@ -83,6 +84,9 @@ func TestEmbedFailures(t *testing.T) {
 		}, embed.ReasonTimeout, "timeout after 50ms (after 2 attempts)", 2},
 		{"dimension mismatch with the spec", func(s *embedtest.Server, e *embed.Embedder) { e.Dimensions = 32 }, embed.ReasonDimensions,
 			`model "test-model" returned a vector of 64 dimensions; spec.ranking.embedding.dimensions is 32`, 1},
+		{"vectors past the length limit without spec.dimensions", func(s *embedtest.Server, e *embed.Embedder) { s.Dims = 200_000 }, embed.ReasonDimensions,
+			`model "test-model" returned a vector of 200000 dimensions; vectors are limited to 8192`, 1},
+		{"vectors at the length limit", func(s *embedtest.Server, e *embed.Embedder) { s.Dims = v1alpha1.MaxEmbeddingDimensions }, "", "", 1},
 		{"vectors disagree", func(s *embedtest.Server, e *embed.Embedder) { s.ShortAt = "text number 1 about topic1" }, embed.ReasonDimensions,
 			`model "test-model" returned a vector of 63 dimensions; the other vectors have 64`, 1},
 		{"response past the size limit", func(s *embedtest.Server, e *embed.Embedder) { s.Padding = embed.MaxResponseBytes }, embed.ReasonTooLarge, "response larger than 64 MiB", 1},

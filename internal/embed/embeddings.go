@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 )
 
 // Embedder asks an OpenAI-compatible embeddings endpoint for vectors.
 type Embedder struct {
 	Endpoint
 	// Dimensions every vector must have (0 = whatever the model returns, as
-	// long as all vectors agree).
+	// long as all vectors agree and have at most MaxEmbeddingDimensions).
 	Dimensions int
 	// BatchSize is the number of texts per request (0 = 64).
 	BatchSize int
@@ -78,6 +80,11 @@ func (e *Embedder) vectors(resp *embeddingsResponse, n int, dims *int) ([][]floa
 			return nil, e.failf(ReasonMalformed, "data[%d].embedding is empty", i)
 		}
 		switch {
+		case len(v) > v1alpha1.MaxEmbeddingDimensions:
+			// Checked with or without spec.dimensions: the vectors of every
+			// chunk are held in memory and cached, so their length is bounded
+			// where they enter, by the rule the spec and the cache file use.
+			return nil, e.failf(ReasonDimensions, "model %q returned a vector of %d dimensions; vectors are limited to %d", e.Model, len(v), v1alpha1.MaxEmbeddingDimensions)
 		case *dims == 0:
 			*dims = len(v)
 		case len(v) != *dims:

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -81,11 +80,8 @@ type classifierState struct {
 }
 
 type extractor struct {
-	typ string
-	re  *regexp.Regexp
-	// lit is in every match of re (requiredLiteral): without it in the
-	// text, re cannot match and is not run.
-	lit  string
+	typ  string
+	pat  *entityPattern
 	dict *dictionary
 }
 
@@ -138,7 +134,8 @@ func ParseExamples(file, content string) ([]classify.Example, error) {
 	var out []classify.Example
 	sc := bufio.NewScanner(strings.NewReader(content))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	line := 0
+	line, textBytes := 0, 0
+	labels := map[string]bool{}
 	for sc.Scan() {
 		line++
 		raw := strings.TrimSpace(sc.Text())
@@ -154,17 +151,20 @@ func ParseExamples(file, content string) ([]classify.Example, error) {
 		if err := dec.Decode(&ex); err != nil {
 			return nil, fmt.Errorf("%s:%d: invalid JSON: %v (want {\"text\": ..., \"label\": ...})", file, line, err)
 		}
-		switch {
-		case ex.Text == nil || ex.Label == nil:
+		if ex.Text == nil || ex.Label == nil {
 			return nil, fmt.Errorf("%s:%d: want {\"text\": ..., \"label\": ...}, both strings", file, line)
-		case len(out) == v1alpha1.MaxClassifierExamples:
-			return nil, fmt.Errorf("%s:%d: more than %d examples; a classifier is limited to %d", file, line, v1alpha1.MaxClassifierExamples, v1alpha1.MaxClassifierExamples)
 		}
 		if msg := v1alpha1.ExampleTextError(*ex.Text); msg != "" {
 			return nil, fmt.Errorf("%s:%d: text: %s", file, line, msg)
 		}
 		if errs := v1alpha1.ValidateLabelName(nil, *ex.Label); len(errs) > 0 {
 			return nil, fmt.Errorf("%s:%d: label %q: %s", file, line, *ex.Label, errs[0].ErrorBody())
+		}
+		// The file's own totals; with the inline examples, the load checks them again.
+		textBytes += len(*ex.Text)
+		labels[*ex.Label] = true
+		if msg := v1alpha1.ExampleTotalsError(len(out)+1, textBytes, len(labels)); msg != "" {
+			return nil, fmt.Errorf("%s:%d: %s", file, line, msg)
 		}
 		out = append(out, classify.Example{Text: *ex.Text, Label: *ex.Label})
 	}
@@ -225,12 +225,12 @@ func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.Source
 		case x.Dictionary != nil:
 			e.dict = newDictionary(x.Dictionary.Values)
 		default:
-			re, err := v1alpha1.CompileEntityPattern(x.Pattern)
+			pat, err := newEntityPattern(x.Pattern)
 			if err != nil {
 				add(fmt.Sprintf("spec.entities[%d].pattern", i), err.Error())
 				continue
 			}
-			e.re, e.lit = re, requiredLiteral(x.Pattern)
+			e.pat = pat
 		}
 		xs = append(xs, e)
 	}
@@ -260,14 +260,16 @@ func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.Source
 		}
 		examples = append(examples, more...)
 	}
-	if len(examples) > v1alpha1.MaxClassifierExamples {
-		add("spec", fmt.Sprintf("%d examples; a classifier is limited to %d", len(examples), v1alpha1.MaxClassifierExamples))
-		return st, xs
-	}
 	// Only the out-of-scope label may go without examples.
 	counts := map[string]int{}
+	textBytes := 0
 	for _, ex := range examples {
 		counts[ex.Label]++
+		textBytes += len(ex.Text)
+	}
+	if msg := v1alpha1.ExampleTotalsError(len(examples), textBytes, len(counts)); msg != "" {
+		add("spec", msg+" (inline and examplesFrom together)")
+		return st, xs
 	}
 	if len(counts) == 0 {
 		add("spec.labels", "no examples: a classifier needs examples of at least one label")
@@ -360,21 +362,29 @@ func foldedWords(s string) []string {
 }
 
 // extractEntities runs every extractor on text; the result is sorted and
-// deterministic, at most MaxEntities long.
-func extractEntities(text string, xs []extractor) []Entity {
+// deterministic, at most MaxEntities long. It stops with ctx's error when
+// ctx ends (between extractors, and between the steps of a pattern).
+func extractEntities(ctx context.Context, text string, xs []extractor) ([]Entity, error) {
 	out := []Entity{}
 	var words []span
 	var buf []byte
 	var ws *wordScratch
+	defer func() {
+		if ws != nil {
+			wordScratchPool.Put(ws)
+		}
+	}()
 	for _, x := range xs {
-		if x.re != nil {
-			if !strings.Contains(text, x.lit) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if x.pat != nil {
+			if !strings.Contains(text, x.pat.lit) {
 				continue
 			}
-			for _, m := range x.re.FindAllStringIndex(text, MaxEntities+1) {
-				if m[1]-m[0] <= MaxEntityValueBytes {
-					out = append(out, Entity{Type: x.typ, Value: text[m[0]:m[1]], Start: m[0], End: m[1]})
-				}
+			var err error
+			if out, err = x.pat.find(ctx, text, x.typ, out); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -396,9 +406,6 @@ func extractEntities(text string, xs []extractor) []Entity {
 			}
 		}
 	}
-	if ws != nil {
-		wordScratchPool.Put(ws)
-	}
 	slices.SortFunc(out, func(a, b Entity) int {
 		switch {
 		case a.Start != b.Start:
@@ -414,7 +421,7 @@ func extractEntities(text string, xs []extractor) []Entity {
 	if len(out) > MaxEntities {
 		out = out[:MaxEntities]
 	}
-	return out
+	return out, nil
 }
 
 // wordScratch holds a query's words for the dictionaries: entity values
@@ -438,7 +445,10 @@ func matchSeq(buf []byte, words []span, seq []string) bool {
 
 // detector runs detection for one query, once, on first use.
 type detector struct {
-	s    *Snapshot
+	s *Snapshot
+	// ctx is the query's: entity extraction stops when it ends, with err.
+	ctx  context.Context
+	err  error
 	text string
 	// want are the classifiers to run (by index into s.classifiers).
 	want []bool
@@ -497,7 +507,14 @@ func (d *detector) run() {
 		d.vals = append(d.vals, &v.rec)
 	}
 	if d.ents {
-		det.Entities = extractEntities(d.text, d.s.extractors)
+		ents, err := extractEntities(d.ctx, d.text, d.s.extractors)
+		if err != nil {
+			// The query stops (stopped); detected and entities are errors.
+			d.err = err
+			d.detected, d.entities = types.WrapErr(err), types.WrapErr(err)
+			return
+		}
+		det.Entities = ents
 	}
 	d.entities = noEntities
 	if len(det.Entities) > 0 {
@@ -513,7 +530,7 @@ func (d *detector) run() {
 
 // newDetector returns the detector of a query, or nil when the query needs
 // no detection; detect is the request's list (validated).
-func (s *Snapshot) newDetector(text string, detect []string) *detector {
+func (s *Snapshot) newDetector(ctx context.Context, text string, detect []string) *detector {
 	if len(s.classifiers) == 0 && len(s.extractors) == 0 {
 		return nil
 	}
@@ -532,16 +549,25 @@ func (s *Snapshot) newDetector(text string, detect []string) *detector {
 			want[s.classifierIndex[n]] = true
 		}
 	}
-	return &detector{s: s, text: text, want: want, ents: ents}
+	return &detector{s: s, ctx: ctx, text: text, want: want, ents: ents}
 }
 
 // queryDetector returns the detector of a query, or nil when neither a
 // condition nor the request asks for detection: such a query pays nothing.
-func (s *Snapshot) queryDetector(req *Request) *detector {
+func (s *Snapshot) queryDetector(ctx context.Context, req *Request) *detector {
 	if !s.detectUsed && len(req.Detect) == 0 {
 		return nil
 	}
-	return s.newDetector(req.Text, req.Detect)
+	return s.newDetector(ctx, req.Text, req.Detect)
+}
+
+// stopped is the error of a query whose detection ctx stopped (nil when it
+// ran to the end or did not run).
+func (d *detector) stopped(route string) error {
+	if d == nil || d.err == nil {
+		return nil
+	}
+	return &StoppedError{Route: route, Err: d.err}
 }
 
 // checkDetect refuses a detect list naming unknown classifiers.

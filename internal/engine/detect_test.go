@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
@@ -177,8 +177,13 @@ func TestExamplesFrom(t *testing.T) {
 	write("intents/bad.jsonl", `{"text": "ok", "label": "a"}`+"\n"+`{"text": "broken"`+"\n")
 	write("intents/nolabel.jsonl", `{"text": "ok"}`+"\n")
 	write("intents/long.jsonl", `{"text": "`+strings.Repeat("a", v1alpha1.MaxExampleBytes+1)+`", "label": "a"}`+"\n")
+	// A file at the limit of example text: with the inline examples, past it.
+	write("intents/full.jsonl", strings.Repeat(`{"text": "`+strings.Repeat("a", v1alpha1.MaxExampleBytes)+`", "label": "shipping"}`+"\n",
+		v1alpha1.MaxClassifierExampleBytes/v1alpha1.MaxExampleBytes))
+	// Room for full.jsonl: 1 MiB of text, and its JSON.
+	maxFile := resource.MustParse("2Mi")
 	src := v1alpha1.ContextSource{ObjectMeta: meta("examples"), Spec: v1alpha1.ContextSourceSpec{
-		Type: v1alpha1.SourceDirectory, Directory: &v1alpha1.DirectorySource{Path: dir}}}
+		Type: v1alpha1.SourceDirectory, Directory: &v1alpha1.DirectorySource{Path: dir, MaxFileSize: &maxFile}}}
 	src.Default()
 	cases := []struct {
 		path, want string // want "" = compiles, with label shipping
@@ -188,6 +193,7 @@ func TestExamplesFrom(t *testing.T) {
 		{"intents/bad.jsonl", "spec.examplesFrom: intents/bad.jsonl:2: invalid JSON"},
 		{"intents/nolabel.jsonl", "spec.examplesFrom: intents/nolabel.jsonl:1: want {\"text\": ..., \"label\": ...}"},
 		{"intents/long.jsonl", "spec.examplesFrom: intents/long.jsonl:1: text: 1025 bytes; examples are limited to 1024 bytes"},
+		{"intents/full.jsonl", "ContextClassifier/intent: spec: 1048728 bytes of example text; a classifier is limited to 1048576 (1 MiB) (inline and examplesFrom together)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.path, func(t *testing.T) {
@@ -234,7 +240,7 @@ func TestTrainingIsCachedByContent(t *testing.T) {
 func TestExtractEntities(t *testing.T) {
 	xs := []extractor{
 		{typ: "team", dict: newDictionary([]string{"Payments", "data science", "data", "Ünïcode"})},
-		{typ: "ticket", re: mustPattern(t, `\b[A-Z]+-[0-9]+\b`)},
+		{typ: "ticket", pat: mustPattern(t, `\b[A-Z]+-[0-9]+\b`)},
 	}
 	cases := []struct {
 		text string
@@ -247,7 +253,7 @@ func TestExtractEntities(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.text, func(t *testing.T) {
-			got := extractEntities(tc.text, xs)
+			got := mustExtract(t, tc.text, xs)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
@@ -260,23 +266,33 @@ func TestExtractEntities(t *testing.T) {
 	}
 	t.Run("bounded", func(t *testing.T) {
 		text := strings.Repeat("OPS-1 ", MaxEntities+10) + "X-" + strings.Repeat("1", MaxEntityValueBytes)
-		if got := extractEntities(text, xs); len(got) != MaxEntities {
+		if got := mustExtract(t, text, xs); len(got) != MaxEntities {
 			t.Errorf("%d entities, want the limit %d", len(got), MaxEntities)
 		}
 		long := "X-" + strings.Repeat("1", MaxEntityValueBytes)
-		if got := extractEntities(long, xs); len(got) != 0 {
+		if got := mustExtract(t, long, xs); len(got) != 0 {
 			t.Errorf("a match over %d bytes was reported: %d", MaxEntityValueBytes, len(got))
 		}
 	})
 }
 
-func mustPattern(t *testing.T, p string) *regexp.Regexp {
+func mustPattern(t testing.TB, p string) *entityPattern {
 	t.Helper()
-	re, err := v1alpha1.CompileEntityPattern(p)
+	pat, err := newEntityPattern(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return re
+	return pat
+}
+
+// mustExtract runs the extractors on text with a context that does not end.
+func mustExtract(t testing.TB, text string, xs []extractor) []Entity {
+	t.Helper()
+	got, err := extractEntities(context.Background(), text, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func TestDetectionConditionCost(t *testing.T) {
@@ -345,14 +361,14 @@ func BenchmarkDetect(b *testing.B) {
 	b.Run("classify+entities", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			d := s.newDetector(text, nil)
+			d := s.newDetector(context.Background(), text, nil)
 			d.run()
 		}
 	})
 	b.Run("entities", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			extractEntities(text, s.extractors)
+			mustExtract(b, text, s.extractors)
 		}
 	})
 	b.Run("classify", func(b *testing.B) {
@@ -400,13 +416,37 @@ func TestDetectionValuesInCEL(t *testing.T) {
 
 func TestParseExamplesLimit(t *testing.T) {
 	line := `{"text": "where is my parcel", "label": "shipping"}` + "\n"
-	_, err := ParseExamples("big.jsonl", strings.Repeat(line, v1alpha1.MaxClassifierExamples+1))
-	if err == nil || !strings.Contains(err.Error(), "big.jsonl:50001: more than 50000 examples") {
-		t.Fatalf("got %v", err)
-	}
-	got, err := ParseExamples("ok.jsonl", strings.Repeat(line, v1alpha1.MaxClassifierExamples))
-	if err != nil || len(got) != v1alpha1.MaxClassifierExamples {
-		t.Fatalf("%d examples, %v", len(got), err)
+	long := `{"text": "` + strings.Repeat("a", v1alpha1.MaxExampleBytes) + `", "label": "shipping"}` + "\n"
+	for _, tc := range []struct {
+		name, content, want string // want "" = parsed
+		n                   int
+	}{
+		{"examples at the limit", strings.Repeat(line, v1alpha1.MaxClassifierExamples), "", v1alpha1.MaxClassifierExamples},
+		{"one example more", strings.Repeat(line, v1alpha1.MaxClassifierExamples+1), "big.jsonl:20001: 20001 examples; a classifier is limited to 20000", 0},
+		{"text at the limit", strings.Repeat(long, v1alpha1.MaxClassifierExampleBytes/v1alpha1.MaxExampleBytes), "", 1024},
+		{"one long example more", strings.Repeat(long, v1alpha1.MaxClassifierExampleBytes/v1alpha1.MaxExampleBytes+1),
+			"big.jsonl:1025: 1049600 bytes of example text; a classifier is limited to 1048576 (1 MiB)", 0},
+		// A new label and 1,000 bytes a line: 184 labels × 184,000 bytes pass 32 Mi at line 184.
+		{"labels × text past the limit", func() string {
+			var b strings.Builder
+			for i := range 600 {
+				fmt.Fprintf(&b, `{"text": "%s", "label": "l%d"}`+"\n", strings.Repeat("a", 1000), i%200)
+			}
+			return b.String()
+		}(), "big.jsonl:184: 184 labels × 184000 bytes of example text is 33856000; a classifier is limited to 33554432 (32 Mi), which trains in seconds: fewer labels or less text", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseExamples("big.jsonl", tc.content)
+			if tc.want != "" {
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("got %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil || len(got) != tc.n {
+				t.Fatalf("%d examples, %v; want %d", len(got), err, tc.n)
+			}
+		})
 	}
 	if _, err := ParseExamples("extra.jsonl", `{"text": "a", "label": "b", "lable": "c"}`); err == nil || !strings.Contains(err.Error(), `extra.jsonl:1: invalid JSON: json: unknown field "lable"`) {
 		t.Errorf("unknown field: %v", err)

@@ -529,7 +529,7 @@ func TestBudgetNeverExceeded(t *testing.T) {
 	rng := rand.New(rand.NewSource(42))
 	words := strings.Fields("deploy canary vacation policy remote work budget incident review on-call pipeline salary the of a é 日本 🚀 \n\n ## heading")
 	modes := []v1alpha1.TruncationMode{v1alpha1.TruncationDrop, v1alpha1.TruncationTruncateEnd, v1alpha1.TruncationTruncateMiddle}
-	ests := []v1alpha1.TokenEstimator{v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace}
+	ests := v1alpha1.TokenEstimators()
 	text := func(n int) string {
 		var b strings.Builder
 		for i := 0; i < n; i++ {
@@ -558,7 +558,7 @@ func TestBudgetNeverExceeded(t *testing.T) {
 				s.Budget.MaxTokens = max
 				s.Budget.ReserveTokens = int32(rng.Intn(int(max)))
 				s.Budget.Truncation = modes[rng.Intn(3)]
-				s.Budget.Estimator = ests[rng.Intn(3)]
+				s.Budget.Estimator = ests[rng.Intn(len(ests))]
 				s.Ranking.DedupThreshold = []string{"0", "0.5", "0.85", "1"}[rng.Intn(4)]
 			}),
 			Routes:  []v1alpha1.ContextRoute{routeTo("all", "", names...)},

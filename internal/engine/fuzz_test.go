@@ -89,7 +89,7 @@ func FuzzCondition(f *testing.F) {
 		req := fuzzRequest(text, agent, tagText, mdText, grow, maxTokens)
 
 		truncations := []v1alpha1.TruncationMode{v1alpha1.TruncationDrop, v1alpha1.TruncationTruncateEnd, v1alpha1.TruncationTruncateMiddle}
-		estimators := []v1alpha1.TokenEstimator{v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace}
+		estimators := v1alpha1.TokenEstimators()
 		cfg := &Config{
 			Router: router(func(s *v1alpha1.ContextRouterSpec) {
 				s.Budget.MaxTokens = 120
@@ -174,7 +174,7 @@ func FuzzCondition(f *testing.F) {
 		want, werr := true, error(nil)
 		if c != nil {
 			act := newActivation(&req, snap.vars)
-			act.det = snap.queryDetector(&req)
+			act.det = snap.queryDetector(context.Background(), &req)
 			want, werr = c.eval(context.Background(), act)
 		}
 		switch {

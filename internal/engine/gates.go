@@ -198,7 +198,7 @@ func (s *Snapshot) MatchRoutes(ctx context.Context, req Request) ([]RouteMatch, 
 		return nil, nil, err
 	}
 	resp := &Response{RouteMatches: []RouteMatch{}, RouteErrors: []RouteError{}}
-	if _, err := s.route(ctx, &req, resp, s.queryDetector(&req)); err != nil {
+	if _, err := s.route(ctx, &req, resp, s.queryDetector(ctx, &req)); err != nil {
 		return nil, nil, err
 	}
 	return resp.RouteMatches, resp.RouteErrors, nil

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"regexp/syntax"
+	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -82,4 +84,109 @@ func literalString(runes []rune) string {
 		}
 	}
 	return best
+}
+
+// RequiredLiterals returns literals one of which every match of re holds,
+// and fold when they are to be found in any case (lower-cased then; only
+// ASCII ones are), or nil when there are none (a class, an optional part).
+// re is parsed as the caller compiles it. It is the rule of
+// requiredLiteral, grown for case folding and alternatives: the grep
+// drill-down of sessions looks for the literals before it runs the
+// expression on a line.
+func RequiredLiterals(re *syntax.Regexp) (lits []string, fold bool) {
+	lits, fold, _ = literalsIn(re.Simplify())
+	return lits, fold
+}
+
+// literalsIn is RequiredLiterals; ok false when there are none.
+func literalsIn(re *syntax.Regexp) (lits []string, fold, ok bool) {
+	switch re.Op {
+	case syntax.OpLiteral, syntax.OpCharClass:
+		if runes, f, exact := spelling(re); exact {
+			if l := foldedString(runes, f); l != "" {
+				return []string{l}, f, true
+			}
+		}
+	case syntax.OpCapture, syntax.OpPlus:
+		return literalsIn(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return literalsIn(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		return concatLiterals(re.Sub)
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			l, f, good := literalsIn(sub)
+			if !good {
+				return nil, false, false
+			}
+			lits, fold = append(lits, l...), fold || f
+		}
+		if fold {
+			for i, l := range lits {
+				lits[i] = strings.ToLower(l) // all ASCII
+			}
+		}
+		return lits, fold, true
+	}
+	return nil, false, false
+}
+
+// concatLiterals is literalsIn of a concatenation: adjacent parts of one
+// spelling join into one literal (in any case when one of them is); of the
+// candidates, the set whose shortest literal is longest.
+func concatLiterals(subs []*syntax.Regexp) (lits []string, fold, ok bool) {
+	best := -1
+	consider := func(l []string, f bool) {
+		if short := len(slices.MinFunc(l, func(a, b string) int { return len(a) - len(b) })); short > best {
+			lits, fold, ok, best = l, f, true, short
+		}
+	}
+	var run []rune
+	runFold := false
+	for i, sub := range subs {
+		runes, f, exact := spelling(sub)
+		if exact {
+			run, runFold = append(run, runes...), runFold || f
+		} else if l, f, good := literalsIn(sub); good {
+			consider(l, f)
+		}
+		if !exact || i == len(subs)-1 {
+			if l := foldedString(run, runFold); l != "" {
+				consider([]string{l}, runFold)
+			}
+			run, runFold = run[:0], false
+		}
+	}
+	return lits, fold, ok
+}
+
+// spelling returns the one spelling of a literal or a one-rune class, and
+// fold when it matches in any case; a folded literal past ASCII has none.
+// (Two runes past ASCII fold to ASCII letters, U+212A to k and U+017F to
+// s: a caller that looks for a folded literal in a text holding them must
+// run the expression instead.)
+func spelling(re *syntax.Regexp) (runes []rune, fold, ok bool) {
+	if runes, ok := exactRunes(re); ok {
+		return runes, false, true
+	}
+	if re.Op != syntax.OpLiteral || re.Flags&syntax.FoldCase == 0 {
+		return nil, false, false
+	}
+	for _, r := range re.Rune {
+		if r >= utf8.RuneSelf {
+			return nil, false, false
+		}
+	}
+	return re.Rune, true, true
+}
+
+// foldedString is literalString, in lower case when fold.
+func foldedString(runes []rune, fold bool) string {
+	l := literalString(runes)
+	if fold {
+		l = strings.ToLower(l)
+	}
+	return l
 }

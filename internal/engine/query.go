@@ -264,7 +264,7 @@ func (s *Snapshot) newQueryScope(req *Request) *queryScope {
 // routeQuery evaluates the routes (route), then runs the detection the
 // request asks for or a condition started.
 func (s *Snapshot) routeQuery(ctx context.Context, q *queryScope) error {
-	q.det = s.queryDetector(&q.req)
+	q.det = s.queryDetector(ctx, &q.req)
 	rt, err := s.route(ctx, &q.req, q.resp, q.det)
 	if err != nil {
 		return err
@@ -272,6 +272,9 @@ func (s *Snapshot) routeQuery(ctx context.Context, q *queryScope) error {
 	q.rt = rt
 	if det := q.det; det != nil && (det.done || len(q.req.Detect) > 0) {
 		det.run()
+		if err := det.stopped(""); err != nil {
+			return err
+		}
 		q.resp.Detection = &det.detection
 	}
 	return nil
@@ -449,24 +452,33 @@ func assemble(resp *Response, start time.Time) {
 }
 
 // StoppedError is returned by Query when its context ends (deadline or
-// cancellation) while route conditions are evaluated: the answer would depend
-// on conditions that were not evaluated, so there is none.
+// cancellation) while route conditions are evaluated or entities extracted:
+// the answer would depend on work that was not done, so there is none.
 type StoppedError struct {
-	// Route is the route whose condition was stopped or was next.
+	// Route is the route whose condition was stopped or was next; "" when
+	// the entities a request's detect asked for were being extracted.
 	Route string
 	// Err is the context's error (context.DeadlineExceeded or context.Canceled).
 	Err error
 }
 
+// stage says what the query was doing when it stopped.
+func (e *StoppedError) stage() string {
+	if e.Route == "" {
+		return "extracting the entities of detect"
+	}
+	return fmt.Sprintf("evaluating the condition of route %q", e.Route)
+}
+
 func (e *StoppedError) Error() string {
-	return fmt.Sprintf("stopped while evaluating the condition of route %q: %v", e.Route, e.Err)
+	return fmt.Sprintf("stopped while %s: %v", e.stage(), e.Err)
 }
 
 func (e *StoppedError) Unwrap() error { return e.Err }
 
 // TimeoutMessage is how the server and the CLI report a query stopped by its timeout.
 func (e *StoppedError) TimeoutMessage(timeout time.Duration) string {
-	return fmt.Sprintf("query exceeded the %s timeout while evaluating the condition of route %q", timeout, e.Route)
+	return fmt.Sprintf("query exceeded the %s timeout while %s", timeout, e.stage())
 }
 
 // matchRoutes evaluates the route conditions (route) and returns the
@@ -506,6 +518,11 @@ func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det 
 				default:
 				}
 				ok, err := r.cond.eval(ctx, act)
+				if err := det.stopped(r.name); err != nil {
+					// Detection stopped: even a condition that got past its
+					// error value would have read partial entities.
+					return routing{}, err
+				}
 				if err != nil {
 					if ctx.Err() != nil {
 						// Interrupted (or failed as the deadline passed): not a "no match".

@@ -242,7 +242,7 @@ func (s *Snapshot) FindTools(ctx context.Context, req Request) (*ToolsResponse, 
 		return nil, err
 	}
 	r := &Response{MatchedRoutes: []string{}, RouteErrors: []RouteError{}, DeniedSources: []string{}, FailedSources: []SourceFailure{}}
-	srcNames, err := s.matchRoutes(ctx, &req, r, s.queryDetector(&req))
+	srcNames, err := s.matchRoutes(ctx, &req, r, s.queryDetector(ctx, &req))
 	if err != nil {
 		return nil, err
 	}

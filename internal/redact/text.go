@@ -3,6 +3,8 @@ package redact
 import (
 	"regexp"
 	"strings"
+
+	"github.com/contextrouter/contextrouter/internal/secrets"
 )
 
 var (
@@ -23,17 +25,22 @@ var (
 // the value of a named credential (password=…, token: …, Authorization:
 // Bearer …), and any run of 24 or more key characters that mixes letters
 // and digits (API keys, JWTs, hex digests). It errs on the side of masking:
-// a long identifier with digits is masked too.
+// a long identifier with digits is masked too. What is left then goes
+// through the session scanner's rules (secrets.Default: AWS key ids, card
+// numbers and the other formats it knows, as [secret:RULE]), so a question
+// never keeps what a session item could not.
 func Text(s string) string {
 	s = String(s)
 	s = assignmentRe.ReplaceAllString(s, "${1}"+Mask)
 	s = bearerRe.ReplaceAllString(s, "${1}"+Mask)
-	return keyLikeRe.ReplaceAllStringFunc(s, func(run string) string {
+	s = keyLikeRe.ReplaceAllStringFunc(s, func(run string) string {
 		if strings.ContainsAny(run, "0123456789") && strings.IndexFunc(run, isLetter) >= 0 {
 			return Mask
 		}
 		return run
 	})
+	s, _ = secrets.Default().Mask(s)
+	return s
 }
 
 func isLetter(r rune) bool { return (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') }

@@ -20,6 +20,11 @@ func TestText(t *testing.T) {
 		{"key-like run", "is AKIAIOSFODNN7EXAMPLEKEY1 valid?", "is *** valid?", "AKIAIOSFODNN7EXAMPLEKEY1"},
 		{"long word without digits stays", "internationalizationization matters", "internationalizationization matters", ""},
 		{"short code with digits stays", "ticket OPS-1234 is open", "ticket OPS-1234 is open", ""},
+		// The session scanner's rules (issue 22): shorter than the key-like
+		// run, and digits only.
+		{"aws access key id", "is AKIAIOSFODNN7EXAMPLE mine?", "is [secret:aws-access-key] mine?", "AKIAIOSFODNN7EXAMPLE"},
+		{"card number", "charge 4111 1111 1111 1111 again", "charge [secret:card-number] again", "4111 1111 1111 1111"},
+		{"card number with dashes", "card 5500-0000-0000-0004 declined", "card [secret:card-number] declined", "5500-0000-0000-0004"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

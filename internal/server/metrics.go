@@ -38,6 +38,7 @@ type metrics struct {
 	// classifierConfidence: the confidence of each classifier that ran, by classifier.
 	classifierConfidence *prometheus.HistogramVec
 	sessionPacks         *prometheus.CounterVec
+	secretsMasked        *prometheus.CounterVec
 	packDuration         prometheus.Histogram
 	// embeddingErrors: queries ranked without an embedding or rerank endpoint's help.
 	embeddingErrors *prometheus.CounterVec
@@ -145,7 +146,11 @@ func newMetrics(s *Server) *metrics {
 		Help:    "Time to build a context pack, from reading the request to the pack (the query pipeline included when the request has a query).",
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 	})
-	m.reg.MustRegister(m.sessionPacks, m.packDuration)
+	m.secretsMasked = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "session_secrets_masked_total",
+		Help: "Secrets masked in session text when it was written, by rule of the scanner (api.md §11.10); never a value.",
+	}, []string{"rule"})
+	m.reg.MustRegister(m.sessionPacks, m.packDuration, m.secretsMasked)
 	m.reg.MustRegister(sessionsCollector{s})
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -267,17 +268,26 @@ type appended struct {
 	Items   []string `json:"items"`
 	Fact    string   `json:"fact,omitempty"`
 	Episode string   `json:"episode,omitempty"`
+	// SecretsMasked counts the values masked before the write was stored
+	// (api.md §11.10); absent when none was.
+	SecretsMasked int `json:"secrets_masked,omitempty"`
 }
 
-// write appends d to a session and answers the write.
-func (s *Server) write(w http.ResponseWriter, r *http.Request, id, agent string, d session.Delta, ans appended) {
+// write masks the secrets of d under the router's policy, appends it to a
+// session and answers the write. Masking comes first: no store, file or
+// log ever holds what it masks.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, st *state, id, agent string, d session.Delta, ans appended) {
+	masked := session.MaskSecrets(st.policy.Secrets(), &d)
 	ids, err := s.sessionStore().Append(r.Context(), id, agent, d)
 	if err != nil {
 		herr := s.sessionError(id, err)
 		writeError(w, herr.code, herr.msg)
 		return
 	}
-	ans.Session, ans.Items = id, ids
+	for rule, n := range masked {
+		s.metrics.secretsMasked.WithLabelValues(rule).Add(float64(n))
+	}
+	ans.Session, ans.Items, ans.SecretsMasked = id, ids, masked.Total()
 	if ans.Items == nil {
 		ans.Items = []string{}
 	}
@@ -290,12 +300,12 @@ func (s *Server) appendItems(w http.ResponseWriter, r *http.Request, id string) 
 		Items []session.Item `json:"items"`
 		Agent string         `json:"agent"`
 	}
-	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"items": [{"id": "u1", "kind": "user_turn", "text": "..."}]}`); ok {
+	if st, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"items": [{"id": "u1", "kind": "user_turn", "text": "..."}]}`); ok {
 		if len(body.Items) == 0 {
 			writeError(w, http.StatusBadRequest, "items: the list is empty: send at least one item")
 			return
 		}
-		s.write(w, r, id, agent, session.Delta{Items: body.Items}, appended{})
+		s.write(w, r, st, id, agent, session.Delta{Items: body.Items}, appended{})
 	}
 }
 
@@ -305,13 +315,13 @@ func (s *Server) putFact(w http.ResponseWriter, r *http.Request, id string) {
 		Value *string `json:"value"`
 		Agent string  `json:"agent"`
 	}
-	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"value": "..."}`); ok {
+	if st, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"value": "..."}`); ok {
 		if body.Value == nil {
 			writeError(w, http.StatusBadRequest, "value: required")
 			return
 		}
 		key := r.PathValue("key")
-		s.write(w, r, id, agent, session.Delta{Facts: []session.Fact{{Key: key, Value: *body.Value}}}, appended{Fact: key})
+		s.write(w, r, st, id, agent, session.Delta{Facts: []session.Fact{{Key: key, Value: *body.Value}}}, appended{Fact: key})
 	}
 }
 
@@ -321,8 +331,8 @@ func (s *Server) appendEpisode(w http.ResponseWriter, r *http.Request, id string
 		session.Episode
 		Agent string `json:"agent"`
 	}
-	if _, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"id": "e1", "text": "..."}`); ok {
-		s.write(w, r, id, agent, session.Delta{Episodes: []session.Episode{body.Episode}}, appended{Episode: body.ID})
+	if st, agent, ok := s.readSessionBody(w, r, &body, &body.Agent, `{"id": "e1", "text": "..."}`); ok {
+		s.write(w, r, st, id, agent, session.Delta{Episodes: []session.Episode{body.Episode}}, appended{Episode: body.ID})
 	}
 }
 
@@ -416,11 +426,14 @@ type contextRequest struct {
 	Agent     string   `json:"agent"`
 	MaxTokens int      `json:"max_tokens"`
 	Tags      []string `json:"tags"`
+	// Explain adds dropped_items: the entries left out and why.
+	Explain bool `json:"explain"`
 }
 
 // packRequest is the one place the server turns a context request into a
-// pack request; buildPack adds the router's own settings (the state's policy).
-func packRequest(agent string, req *contextRequest) (session.Request, *httpError) {
+// pack request, under the router's policy (the state's): a max_tokens
+// above the phase's ceiling is refused here, before the session is read.
+func packRequest(agent string, req *contextRequest, pol *session.Policy) (session.Request, *httpError) {
 	ph, err := session.ParsePhase(req.Phase)
 	if err != nil {
 		return session.Request{}, errorf(http.StatusBadRequest, "phase: %v", err)
@@ -428,10 +441,14 @@ func packRequest(agent string, req *contextRequest) (session.Request, *httpError
 	if req.MaxTokens < 0 || req.MaxTokens > session.MaxBudget {
 		return session.Request{}, errorf(http.StatusBadRequest, "max_tokens: %d must be between 0 and %d", req.MaxTokens, session.MaxBudget)
 	}
+	if _, err := pol.Limit(ph, req.MaxTokens); err != nil {
+		return session.Request{}, errorf(http.StatusBadRequest, "%v", err)
+	}
 	if n := len(req.Tags); n > engine.MaxTags {
 		return session.Request{}, errorf(http.StatusBadRequest, "tags: %d tags; at most %d are allowed", n, engine.MaxTags)
 	}
-	return session.Request{Phase: ph, Query: req.Query, Agent: agent, Tags: req.Tags, MaxTokens: req.MaxTokens}, nil
+	return session.Request{Phase: ph, Query: req.Query, Agent: agent, Tags: req.Tags, MaxTokens: req.MaxTokens,
+		Explain: req.Explain, Policy: pol}, nil
 }
 
 // POST /v1/sessions/{id}/context: the pack (api.md §11.5).
@@ -458,7 +475,7 @@ func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, id strin
 // does, with the query pipeline under the query timeout when the request
 // has a query.
 func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req *contextRequest, start time.Time) (*session.Pack, *engine.Response, *httpError) {
-	preq, herr := packRequest(agent, req)
+	preq, herr := packRequest(agent, req, st.policy)
 	if herr != nil {
 		return nil, nil, herr
 	}
@@ -468,7 +485,6 @@ func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
 	defer cancel()
-	preq.Policy = st.policy
 	pack, resp, err := session.BuildFor(ctx, st.snap, sess, preq)
 	switch {
 	case session.IsQueryError(err):
@@ -504,26 +520,21 @@ func (s *Server) drill(ctx context.Context, agent, ref string, req session.Drill
 	return d, nil
 }
 
-// GET /v1/artifacts/{ref}?view=head|json|csv|columns&lines=N&path=P&agent=A
+// GET /v1/artifacts/{ref}?view=…&agent=A and the view's parameters
+// (lines, path, from, to, pattern, literal, context, max; api.md §11.9).
 func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
 	_, established, ok := s.sessionCaller(w, r)
 	if !ok {
 		return
 	}
-	q, herr := onlyParams(r, "view", "lines", "path", "agent")
+	q, herr := onlyParams(r, "view", "lines", "path", "agent", "from", "to", "pattern", "literal", "context", "max")
 	var agent string
 	if herr == nil {
 		agent, herr = settleAgent(established, q.Get("agent"))
 	}
-	req := session.DrillRequest{View: q.Get("view"), Path: q.Get("path")}
-	if req.View == "" {
-		req.View = session.ViewHead
-	}
+	var req session.DrillRequest
 	if herr == nil {
-		var err error
-		if req.Lines, err = session.ParseDrillLines(q.Get("lines")); err != nil {
-			herr = errorf(http.StatusBadRequest, "%v", err)
-		}
+		req, herr = drillParams(q)
 	}
 	var d *session.Drill
 	if herr == nil {
@@ -534,6 +545,44 @@ func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, d, false)
+}
+
+// drillParams reads a drill-down's query parameters, each at most once;
+// DrillDown checks their ranges and views.
+func drillParams(q url.Values) (session.DrillRequest, *httpError) {
+	req := session.DrillRequest{View: q.Get("view"), Path: q.Get("path"), Pattern: q.Get("pattern")}
+	for name, vs := range q {
+		if len(vs) > 1 {
+			return req, errorf(http.StatusBadRequest, "%s is given %d times; give it once", name, len(vs))
+		}
+	}
+	if req.View == "" {
+		req.View = session.ViewHead
+	}
+	var err error
+	if req.Lines, err = session.ParseDrillLines(q.Get("lines")); err != nil {
+		return req, errorf(http.StatusBadRequest, "%v", err)
+	}
+	for _, p := range [...]struct {
+		name string
+		to   **int
+	}{{"from", &req.From}, {"to", &req.To}, {"context", &req.Context}, {"max", &req.Max}} {
+		if v, ok := q[p.name]; ok {
+			n, err := strconv.Atoi(v[0])
+			if err != nil {
+				return req, errorf(http.StatusBadRequest, "%s: %q is not an integer", p.name, v[0])
+			}
+			*p.to = &n
+		}
+	}
+	if v, ok := q["literal"]; ok {
+		b, err := strconv.ParseBool(v[0])
+		if err != nil {
+			return req, errorf(http.StatusBadRequest, "literal: %q must be true or false", v[0])
+		}
+		req.Literal = b
+	}
+	return req, nil
 }
 
 // decodeStrict reads one JSON object into v, strictly: unknown fields,
@@ -568,20 +617,33 @@ func decodeStrict(body io.Reader, limit int64, v any, example string) *httpError
 // mcpToolDrilldown is the MCP tool of GET /v1/artifacts/{ref}.
 const mcpToolDrilldown = "drilldown"
 
-// drilldownArgs are the drilldown tool's arguments.
+// drilldownArgs are the drilldown tool's arguments: GET
+// /v1/artifacts/{ref}'s parameters.
 type drilldownArgs struct {
-	Ref   string `json:"ref"`
-	View  string `json:"view"`
-	Path  string `json:"path"`
-	Lines int    `json:"lines"`
-	Agent string `json:"agent"`
+	Ref     string `json:"ref"`
+	View    string `json:"view"`
+	Path    string `json:"path"`
+	Lines   int    `json:"lines"`
+	From    *int   `json:"from"`
+	To      *int   `json:"to"`
+	Pattern string `json:"pattern"`
+	Literal bool   `json:"literal"`
+	Context *int   `json:"context"`
+	Max     *int   `json:"max"`
+	Agent   string `json:"agent"`
 }
 
 var drilldownSchema = objectSchema("ref",
 	`"ref": {"type": "string", "description": "The artifact's ref, as a context pack's artifacts name it: sha256:<hex>."}`,
-	`"view": {"type": "string", "enum": ["head", "json", "csv", "columns"], "description": "head: the first lines; json: the value at path; csv: rows, columns and first rows; columns: column names and types. Default head."}`,
-	`"path": {"type": "string", "description": "For view json: the value to return, such as .items[0].name or .[\"a key\"] (default: the whole document)."}`,
-	fmt.Sprintf(`"lines": {"type": "integer", "minimum": 0, "maximum": %d, "description": "Lines of head, rows of csv: %s."}`, session.MaxDrillLines, session.DrillLinesRule),
+	`"view": {"type": "string", "enum": ["head", "lines", "grep", "json", "csv", "columns"], "description": "head: the first lines; lines: the lines from..to (negative counts from the end); grep: the lines matching pattern; json: the value at path; csv: rows, columns and first rows; columns: column names and types. Default head."}`,
+	`"path": {"type": "string", "description": "For view json and columns: the value to return, such as .items[0].name or .[\"a key\"] (default: the whole document)."}`,
+	fmt.Sprintf(`"lines": {"type": "integer", "minimum": 0, "maximum": %d, "description": "For view head and csv: lines of head, rows of csv: %s."}`, session.MaxDrillLines, session.DrillLinesRule),
+	`"from": {"type": "integer", "description": "For view lines: the first line, from 1; negative counts from the end (-1 is the last line). Default 1."}`,
+	`"to": {"type": "integer", "description": "For view lines: the last line, as from (default from+19). At most 200 lines and 64 KiB come back; next gives the range to ask for next."}`,
+	`"pattern": {"type": "string", "maxLength": 1024, "description": "For view grep: an RE2 regular expression matched line by line ((?i) for any case), or a plain string with literal."}`,
+	`"literal": {"type": "boolean", "description": "For view grep: pattern is a plain string."}`,
+	`"context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "For view grep: lines before and after each match (default 0)."}`,
+	`"max": {"type": "integer", "minimum": 1, "maximum": 200, "description": "For view grep: matches to return (default 50); total_matches counts them all."}`,
 	argAgent)
 
 // addMCPDrilldown registers drilldown (api.md §11.9).
@@ -589,7 +651,7 @@ func (s *Server) addMCPDrilldown(srv *mcp.Server) {
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpToolDrilldown,
 		Title:       "Drill down into an artifact",
-		Description: "Reads part of a tool result that a context pack replaced by a summary (its artifact): the first lines, a JSON value by path, or a CSV table's shape, within bounds. Only artifacts of this agent's sessions are found.",
+		Description: "Reads any part of a tool result that a context pack replaced by a summary (its artifact): lines by number from either end, the lines matching a pattern, the first lines, a JSON value by path, or a CSV table's shape, within bounds. Only artifacts of this agent's sessions are found.",
 		InputSchema: drilldownSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
 	}, s.mcpHandler(mcpToolDrilldown, s.mcpDrill))
@@ -609,7 +671,8 @@ func (s *Server) mcpDrill(ctx context.Context, call *mcp.CallToolRequest, _ time
 		if args.View == "" {
 			args.View = session.ViewHead
 		}
-		d, herr = s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines})
+		d, herr = s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines,
+			From: args.From, To: args.To, Pattern: args.Pattern, Literal: args.Literal, Context: args.Context, Max: args.Max})
 	}
 	if herr != nil {
 		return toolFailure(herr)

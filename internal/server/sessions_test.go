@@ -111,10 +111,21 @@ func TestSessionAPI(t *testing.T) {
 	if p.Phase != "interpret" || p.Budget != 4000 || len(p.Chunks) == 0 || len(p.Artifacts) != 2 || p.Stats.Firewalled != 2 {
 		t.Fatalf("pack: phase %s budget %d chunks %d artifacts %d stats %+v", p.Phase, p.Budget, len(p.Chunks), len(p.Artifacts), p.Stats)
 	}
-	for _, want := range []string{"- employee/country: Portugal\n", "- The user asked about sick days.\n", "tool call c1: hr.leave_balance", "tool result r1: [", "stored as artifact " + session.ArtifactRef(bigBalance), "## Knowledge\n"} {
+	for _, want := range []string{"- employee/country: Portugal\n", "tool call c1: hr.leave_balance", "tool result r1: [", "stored as artifact " + session.ArtifactRef(bigBalance), "## Knowledge\n"} {
 		if !strings.Contains(p.Text, want) {
 			t.Errorf("pack text lacks %q:\n%s", want, p.Text)
 		}
+	}
+	// Interpret does not take episodes (api.md §11.2); answer does.
+	if strings.Contains(p.Text, "sick days") || p.Stats.Dropped.Policy != 1 || p.DroppedItems != nil || strings.Contains(out, "dropped_items") {
+		t.Errorf("interpret took the episode, or explained unasked: %+v", p.Stats)
+	}
+	ans := decodePack(t, ts.mustCall(200, "POST", base+"/context", map[string]any{"phase": "answer", "agent": hr, "explain": true, "max_tokens": 145}, nil))
+	if !strings.Contains(ans.Text, "- The user asked about sick days.\n") || len(ans.DroppedItems) != ans.Stats.Dropped.Total() || len(ans.DroppedItems) == 0 {
+		t.Errorf("answer with explain: dropped %+v, stats %+v\n%s", ans.DroppedItems, ans.Stats, ans.Text)
+	}
+	if it := ans.Items[slices.IndexFunc(ans.Items, func(it session.PackItem) bool { return it.ID == "u1" })]; !it.Pinned {
+		t.Errorf("the task is not pinned: %+v", it)
 	}
 	if strings.Contains(p.Text, `"pto-119"`) {
 		t.Error("the whole tool result went into the pack")
@@ -172,8 +183,10 @@ func TestSessionAPI(t *testing.T) {
 		{"empty items", "POST", base + "/items", sessionItems{Agent: hr}, 400, "items: the list is empty"},
 		{"empty body", "POST", base + "/items", "", 400, `request body is empty: send a JSON object such as {\"items\"`},
 		{"unknown field", "POST", base + "/items", `{"items": [], "session": "x"}`, 400, `invalid request body: unknown field \"session\"`},
-		{"unknown phase", "POST", base + "/context", map[string]any{"phase": "plan", "agent": hr}, 400, `phase: unknown phase \"plan\": want route, call, interpret or answer`},
+		{"unknown phase", "POST", base + "/context", map[string]any{"phase": "plan", "agent": hr}, 400, `phase: unknown phase \"plan\": want route, call, interpret, answer or handoff`},
 		{"max_tokens past the bound", "POST", base + "/context", map[string]any{"phase": "answer", "agent": hr, "max_tokens": 2_000_000}, 400, "max_tokens: 2000000 must be between 0 and 1000000"},
+		{"max_tokens above the ceiling", "POST", base + "/context", map[string]any{"phase": "answer", "agent": hr, "max_tokens": 9000}, 400, "max_tokens 9000 is above the answer phase's ceiling 6000 (spec.phases.answer.maxBudget)"},
+		{"explain not a bool", "POST", base + "/context", map[string]any{"phase": "answer", "agent": hr, "explain": "yes"}, 400, "explain"},
 		{"too many tags", "POST", base + "/context", map[string]any{"phase": "answer", "agent": hr, "tags": make([]string, 65)}, 400, "tags: 65 tags; at most 64"},
 		{"oversized query", "POST", base + "/context", map[string]any{"phase": "answer", "agent": hr, "query": strings.Repeat("q", 70_000)}, 400, "text is 70000 bytes; it is limited to 65536 bytes"},
 		{"agent too long", "POST", base + "/context", map[string]any{"phase": "answer", "agent": strings.Repeat("a", 300)}, 400, "agent is 300 bytes"},
@@ -432,7 +445,7 @@ func TestSessionConcurrentAppends(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/busy/context", `{"phase": "answer", "max_tokens": 1000000}`, nil))
+	p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/busy/context", `{"phase": "answer"}`, nil))
 	if p.Stats.Candidates != writers*each {
 		t.Fatalf("%d candidates, want %d", p.Stats.Candidates, writers*each)
 	}
@@ -443,7 +456,7 @@ func TestGetSession(t *testing.T) {
 	ts := startServer(t, Options{Paths: []string{"../../examples/quickstart"}})
 	ts.waitReady()
 	items := []session.Item{{ID: "c", Kind: session.KindToolCall, Text: "balance()"},
-		{ID: "r", Kind: session.KindToolResult, ParentID: "c", Text: "11 days", Tags: []string{"hr"}}}
+		{ID: "r", Kind: session.KindToolResult, ParentID: "c", Text: "11 days", Tags: []string{"hr"}, Pinned: true}}
 	ts.mustCall(200, "POST", "/v1/sessions/g1/items", sessionItems{Agent: "hr-assistant", Items: items}, nil)
 	ts.mustCall(200, "PUT", "/v1/sessions/g1/facts/country", `{"agent": "hr-assistant", "value": "PT"}`, nil)
 	ts.mustCall(200, "POST", "/v1/sessions/g1/episodes", `{"agent": "hr-assistant", "id": "e1", "text": "asked before"}`, nil)
@@ -482,7 +495,7 @@ func TestSessionRouterPhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(strings.Replace(string(data), "spec:\n", "spec:\n  phases:\n    answer: {budget: 500}\n", 1)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), "spec:\n", "spec:\n  phases:\n    answer: {budget: 500, maxBudget: 800}\n", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ts := startServer(t, Options{Paths: []string{dir}})
@@ -493,6 +506,14 @@ func TestSessionRouterPhases(t *testing.T) {
 	}
 	if p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/p1/context", `{"agent": "hr-assistant", "phase": "call"}`, nil)); p.Budget != session.DefaultBudget(session.PhaseCall) {
 		t.Errorf("call budget %d, want the default %d", p.Budget, session.DefaultBudget(session.PhaseCall))
+	}
+	// max_tokens raises the budget up to the router's ceiling, not past it.
+	if p := decodePack(t, ts.mustCall(200, "POST", "/v1/sessions/p1/context", `{"agent": "hr-assistant", "phase": "answer", "max_tokens": 800}`, nil)); p.Budget != 800 {
+		t.Errorf("answer budget %d, want max_tokens' 800", p.Budget)
+	}
+	if code, out := ts.sessionCall("POST", "/v1/sessions/p1/context", `{"agent": "hr-assistant", "phase": "answer", "max_tokens": 801}`, nil); code != 400 ||
+		!strings.Contains(out, "max_tokens 801 is above the answer phase's ceiling 800 (spec.phases.answer.maxBudget)") {
+		t.Errorf("max_tokens past the ceiling: %d %s", code, out)
 	}
 }
 

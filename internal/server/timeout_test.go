@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
 )
 
@@ -160,5 +161,83 @@ func TestOversizeRequestFieldsRefused(t *testing.T) {
 		Tags: []string{"days"}, Metadata: map[string]string{"x": strings.Repeat("a", engine.MaxMetadataValueBytes)}})
 	if strings.Join(resp.MatchedRoutes, ",") != "notes-v1,words-in-tags" || len(resp.RouteErrors) != 0 {
 		t.Errorf("matched %v, errors %v; want notes-v1,words-in-tags", resp.MatchedRoutes, resp.RouteErrors)
+	}
+}
+
+// entityManifests is an inline source, a classifier with n entity patterns
+// (types t0, t1, ...) and a route whose condition reads the entities of a
+// request with metadata x.
+func entityManifests(n int, pattern string) string {
+	var b strings.Builder
+	b.WriteString(inlineManifests("v1", "notes"))
+	b.WriteString(`apiVersion: contextrouter.dev/v1alpha1
+kind: ContextClassifier
+metadata: {name: runs}
+spec:
+  labels: [{name: runs, examples: [a run of letters]}]
+  entities:
+`)
+	for i := range n {
+		fmt.Fprintf(&b, "  - {type: t%d, pattern: '%s'}\n", i, pattern)
+	}
+	b.WriteString(`---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: by-entity}
+spec:
+  when: '"x" in metadata && entities.exists(e, e.type == "t0" && e.value == "zzz")'
+  sources: [{name: notes}]
+`)
+	return b.String()
+}
+
+// Entity patterns stop at --query-timeout (issue 22: four patterns like
+// (?:a|aa){1,995}b answered a 64 KiB question after 13.7 s under a 2 s
+// timeout, 32 did not answer in 104 s): 504, counted, for a request's
+// detect and for a condition that reads entities; and the issue's pattern,
+// past the instruction limit now, is refused by a reload that names file,
+// object and field, the old configuration serving on.
+func TestEntityPatternsStopAtQueryTimeout(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "router.yaml")
+	// 32 patterns at the instruction limit (997 instructions), which must read
+	// the question as far as they may: the b they need is at its end.
+	writeAtomic(t, path, entityManifests(v1alpha1.MaxEntityExtractors, `(?:a|aa){1,199}b`))
+	ts := startServer(t, Options{Paths: []string{dir}, QueryTimeout: 50 * time.Millisecond})
+	ts.waitReady()
+	question := strings.Repeat("a", engine.MaxTextBytes-1) + "b"
+
+	for i, tc := range []struct {
+		req  engine.Request
+		want string
+	}{
+		{engine.Request{Text: question, Detect: []string{"*"}}, "query exceeded the 50ms timeout while extracting the entities of detect"},
+		{engine.Request{Text: question, Metadata: map[string]string{"x": "1"}}, `query exceeded the 50ms timeout while evaluating the condition of route "by-entity"`},
+	} {
+		code, msg := postQuery(t, ts, tc.req)
+		if code != http.StatusGatewayTimeout || msg != tc.want {
+			t.Fatalf("status %d, error %q; want 504 and %q", code, msg, tc.want)
+		}
+		if v, _ := ts.metric("contextrouter_query_timeouts_total"); v != float64(i+1) {
+			t.Errorf("contextrouter_query_timeouts_total = %v, want %d", v, i+1)
+		}
+	}
+	// A short question is answered with its entities.
+	resp := ts.query(engine.Request{Text: "ab then aab", Detect: []string{"runs"}})
+	if resp.Detection == nil || len(resp.Detection.Entities) != 2*v1alpha1.MaxEntityExtractors {
+		t.Errorf("detection %+v, want ab and aab of each of the %d types", resp.Detection, v1alpha1.MaxEntityExtractors)
+	}
+
+	hash := ts.status().SnapshotHash
+	writeAtomic(t, path, entityManifests(4, `(?:a|aa){1,995}b`))
+	eventually(t, 10*time.Second, "the reload to fail", func() bool { return ts.status().LastReloadError != "" })
+	st := ts.status()
+	for _, w := range []string{path + `:22: ContextClassifier/runs: spec.entities[0].pattern: Invalid value: "(?:a|aa){1,995}b": compiles to 4977 instructions; patterns are limited to 1000`} {
+		if !strings.Contains(st.LastReloadError, w) {
+			t.Errorf("reload error %q does not contain %q", st.LastReloadError, w)
+		}
+	}
+	if st.SnapshotHash != hash {
+		t.Errorf("a refused reload replaced the serving configuration")
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/contextrouter/contextrouter/internal/jsonpath"
 	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
@@ -21,6 +21,8 @@ import (
 // Drill-down views.
 const (
 	ViewHead    = "head"
+	ViewLines   = "lines"
+	ViewGrep    = "grep"
 	ViewJSON    = "json"
 	ViewCSV     = "csv"
 	ViewColumns = "columns"
@@ -38,19 +40,29 @@ const (
 	// answered by its shape.
 	MaxDrillValueBytes = 64 << 10
 	// MaxPathBytes and MaxPathSteps bound a json path.
-	MaxPathBytes = 1024
-	MaxPathSteps = 64
+	MaxPathBytes = jsonpath.MaxBytes
+	MaxPathSteps = jsonpath.MaxSteps
 	// MaxDrillColumns bounds the columns listed.
 	MaxDrillColumns = 256
 )
 
-// DrillRequest asks for one view.
+// DrillRequest asks for one view. A parameter of another view is refused.
 type DrillRequest struct {
 	View string
 	// Lines: lines of head, rows of csv (0: DefaultDrillLines).
 	Lines int
 	// Path selects a value in the json view (ParsePath).
 	Path string
+	// From and To are the range of the lines view: line numbers from 1,
+	// negative ones from the end (-1 the last line); nil: from 1, to
+	// from+DefaultDrillLines-1.
+	From, To *int
+	// Pattern is what the grep view looks for: RE2, or a plain string when
+	// Literal. Context lines go around each match (nil: 0); Max bounds the
+	// matches (nil: DefaultGrepMatches).
+	Pattern      string
+	Literal      bool
+	Context, Max *int
 }
 
 // Drill is a view of an artifact.
@@ -62,6 +74,18 @@ type Drill struct {
 	Lines     int    `json:"lines"`
 	// Head: the first lines (head view).
 	Head []string `json:"head,omitempty"`
+	// From, To, Content, Next and Note (lines view): the range answered,
+	// its lines, the range to ask for next (nil at the end) and what the
+	// request's range had past either end.
+	From    int        `json:"from,omitempty"`
+	To      int        `json:"to,omitempty"`
+	Content []string   `json:"content,omitempty"`
+	Next    *LineRange `json:"next,omitempty"`
+	Note    string     `json:"note,omitempty"`
+	// Matches and TotalMatches (grep view): the matches answered, and how
+	// many lines match in all.
+	Matches      []GrepMatch `json:"matches,omitzero"`
+	TotalMatches *int        `json:"total_matches,omitempty"`
 	// Path and Value (json view); Summary stands for a value over
 	// MaxDrillValueBytes.
 	Path    string          `json:"path,omitempty"`
@@ -122,21 +146,28 @@ func ParseDrillLines(s string) (int, error) {
 
 // DrillDown answers one view of an artifact's content.
 func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
-	if err := CheckDrillLines(req.Lines); err != nil {
+	if err := req.check(); err != nil {
 		return nil, err
 	}
 	if req.Lines == 0 {
 		req.Lines = DefaultDrillLines
 	}
-	if req.Path != "" && req.View != ViewJSON && req.View != ViewColumns {
-		return nil, drillErrorf("path applies to view=json and view=columns only")
-	}
-	d := &Drill{Ref: ref, View: req.View, MediaType: "text/plain", Bytes: len(content), Lines: strings.Count(content, "\n") + 1}
+	d := &Drill{Ref: ref, View: req.View, MediaType: "text/plain", Bytes: len(content), Lines: countLines(content)}
 	isJSON := json.Valid([]byte(content))
 	if isJSON {
 		d.MediaType = "application/json"
 	}
 	switch req.View {
+	case ViewLines:
+		if err := linesView(d, content, req); err != nil {
+			return nil, err
+		}
+		return d, nil
+	case ViewGrep:
+		if err := grepView(d, content, req); err != nil {
+			return nil, err
+		}
+		return d, nil
 	case ViewHead:
 		rest := content
 		for n := 0; n < req.Lines && rest != ""; n++ {
@@ -196,8 +227,35 @@ func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
 		}
 		return d, nil
 	}
-	return nil, drillErrorf("unknown view %q: want head, json, csv or columns", req.View)
+	return nil, drillErrorf("unknown view %q: want head, lines, grep, json, csv or columns", req.View)
 }
+
+// check refuses a parameter of another view and a bound past its range.
+func (req *DrillRequest) check() error {
+	v := req.View
+	for _, p := range [...]struct {
+		name  string
+		given bool
+		views []string
+	}{
+		{"lines", req.Lines != 0, []string{ViewHead, ViewCSV}},
+		{"path", req.Path != "", []string{ViewJSON, ViewColumns}},
+		{"from", req.From != nil, []string{ViewLines}},
+		{"to", req.To != nil, []string{ViewLines}},
+		{"pattern", req.Pattern != "", []string{ViewGrep}},
+		{"literal", req.Literal, []string{ViewGrep}},
+		{"context", req.Context != nil, []string{ViewGrep}},
+		{"max", req.Max != nil, []string{ViewGrep}},
+	} {
+		if p.given && !slices.Contains(p.views, v) && slices.Contains(drillViews, v) {
+			return drillErrorf("%s applies to view=%s only", p.name, strings.Join(p.views, " and view="))
+		}
+	}
+	return CheckDrillLines(req.Lines)
+}
+
+// drillViews are the views DrillDown answers.
+var drillViews = []string{ViewHead, ViewLines, ViewGrep, ViewJSON, ViewCSV, ViewColumns}
 
 // csvView reads content as CSV (tab-separated when its first line has tabs
 // and no commas), the first record being the header.
@@ -353,109 +411,20 @@ func rawType(v json.RawMessage) string {
 	return "integer"
 }
 
-// A json path selects a value: "" or "." is the whole document; then steps
-// of .name (letters, digits, '_', '-' and '$'), ["any name"] (a JSON
-// string) and [N] (an array index, 0-based; [-1] is the last element).
-// Example: .items[0].name, .["a.b"][2].
+// PathStep is one step of a json path (api.md §11.9; package jsonpath).
+type PathStep = jsonpath.Step
 
-// PathStep is one step of a path: a key, or an index when IsIndex.
-type PathStep struct {
-	Key     string
-	Index   int
-	IsIndex bool
-}
-
-// ParsePath reads a json path.
+// ParsePath reads a json path; its error is a DrillError.
 func ParsePath(p string) ([]PathStep, error) {
-	if len(p) > MaxPathBytes {
-		return nil, drillErrorf("path is %d bytes; it is limited to %d bytes", len(p), MaxPathBytes)
-	}
-	bad := func(at int, what string) error {
-		return drillErrorf("path %q: %s at byte %d; a path is like .items[0].name or .[\"a key\"]", p, what, at)
-	}
-	var steps []PathStep
-	i := 0
-	if p == "." {
-		return nil, nil
-	}
-	for i < len(p) {
-		if len(steps) == MaxPathSteps {
-			return nil, drillErrorf("path has more than %d steps", MaxPathSteps)
-		}
-		switch p[i] {
-		case '.':
-			i++
-			if i < len(p) && p[i] == '[' {
-				continue // .["key"]
-			}
-			j := i
-			for j < len(p) && isNameByte(p[j]) {
-				j++
-			}
-			if j == i {
-				return nil, bad(i, "a name is missing")
-			}
-			steps = append(steps, PathStep{Key: p[i:j]})
-			i = j
-		case '[':
-			i++
-			if i < len(p) && p[i] == '"' {
-				dec := json.NewDecoder(strings.NewReader(p[i:]))
-				var key string
-				if err := dec.Decode(&key); err != nil {
-					return nil, bad(i, "a JSON string is malformed")
-				}
-				i += int(dec.InputOffset())
-				steps = append(steps, PathStep{Key: key})
-			} else {
-				j := i
-				if j < len(p) && p[j] == '-' {
-					j++
-				}
-				for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-					j++
-				}
-				n, err := strconv.Atoi(p[i:j])
-				if err != nil || j-i > 9 {
-					return nil, bad(i, "an index or a quoted name is missing")
-				}
-				steps = append(steps, PathStep{Index: n, IsIndex: true})
-				i = j
-			}
-			if i >= len(p) || p[i] != ']' {
-				return nil, bad(i, "']' is missing")
-			}
-			i++
-		default:
-			return nil, bad(i, fmt.Sprintf("unexpected %q", p[i]))
-		}
+	steps, err := jsonpath.Parse(p)
+	if err != nil {
+		return nil, &DrillError{Msg: err.Error()}
 	}
 	return steps, nil
 }
 
-func isNameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '$'
-}
-
 // FormatPath writes steps back in the canonical form ParsePath reads.
-func FormatPath(steps []PathStep) string {
-	if len(steps) == 0 {
-		return "."
-	}
-	var b strings.Builder
-	for _, s := range steps {
-		switch {
-		case s.IsIndex:
-			b.WriteString("[" + strconv.Itoa(s.Index) + "]")
-		case s.Key != "" && strings.IndexFunc(s.Key, func(r rune) bool { return r >= utf8.RuneSelf || !isNameByte(byte(r)) }) < 0:
-			b.WriteString("." + s.Key)
-		default:
-			q, _ := json.Marshal(s.Key)
-			b.WriteString(`.[` + string(q) + `]`)
-		}
-	}
-	return b.String()
-}
+func FormatPath(steps []PathStep) string { return jsonpath.Format(steps) }
 
 // selectString parses path and selects it in the JSON document content.
 func selectString(content, path string) ([]PathStep, json.RawMessage, error) {

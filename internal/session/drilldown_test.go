@@ -29,7 +29,7 @@ func TestDrillDown(t *testing.T) {
 		{"head cuts long lines", strings.Repeat("é", MaxDrillLineRunes+5), DrillRequest{View: ViewHead}, `"head":["` + strings.Repeat("é", MaxDrillLineRunes) + `…"],"truncated":true`, ""},
 		{"lines past the bound", "a", DrillRequest{View: ViewHead, Lines: MaxDrillLines + 1}, "", "lines is 201; it must be between 1 and 200 (0 or none: the default, 20)"},
 		{"negative lines", "a", DrillRequest{View: ViewHead, Lines: -1}, "", "lines is -1; it must be between 1 and 200 (0 or none: the default, 20)"},
-		{"lines at the bound", strings.Repeat("x\n", 300), DrillRequest{View: ViewHead, Lines: MaxDrillLines}, `"lines":301,"head":["x",`, ""},
+		{"lines at the bound", strings.Repeat("x\n", 300), DrillRequest{View: ViewHead, Lines: MaxDrillLines}, `"lines":300,"head":["x",`, ""},
 		{"json whole", `{"a": [1, 2]}`, DrillRequest{View: ViewJSON}, `"path":".","value":{"a":[1,2]}`, ""},
 		{"json path", drillJSON, DrillRequest{View: ViewJSON, Path: ".items[1].days"}, `"path":".items[1].days","value":2.5`, ""},
 		{"json last element", drillJSON, DrillRequest{View: ViewJSON, Path: ".items[-1].name"}, `"value":"b"`, ""},
@@ -50,7 +50,7 @@ func TestDrillDown(t *testing.T) {
 		{"columns of a JSON object", drillJSON, DrillRequest{View: ViewColumns, Path: ".employee"}, "", "view=columns: the value at .employee is not an array of objects"},
 		{"columns of text", "one two", DrillRequest{View: ViewColumns}, "", "neither CSV nor a JSON array of objects"},
 		{"path on head", drillJSON, DrillRequest{View: ViewHead, Path: ".a"}, "", "path applies to view=json and view=columns only"},
-		{"unknown view", drillJSON, DrillRequest{View: "tail"}, "", `unknown view "tail": want head, json, csv or columns`},
+		{"unknown view", drillJSON, DrillRequest{View: "tail"}, "", `unknown view "tail": want head, lines, grep, json, csv or columns`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

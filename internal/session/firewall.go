@@ -29,15 +29,17 @@ const (
 	maxJSONDepth  = 64
 )
 
-// Artifact is a tool result the firewall took out of the prompt; Ref is the
-// SHA-256 of Content, so equal results share a ref.
+// Artifact is a tool result the firewall took out of the prompt, as a
+// pack lists it: by reference, never its text (drill-down reads that from
+// the store). Ref is the SHA-256 of the text, so equal results share a ref.
 type Artifact struct {
 	Ref       string `json:"ref"`
 	ItemID    string `json:"item_id"`
 	MediaType string `json:"media_type"`
 	Bytes     int    `json:"bytes"`
 	Lines     int    `json:"lines"`
-	Content   string `json:"content"`
+	// Summary is what stands for the text in the pack.
+	Summary string `json:"summary"`
 }
 
 // ArtifactRef names the artifact of a tool result's text: "sha256:" and
@@ -85,37 +87,48 @@ func (e badRefError) Error() string {
 
 func (e badRefError) Is(target error) bool { return target == ErrBadArtifactRef }
 
-// firewall stores an oversized tool result as an artifact and returns the
-// summary that stands in for it: a header with the artifact ref and size,
-// for JSON the shape (top-level keys and kinds, array lengths) and scalar
-// facts, then the first lines. The summary is cut to about half of maxChars
-// at a line boundary.
-func firewall(id, text string, maxChars int) (string, Artifact) {
-	lines := strings.Count(text, "\n") + 1
-	a := Artifact{Ref: ArtifactRef(text), ItemID: id, MediaType: "text/plain",
-		Bytes: len(text), Lines: lines, Content: text}
+// firewall makes the artifact of an oversized tool result and the summary
+// that stands for it (api.md §11.4): a header with the artifact's ref and
+// size; for JSON the shape (top-level keys and kinds, array lengths),
+// scalar facts, the kept paths and the first lines; for text the first and
+// last lines and the signal lines. The summary, keep lines aside, is cut
+// to about half of maxChars at a line boundary.
+func firewall(id, text string, maxChars int, keep []keepPath) Artifact {
+	lines := countLines(text)
+	a := Artifact{Ref: ArtifactRef(text), ItemID: id, MediaType: "text/plain", Bytes: len(text), Lines: lines}
 	out := []string{fmt.Sprintf("[%d bytes, %d lines; stored as artifact %s]", a.Bytes, lines, a.Ref)}
+	limit := max(maxChars/2, 200)
+	var kept []string
+	keepAt := -1
 	if shape, facts, ok := jsonSummary(text); ok {
 		a.MediaType = "application/json"
 		out = append(out, shape)
 		if len(facts) > 0 {
 			out = append(out, "facts: "+strings.Join(facts, "; "))
 		}
+		kept, keepAt = keepLines(text, keep), len(out)
+		out = append(out, "head:")
+		rest := text
+		for n := 0; n < headLines && rest != ""; n++ {
+			line, after, _ := strings.Cut(rest, "\n")
+			rest = after
+			out = append(out, "  "+textutil.CutRunes(strings.TrimRight(line, "\r"), headLineRunes, textutil.Ellipsis))
+		}
+	} else {
+		out = append(out, textSummary(text, lines, limit-utf8.RuneCountInString(out[0])-1)...)
 	}
-	out = append(out, "head:")
-	rest := text
-	for n := 0; n < headLines && rest != ""; n++ {
-		line, after, _ := strings.Cut(rest, "\n")
-		rest = after
-		out = append(out, "  "+textutil.CutRunes(strings.TrimRight(line, "\r"), headLineRunes, textutil.Ellipsis))
-	}
-	limit := max(maxChars/2, 200)
 	var b strings.Builder
-	used := 0
+	used, full := 0, false
 	for i, l := range out {
+		if i == keepAt {
+			for _, k := range kept {
+				b.WriteString("\n" + k)
+			}
+		}
 		n := utf8.RuneCountInString(l) + 1
-		if i > 0 && used+n > limit {
-			break
+		if full || (i > 0 && used+n > limit) {
+			full = true
+			continue
 		}
 		if i > 0 {
 			b.WriteByte('\n')
@@ -123,7 +136,8 @@ func firewall(id, text string, maxChars int) (string, Artifact) {
 		b.WriteString(l)
 		used += n
 	}
-	return b.String(), a
+	a.Summary = b.String()
+	return a
 }
 
 // longerThan reports whether s has more than n characters, counting only

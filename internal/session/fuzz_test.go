@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -72,4 +73,65 @@ func deep(s string) bool {
 		}
 	}
 	return m > maxJSONDepth
+}
+
+// FuzzDrillText: the lines and grep views never panic, refuse only with a
+// DrillError, and keep their bounds: a lines answer is the range it names,
+// within the text and the bounds, with next right after it; a grep answer
+// lists matching lines in order, no more than it counts.
+func FuzzDrillText(f *testing.F) {
+	f.Add("a\nb\nc\n", "b", -2, 0, false, 1)
+	f.Add("x\r\n\r\ny ERROR\n", "(?i)error|^$", 1, -1, false, 0)
+	f.Add("no break", "(?s)o.*k", 0, 5, true, 10)
+	f.Add("é\n\xff\n", "\\x{FFFD}", -9, 9, false, 3)
+	f.Fuzz(func(t *testing.T, text, pattern string, from, to int, literal bool, context int) {
+		lines := countLines(text)
+		req := DrillRequest{View: ViewLines}
+		if from != 0 {
+			req.From = &from
+		}
+		if to != 0 {
+			req.To = &to
+		}
+		d, err := DrillDown("r", text, req)
+		var de *DrillError
+		switch {
+		case err != nil && !errors.As(err, &de):
+			t.Fatalf("lines: %T %v", err, err)
+		case err == nil:
+			size := 0
+			for _, l := range d.Content {
+				size += len(l)
+			}
+			if d.From < 1 || d.To > lines || d.To-d.From+1 != len(d.Content) || len(d.Content) > MaxDrillLines || (size > MaxDrillTextBytes && len(d.Content) > 1) {
+				t.Fatalf("lines %d–%d of %d, %d lines of %d bytes", d.From, d.To, lines, len(d.Content), size)
+			}
+			if d.Next != nil && (d.Next.From != d.To+1 || d.Next.To < d.Next.From || d.Next.To > lines) || d.Next == nil && d.To < lines && req.To == nil {
+				t.Fatalf("next %+v after %d–%d of %d", d.Next, d.From, d.To, lines)
+			}
+		}
+		g := DrillRequest{View: ViewGrep, Pattern: pattern, Literal: literal, Context: &context}
+		d, err = DrillDown("r", text, g)
+		if err != nil {
+			if !errors.As(err, &de) {
+				t.Fatalf("grep: %T %v", err, err)
+			}
+			return
+		}
+		if *d.TotalMatches < len(d.Matches) || len(d.Matches) > DefaultGrepMatches {
+			t.Fatalf("%d matches of %d", len(d.Matches), *d.TotalMatches)
+		}
+		// The count agrees with matching each line alone.
+		m, _ := newMatcher(pattern, literal)
+		var want []int
+		m.everyLine(text, 0, 1, func(line, _, _, _ int) { want = append(want, line) })
+		if *d.TotalMatches != len(want) || len(d.Matches) > 0 && d.Matches[0].Line != want[0] {
+			t.Fatalf("%d matches from line %v; line by line %d from %v", *d.TotalMatches, d.Matches, len(want), want)
+		}
+		for i, m := range d.Matches {
+			if m.Line < 1 || m.Line > lines || i > 0 && m.Line <= d.Matches[i-1].Line || len(m.Before) > context || len(m.After) > context {
+				t.Fatalf("match %d: %+v of %d lines", i, m, lines)
+			}
+		}
+	})
 }

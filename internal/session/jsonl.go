@@ -46,7 +46,7 @@ func ReadJSONL(name string, r io.Reader) (*Session, error) {
 			return nil, fmt.Errorf("%s:%d: more than one JSON value on the line", name, n)
 		}
 		isItem := l.ID != "" || l.Kind != "" || l.Text != "" || l.ParentID != "" || l.Sensitivity != "" ||
-			l.Tags != nil || l.Metadata != nil || l.TokenEstimate != 0
+			l.Tags != nil || l.Metadata != nil || l.TokenEstimate != 0 || l.Pinned
 		switch {
 		case l.Fact != nil && (l.Episode != nil || isItem), l.Episode != nil && isItem:
 			return nil, fmt.Errorf("%s:%d: a line holds one item, one fact or one episode", name, n)
@@ -104,7 +104,7 @@ func jsonError(err error) string {
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return fmt.Sprintf("%s: unknown field (an item has id, kind, text, parent_id, sensitivity, tags, metadata, token_estimate; or write {\"fact\": {\"key\", \"value\"}} or {\"episode\": {\"id\", \"text\"}})", strings.Trim(f, `"`))
+		return fmt.Sprintf("%s: unknown field (an item has id, kind, text, parent_id, sensitivity, tags, metadata, token_estimate, pinned; or write {\"fact\": {\"key\", \"value\"}} or {\"episode\": {\"id\", \"text\"}})", strings.Trim(f, `"`))
 	}
 	return "not a JSON object: " + strings.TrimPrefix(msg, "json: ")
 }

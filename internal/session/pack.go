@@ -10,6 +10,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/budget"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/secrets"
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
@@ -21,13 +22,17 @@ const (
 	PhaseCall      Phase = "call"
 	PhaseInterpret Phase = "interpret"
 	PhaseAnswer    Phase = "answer"
+	// PhaseHandoff is the pack another agent or a person takes the task
+	// over with (api.md §11.2).
+	PhaseHandoff Phase = "handoff"
 )
 
-// Phases lists the phases in pipeline order.
-var Phases = []Phase{PhaseRoute, PhaseCall, PhaseInterpret, PhaseAnswer}
+// Phases lists the phases in pipeline order: v1alpha1.PhaseNames, whose
+// default budgets are v1alpha1.DefaultPhaseBudgets (TestPhases).
+var Phases = []Phase{PhaseRoute, PhaseCall, PhaseInterpret, PhaseAnswer, PhaseHandoff}
 
-// defaultBudgets are the phase budgets in tokens, in the order of Phases.
-var defaultBudgets = [...]int{2000, 3000, 4000, 6000}
+// numPhases is len(Phases), for the arrays indexed by phase.
+const numPhases = 5
 
 // DefaultBudget is the default token budget of a phase (0 for an unknown
 // phase); a router's spec.phases may change it (Policy).
@@ -38,10 +43,11 @@ func ParsePhase(s string) (Phase, error) {
 	if slices.Contains(Phases, Phase(s)) {
 		return Phase(s), nil
 	}
-	return "", fmt.Errorf("unknown phase %q: want route, call, interpret or answer", s)
+	return "", fmt.Errorf("unknown phase %q: want route, call, interpret, answer or handoff", s)
 }
 
-// Defaults of Options.
+// Defaults of Options. DefaultDedupThreshold is
+// v1alpha1.DefaultSessionDedupThreshold's value (TestPolicy).
 const (
 	DefaultMemoryShare    = 0.25
 	DefaultDedupThreshold = 0.9
@@ -93,12 +99,13 @@ type priorityRow = [numWeights]float64
 
 // Kind priorities per phase (api.md §11.2), in the order of Phases: what a
 // call of that phase needs most weighs most.
-var kindWeights = [...]priorityRow{
+var kindWeights = [numPhases]priorityRow{
 	//  user  agent  call  result  doc  fact  plan  policy  episode
 	{1.0, 0.4, 0.3, 0.2, 0.2, 0.6, 0.9, 1.0, 0.5}, // route
 	{0.9, 0.5, 0.8, 0.7, 0.6, 0.6, 1.0, 1.0, 0.3}, // call
 	{0.8, 0.6, 0.9, 1.0, 0.7, 0.6, 0.8, 1.0, 0.3}, // interpret
 	{1.0, 0.8, 0.5, 0.7, 0.9, 0.7, 0.6, 1.0, 0.5}, // answer
+	{1.0, 0.7, 0.4, 0.6, 0.3, 0.9, 1.0, 1.0, 0.6}, // handoff
 }
 
 // Options of one pack.
@@ -108,7 +115,8 @@ type Options struct {
 	Query string
 	// Tags of the request; items carrying them rank higher.
 	Tags []string
-	// MaxTokens, when > 0, lowers the phase budget.
+	// MaxTokens, when > 0, is the budget: below the phase's, or above it
+	// up to the phase's ceiling (Policy.Limit).
 	MaxTokens int
 	// Access is the agent's merged permissions; its sensitivity floor
 	// applies to items. Nil is an agent no permission names under
@@ -123,6 +131,8 @@ type Options struct {
 	FirewallMaxChars int
 	// Knowledge are chunks of the query pipeline for Query, in its order.
 	Knowledge []engine.Chunk
+	// Explain lists the entries left out and why (Pack.DroppedItems).
+	Explain bool
 }
 
 // Pack is the context for one call.
@@ -137,7 +147,25 @@ type Pack struct {
 	Tools       []engine.ToolCard `json:"tools"`
 	Artifacts   []Artifact        `json:"artifacts"`
 	Stats       Stats             `json:"stats"`
+	// DroppedItems, with Options.Explain, are the candidates left out, in
+	// candidate order, at most MaxDroppedItems (then
+	// DroppedItemsTruncated); nil (absent from the JSON) without it.
+	DroppedItems          []DroppedItem `json:"dropped_items,omitzero"`
+	DroppedItemsTruncated bool          `json:"dropped_items_truncated,omitempty"`
 }
+
+// DroppedItem is a candidate left out of a pack, and why: Reason is one of
+// the reasons of Dropped (budget, policy, sensitivity, duplicate,
+// memory_cap, closure); Tokens what it takes in the pack.
+type DroppedItem struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
+	Tokens int    `json:"tokens"`
+}
+
+// MaxDroppedItems bounds Pack.DroppedItems.
+const MaxDroppedItems = 1000
 
 // Section is one rendered section of a pack; all five are always listed.
 type Section struct {
@@ -156,7 +184,9 @@ type PackItem struct {
 	// Score is the rank score (4 decimals); closure items keep their own.
 	Score float64 `json:"score"`
 	// Closure is set when a dependent item brought this one in.
-	Closure  bool   `json:"closure,omitempty"`
+	Closure bool `json:"closure,omitempty"`
+	// Pinned: the task, an item written pinned or a handoff pin.
+	Pinned   bool   `json:"pinned,omitempty"`
 	Redacted bool   `json:"redacted,omitempty"`
 	Artifact string `json:"artifact,omitempty"`
 }
@@ -171,21 +201,43 @@ type Stats struct {
 	Closures   int `json:"closures"`
 	Redacted   int `json:"redacted"`
 	Firewalled int `json:"firewalled"`
+	// Firewall accounts for the included results the firewall summarised.
+	Firewall FirewallStats `json:"firewall"`
+	// PinnedDropped counts pinned entries that did not fit the budget
+	// (counted in Dropped.Budget too).
+	PinnedDropped int `json:"pinned_dropped"`
+	// SecretsMasked counts the masks ([secret:RULE]) in the pack's text:
+	// secrets masked when their entries were written (api.md §11.10).
+	SecretsMasked int `json:"secrets_masked"`
 	// MemoryCap is the token cap of facts, memory_fact items and episodes.
 	MemoryCap     int            `json:"memory_cap"`
 	SectionTokens map[string]int `json:"section_tokens"`
 }
 
-// Dropped counts candidates left out, by reason.
+// FirewallStats: firewalled results included, the bytes of their texts and
+// the tokens their summaries saved (api.md §11.5).
+type FirewallStats struct {
+	Artifacts   int `json:"artifacts"`
+	Bytes       int `json:"bytes"`
+	TokensSaved int `json:"tokens_saved"`
+}
+
+// Dropped counts candidates left out, by reason (api.md §11.3): Policy,
+// of a kind the phase does not take or past its maxItemsPerKind; Closure,
+// a parent chain that holds an entry left out by policy.
 type Dropped struct {
 	Budget      int `json:"budget"`
 	MemoryCap   int `json:"memory_cap"`
 	Sensitivity int `json:"sensitivity"`
 	Duplicate   int `json:"duplicate"`
+	Policy      int `json:"policy"`
+	Closure     int `json:"closure"`
 }
 
 // Total is the sum of the reasons.
-func (d Dropped) Total() int { return d.Budget + d.MemoryCap + d.Sensitivity + d.Duplicate }
+func (d Dropped) Total() int {
+	return d.Budget + d.MemoryCap + d.Sensitivity + d.Duplicate + d.Policy + d.Closure
+}
 
 // Dedup reports near-duplicate removal.
 type Dedup struct {
@@ -203,12 +255,21 @@ const (
 	dropMemory
 	dropSensitivity
 	dropDuplicate
+	dropPolicy
+	dropClosure
 )
+
+// reasons name the outcomes of candidates left out, as Dropped's fields
+// and DroppedItem.Reason say them.
+var reasons = [...]string{dropBudget: "budget", dropMemory: "memory_cap", dropSensitivity: "sensitivity",
+	dropDuplicate: "duplicate", dropPolicy: "policy", dropClosure: "closure"}
 
 // node is one candidate: an item, a fact, an episode or a knowledge chunk.
 type node struct {
-	id       string
-	kind     string
+	id   string
+	kind string
+	// ekind indexes the entry kinds of spec.phases.*.kinds (entryKind).
+	ekind    entryKind
 	section  section
 	memory   bool // counts against the memory cap
 	parent   int32
@@ -220,18 +281,22 @@ type node struct {
 	artifact int32 // index into artifacts, or -1
 	outcome  outcome
 	closure  bool
+	pinned   bool
 }
 
 // Build makes the pack of a session for one phase. It validates the session
 // first; an invalid session is an *Error. Same input, same pack, byte for
 // byte: ties are broken by id.
 //
-// The steps: settle the options (init); make the candidates, each
-// under the agent's sensitivity floor, oversized tool results firewalled,
-// rendered and scored (addFacts, addEpisodes, addItems, then
-// dropLostChains for items whose parent chain lost an item to the floor,
-// then addKnowledge); fill the budget by score (fill: near-duplicates,
-// closures, the memory cap); count the outcomes and render (finish).
+// The steps: settle the options (init); make the candidates, each left out
+// when the phase does not take its kind, under the agent's sensitivity
+// floor, oversized tool results firewalled, rendered and scored (addFacts,
+// addEpisodes, addItems, then dropLostChains for items whose parent chain
+// lost an item to the floor, then addKnowledge); apply the phase's
+// per-kind limits (capKinds) and leave out what a chain left out by policy
+// cannot show (dropClosures); fill the budget, pins first, then by score
+// (fill: near-duplicates, closures, the memory cap); count the outcomes and
+// render (finish), listing what was left out when asked to explain.
 func Build(s *Session, opts Options) (*Pack, error) {
 	if err := Validate(s); err != nil {
 		return nil, err
@@ -245,6 +310,8 @@ func Build(s *Session, opts Options) (*Pack, error) {
 	b.addItems()
 	b.dropLostChains()
 	b.addKnowledge()
+	b.capKinds()
+	b.dropClosures()
 	b.fill()
 	return b.finish(), nil
 }
@@ -254,7 +321,9 @@ type packBuild struct {
 	s     *Session
 	opts  Options
 	phase Phase
-	// limit is the token budget: the phase's, lowered by MaxTokens.
+	pol   *Policy
+	pi    int // the phase's index in Phases
+	// limit is the token budget: the phase's, or MaxTokens (Policy.Limit).
 	limit    int
 	est      budget.Estimator
 	access   engine.Access
@@ -275,29 +344,28 @@ type packBuild struct {
 	query []uint32 // sorted term ids of the query
 	seen  []uint32 // per term id: the stamp of the last text that had it
 	stamp uint32
+	// relevanceByRef memoizes wholeRelevance by artifact ref.
+	relevanceByRef map[string]float64
+	// queryTerms are the query's terms by id (its ids are 0 to
+	// len(query)-1).
+	queryTerms []string
 }
 
-// init checks the options and settles their defaults: the phase's budget
-// under MaxTokens, the estimator, the access of an agent no permission
+// init checks the options and settles their defaults: the budget
+// (Policy.Limit), the estimator, the access of an agent no permission
 // names, the firewall bound, the phase's kind priorities.
 func (b *packBuild) init(s *Session, opts Options) error {
-	pi := slices.Index(Phases, opts.Phase)
-	if pi < 0 {
-		_, err := ParsePhase(string(opts.Phase))
-		return err
-	}
-	if opts.MaxTokens < 0 || opts.MaxTokens > MaxBudget {
-		return fmt.Errorf("max_tokens is %d; it must be between 0 and %d", opts.MaxTokens, MaxBudget)
-	}
 	pol := opts.Policy
 	if pol == nil {
 		pol = &defaultPolicy
 	}
-	*b = packBuild{s: s, opts: opts, phase: opts.Phase, limit: pol.budgets[pi], est: opts.Estimator,
-		maxChars: opts.FirewallMaxChars, weights: &pol.weights[pi], dict: map[string]uint32{}, words: map[string]int32{}}
-	if opts.MaxTokens > 0 {
-		b.limit = min(b.limit, opts.MaxTokens)
+	limit, err := pol.Limit(opts.Phase, opts.MaxTokens)
+	if err != nil {
+		return err
 	}
+	pi := slices.Index(Phases, opts.Phase)
+	*b = packBuild{s: s, opts: opts, phase: opts.Phase, pol: pol, pi: pi, limit: limit, est: opts.Estimator,
+		maxChars: opts.FirewallMaxChars, weights: &pol.weights[pi], dict: map[string]uint32{}, words: map[string]int32{}}
 	if b.est == nil {
 		b.est, _ = budget.New("")
 	}
@@ -310,6 +378,10 @@ func (b *packBuild) init(s *Session, opts Options) error {
 		b.maxChars = pol.firewallMaxChars
 	}
 	b.query = b.termIDs(opts.Query)
+	b.queryTerms = make([]string, len(b.query))
+	for t, id := range b.dict { // the query's terms only, so far
+		b.queryTerms[id] = t
+	}
 	b.nodes = make([]node, 0, len(s.Facts)+len(s.Episodes)+len(s.Items)+len(opts.Knowledge))
 	return nil
 }
@@ -335,7 +407,11 @@ func (b *packBuild) floor(n *node, sens v1alpha1.Sensitivity, text string) strin
 // addFacts makes the facts candidates: memory, under the memory_fact priority.
 func (b *packBuild) addFacts() {
 	for _, f := range b.s.Facts {
-		n := node{id: "fact:" + f.Key, kind: "fact", section: secFacts, memory: true, parent: -1, artifact: -1}
+		n := node{id: "fact:" + f.Key, kind: "fact", ekind: kindFact, section: secFacts, memory: true, parent: -1, artifact: -1}
+		if !b.admit(&n) {
+			b.leftOut(&n, func() string { return "- " + f.Key + ": " + f.Value + "\n" }, 0)
+			continue
+		}
 		v := b.floor(&n, "", f.Value)
 		n.line = "- " + f.Key + ": " + v + "\n"
 		b.score(&n, f.Key+" "+v, 1, b.weights[weightMemoryFact], 0, nil, 0)
@@ -346,7 +422,11 @@ func (b *packBuild) addFacts() {
 // addEpisodes makes the episodes candidates: memory, the later the more recent.
 func (b *packBuild) addEpisodes() {
 	for i, e := range b.s.Episodes {
-		n := node{id: "episode:" + e.ID, kind: "episode", section: secEpisodes, memory: true, parent: -1, artifact: -1}
+		n := node{id: "episode:" + e.ID, kind: "episode", ekind: weightEpisode, section: secEpisodes, memory: true, parent: -1, artifact: -1}
+		if !b.admit(&n) {
+			b.leftOut(&n, func() string { return "- " + e.Text + "\n" }, 0)
+			continue
+		}
 		text := b.floor(&n, "", e.Text)
 		n.line = "- " + text + "\n"
 		b.score(&n, text, float64(i+1)/float64(len(b.s.Episodes)), b.weights[weightEpisode], 0, nil, 0)
@@ -356,7 +436,9 @@ func (b *packBuild) addEpisodes() {
 
 // addItems makes the items candidates, in order, linked to their parents;
 // a tool result over the firewall bound (and shown) becomes its summary
-// and an artifact.
+// and an artifact. The task, items written pinned and the handoff's pins
+// are pinned (pinRule); in interpret and answer, evidence ranks as
+// evidenceRule says.
 func (b *packBuild) addItems() {
 	items := b.s.Items
 	b.firstItem = len(b.nodes)
@@ -364,52 +446,51 @@ func (b *packBuild) addItems() {
 	for i := range items {
 		pos[items[i].ID] = int32(b.firstItem + i)
 	}
+	pins := newPinRule(items, b.phase == PhaseHandoff)
+	ev := newEvidenceRule(items, b.phase)
 	for i := range items {
 		it := &items[i]
-		n := node{id: it.ID, kind: string(it.Kind), parent: -1, artifact: -1}
+		ki := slices.Index(Kinds, it.Kind)
+		n := node{id: it.ID, kind: string(it.Kind), ekind: entryKind(ki), parent: -1, artifact: -1}
 		if it.ParentID != "" {
 			n.parent = pos[it.ParentID]
 		}
+		recency := ev.recency(i, it.Kind)
+		if !b.admit(&n) {
+			b.leftOut(&n, func() string { _, line, _ := render(it.Kind, it.ID, it.Text); return line }, it.TokenEstimate)
+			continue
+		}
 		text := b.floor(&n, it.Sensitivity, it.Text)
+		relevance := 0.0
 		if !n.redacted && n.outcome == pending && it.Kind == KindToolResult && longerThan(text, b.maxChars) {
-			var a Artifact
-			text, a = firewall(it.ID, text, b.maxChars)
+			raw := text
+			var keep []keepPath
+			if len(b.pol.keep) > 0 {
+				var parent *Item
+				if n.parent >= 0 {
+					parent = &items[int(n.parent)-b.firstItem]
+				}
+				keep = b.pol.keepFor(toolName(it, parent))
+			}
+			a := firewall(it.ID, text, b.maxChars, keep)
+			text = a.Summary
 			n.artifact = int32(len(b.artifacts))
 			b.artifacts = append(b.artifacts, a)
+			if ev.on {
+				n.terms = b.termIDs(text)
+				relevance = b.wholeRelevance(a.Ref, raw, n.terms)
+			}
 		}
 		n.section, n.line, n.memory = render(it.Kind, it.ID, text)
-		b.score(&n, text, float64(i+1)/float64(len(items)), b.weights[slices.Index(Kinds, it.Kind)], it.TokenEstimate, it.Tags, 0)
+		n.pinned = pins.pinned(i, it, n.artifact >= 0)
+		b.score(&n, text, recency, b.weights[ki], it.TokenEstimate, it.Tags, relevance)
 		b.nodes = append(b.nodes, n)
 	}
 }
 
-// dropLostChains drops an item whose parent chain lost an item to the
-// floor: it cannot be shown without it. Parents may come after children,
-// so each chain is followed once: a settled item's verdict holds for every
-// child that reaches it.
-func (b *packBuild) dropLostChains() {
-	nodes := b.nodes
-	settled := make([]bool, len(nodes))
-	var chain []int32
-	for i := b.firstItem; i < len(nodes); i++ {
-		chain = chain[:0]
-		p := int32(i)
-		for p >= 0 && !settled[p] && nodes[p].outcome == pending {
-			chain = append(chain, p)
-			p = nodes[p].parent
-		}
-		lost := p >= 0 && nodes[p].outcome == dropSensitivity
-		for _, j := range chain {
-			settled[j] = true
-			if lost {
-				nodes[j].outcome = dropSensitivity
-			}
-		}
-	}
-}
-
 // addKnowledge makes the query's chunks candidates, under the doc_snippet
-// priority and their own relevance.
+// priority and their own relevance; the phase's kinds take them as
+// doc_snippet.
 func (b *packBuild) addKnowledge() {
 	for _, c := range b.opts.Knowledge {
 		id := "chunk:" + c.Source
@@ -422,7 +503,12 @@ func (b *packBuild) addKnowledge() {
 			head += ":" + c.Path
 		}
 		head += ")"
-		n := node{id: id, kind: "chunk", section: secKnowledge, parent: -1, artifact: -1, line: "[" + head + "]\n" + c.Content + "\n"}
+		n := node{id: id, kind: "chunk", ekind: weightDocSnippet, section: secKnowledge, parent: -1, artifact: -1, line: "[" + head + "]\n" + c.Content + "\n"}
+		if !b.admit(&n) {
+			line := n.line
+			b.leftOut(&n, func() string { return line }, 0)
+			continue
+		}
 		b.score(&n, c.Title+"\n"+c.Content, 0.5, b.weights[weightDocSnippet], 0, nil, c.RelevanceScore)
 		b.nodes = append(b.nodes, n)
 	}
@@ -448,6 +534,10 @@ func (b *packBuild) finish() *Pack {
 		pack.Sections = append(pack.Sections, Section{Name: sectionNames[sec], Tokens: tok, Items: counts[sec], Text: t})
 	}
 	pack.Text = text.String()
+	pack.Stats.SecretsMasked = secrets.CountMasks(pack.Text)
+	if b.opts.Explain {
+		pack.DroppedItems, pack.DroppedItemsTruncated = b.droppedItems()
+	}
 	return pack
 }
 
@@ -455,7 +545,7 @@ func (b *packBuild) finish() *Pack {
 // entries of each section and the bytes of their lines.
 func (b *packBuild) tally(st *Stats) (counts, size [numSections]int) {
 	st.Candidates = len(b.nodes)
-	st.Dedup.Threshold = DefaultDedupThreshold
+	st.Dedup.Threshold = b.pol.dedupThreshold
 	st.MemoryCap = b.memCap
 	st.SectionTokens = map[string]int{}
 	for _, name := range sectionNames {
@@ -476,12 +566,19 @@ func (b *packBuild) tally(st *Stats) (counts, size [numSections]int) {
 			}
 		case dropBudget:
 			st.Dropped.Budget++
+			if n.pinned {
+				st.PinnedDropped++
+			}
 		case dropMemory:
 			st.Dropped.MemoryCap++
 		case dropSensitivity:
 			st.Dropped.Sensitivity++
 		case dropDuplicate:
 			st.Dropped.Duplicate++
+		case dropPolicy:
+			st.Dropped.Policy++
+		case dropClosure:
+			st.Dropped.Closure++
 		}
 	}
 	st.Dedup.Removed = st.Dropped.Duplicate
@@ -503,12 +600,18 @@ func (b *packBuild) renderSection(pack *Pack, sec section, count, size int) stri
 			continue
 		}
 		sb.WriteString(n.line)
-		pi := PackItem{ID: n.id, Kind: n.kind, Section: sectionNames[sec], Tokens: n.tokens, Score: math.Round(n.score*1e4) / 1e4, Closure: n.closure, Redacted: n.redacted}
+		pi := PackItem{ID: n.id, Kind: n.kind, Section: sectionNames[sec], Tokens: n.tokens, Score: math.Round(n.score*1e4) / 1e4, Closure: n.closure, Pinned: n.pinned, Redacted: n.redacted}
 		if n.artifact >= 0 {
 			a := b.artifacts[n.artifact]
 			pi.Artifact = a.Ref
 			pack.Artifacts = append(pack.Artifacts, a)
 			pack.Stats.Firewalled++
+			fw := &pack.Stats.Firewall
+			fw.Artifacts++
+			fw.Bytes += a.Bytes
+			// The text and the rest of its line are counted apart: the
+			// line would be a copy of the text.
+			fw.TokensSaved += b.est.Count(b.s.Items[i-b.firstItem].Text) + b.est.Count("tool result "+n.id+": \n") - b.est.Count(n.line)
 		}
 		pack.Items = append(pack.Items, pi)
 	}
@@ -543,20 +646,7 @@ func (b *packBuild) termIDs(s string) []uint32 {
 	b.stamp++
 	var ids []uint32
 	tokenize.EachWord(s, func(w []byte) {
-		wid, cached := b.words[string(w)]
-		if !cached {
-			wid = -1
-			if t, ok := tokenize.Term(string(w)); ok {
-				id, known := b.dict[t]
-				if !known {
-					id = uint32(len(b.dict))
-					b.dict[t] = id
-					b.seen = append(b.seen, 0)
-				}
-				wid = int32(id)
-			}
-			b.words[string(w)] = wid
-		}
+		wid := b.termID(w)
 		if wid < 0 {
 			return
 		}
@@ -570,13 +660,111 @@ func (b *packBuild) termIDs(s string) []uint32 {
 	return ids
 }
 
+// termID is the term id of a lower-cased word, -1 when it is not a term
+// (cached per pack).
+func (b *packBuild) termID(w []byte) int32 {
+	wid, cached := b.words[string(w)]
+	if !cached {
+		wid = -1
+		if t, ok := tokenize.Term(string(w)); ok {
+			id, known := b.dict[t]
+			if !known {
+				id = uint32(len(b.dict))
+				b.dict[t] = id
+				b.seen = append(b.seen, 0)
+			}
+			wid = int32(id)
+		}
+		b.words[string(w)] = wid
+	}
+	return wid
+}
+
+// wholeRelevance is relevance of the text of artifact ref shown as the
+// summary of term ids shown, computed once per pack for each content (an
+// agent that polls a tool gets the same result again).
+func (b *packBuild) wholeRelevance(ref, text string, shown []uint32) float64 {
+	if r, ok := b.relevanceByRef[ref]; ok {
+		return r
+	}
+	if b.relevanceByRef == nil {
+		b.relevanceByRef = map[string]float64{}
+	}
+	r := b.relevance(text, shown)
+	b.relevanceByRef[ref] = r
+	return r
+}
+
+// relevance is the share of the query's terms that a text the pack does
+// not show whole (a firewalled result) holds, in itself or in what the
+// pack shows of it (the sorted term ids shown). The text is scanned only
+// for the terms shown lacks, and only their words are built (a term starts
+// with its word's first byte, TestTermFirstByte); it stops once every
+// term is found. The query's terms are the pack's first ids (init).
+func (b *packBuild) relevance(s string, shown []uint32) float64 {
+	k := len(b.query)
+	if k == 0 {
+		return 0
+	}
+	b.stamp++
+	found := 0
+	for _, id := range shown {
+		if int(id) >= k {
+			break
+		}
+		b.seen[id] = b.stamp
+		found++
+	}
+	if found == k {
+		return 1
+	}
+	var first [256]bool
+	for id, t := range b.queryTerms {
+		if b.seen[id] != b.stamp {
+			first[t[0]] = true
+		}
+	}
+	tokenize.EachWordStarting(s, &first, func(w []byte) {
+		if found == k {
+			return
+		}
+		id := int32(-1)
+		if verbatim(w) {
+			// Its own term: looked up, not cached, so the numbers of a
+			// long result cost no allocation.
+			if v, ok := b.dict[string(w)]; ok {
+				id = int32(v)
+			}
+		} else {
+			id = b.termID(w)
+		}
+		if id >= 0 && int(id) < k && b.seen[id] != b.stamp {
+			b.seen[id] = b.stamp
+			found++
+		}
+	})
+	return float64(found) / float64(k)
+}
+
+// verbatim reports whether a lower-cased word is its own term: it holds a
+// byte outside a-z (a number, a mixed token), which tokenize.Term neither
+// stems nor drops as a stopword (TestVerbatimTerms).
+func verbatim(w []byte) bool {
+	for _, c := range w {
+		if c < 'a' || c > 'z' {
+			return true
+		}
+	}
+	return false
+}
+
 // score counts a node's tokens and scores it: the kind's weight for the
 // phase times a mix of recency, relevance to the query (the share of query
 // terms it holds; given for chunks), tag match and a constant, discounted by
 // its share of the budget so one huge entry does not beat several useful ones.
 func (b *packBuild) score(n *node, text string, recency, weight float64, tokenEstimate int, tags []string, relevance float64) {
-	n.tokens = max(b.est.Count(n.line), tokenEstimate)
-	if !n.redacted && n.outcome == pending {
+	b.count(n, tokenEstimate)
+	if !n.redacted && n.outcome == pending && n.terms == nil {
 		n.terms = b.termIDs(text)
 	}
 	if len(b.query) > 0 && relevance == 0 {
@@ -596,10 +784,18 @@ func (b *packBuild) score(n *node, text string, recency, weight float64, tokenEs
 	n.score = weight * (0.1 + 0.35*recency + 0.4*relevance + 0.15*tag) * cost
 }
 
-// fill takes candidates by score (ties by id) into the budget. A candidate
-// comes with its parent chain (the closure): all of it fits, or none. A
-// near-duplicate of an included entry is dropped; memory entries share a
-// cap. Section headings are paid for when a section opens.
+// count sets a node's tokens: its rendered line, at least the caller's
+// estimate.
+func (b *packBuild) count(n *node, tokenEstimate int) {
+	n.tokens = max(b.est.Count(n.line), tokenEstimate)
+}
+
+// fill takes the pinned candidates, then the others by score (ties by
+// id), into the budget. A candidate comes with its parent chain (the
+// closure): all of it fits, or none. A near-duplicate of an included entry
+// is dropped; memory entries share a cap. Pins are exempt from both (their
+// memory counts toward the cap). Section headings are paid for when a
+// section opens.
 func (b *packBuild) fill() {
 	nodes := b.nodes
 	b.memCap = int(float64(b.limit) * DefaultMemoryShare)
@@ -609,14 +805,14 @@ func (b *packBuild) fill() {
 	}
 	var open [numSections]bool
 	remaining, memUsed := b.limit, 0
-	dedup := index.NewNearDuplicates(DefaultDedupThreshold)
+	dedup := index.NewNearDuplicates(b.pol.dedupThreshold)
 	var group []int32
-	for _, i := range b.byScore() {
+	for _, i := range b.byRank() {
 		n := &nodes[i]
 		if n.outcome == included {
 			continue // a dependent brought it in already
 		}
-		if !n.redacted && dedup.Duplicate(n.terms) {
+		if !n.pinned && !n.redacted && dedup.Duplicate(n.terms) {
 			n.outcome = dropDuplicate
 			continue
 		}
@@ -635,7 +831,7 @@ func (b *packBuild) fill() {
 				cost += headings[m.section]
 			}
 		}
-		if mem > 0 && memUsed+mem > b.memCap {
+		if !n.pinned && mem > 0 && memUsed+mem > b.memCap {
 			n.outcome = dropMemory
 			continue
 		}
@@ -657,28 +853,38 @@ func (b *packBuild) fill() {
 	}
 }
 
-// byScore is the pending candidates, best first; equal scores by id, then
-// by position.
-func (b *packBuild) byScore() []int32 {
-	nodes := b.nodes
-	order := make([]int32, 0, len(nodes))
-	for i := range nodes {
-		if nodes[i].outcome == pending {
+// byRank is the pending candidates in the order fill takes them.
+func (b *packBuild) byRank() []int32 {
+	order := make([]int32, 0, len(b.nodes))
+	for i := range b.nodes {
+		if b.nodes[i].outcome == pending {
 			order = append(order, int32(i))
 		}
 	}
-	slices.SortFunc(order, func(x, y int32) int {
-		a, c := &nodes[x], &nodes[y]
-		if a.score != c.score {
-			if a.score > c.score {
-				return -1
-			}
-			return 1
-		}
-		if d := strings.Compare(a.id, c.id); d != 0 {
-			return d
-		}
-		return int(x - y)
-	})
+	slices.SortFunc(order, b.rank)
 	return order
+}
+
+// rank orders candidates x and y: pinned ones first, in session order;
+// then by score, best first; equal scores by id, then by position.
+func (b *packBuild) rank(x, y int32) int {
+	a, c := &b.nodes[x], &b.nodes[y]
+	switch {
+	case a.pinned != c.pinned:
+		if a.pinned {
+			return -1
+		}
+		return 1
+	case a.pinned:
+		return int(x - y)
+	case a.score != c.score:
+		if a.score > c.score {
+			return -1
+		}
+		return 1
+	}
+	if d := strings.Compare(a.id, c.id); d != 0 {
+		return d
+	}
+	return int(x - y)
 }

@@ -10,11 +10,15 @@ import (
 // Request asks a compiled router for the pack of a session: what the CLI's
 // `session build`, the HTTP API and the Go API send.
 type Request struct {
-	Phase     Phase
-	Query     string
-	Agent     string
-	Tags      []string
+	Phase Phase
+	Query string
+	Agent string
+	Tags  []string
+	// MaxTokens, when > 0, is the budget: lower than the phase's, or higher
+	// up to its ceiling (Policy.Limit; above it BuildFor refuses).
 	MaxTokens int
+	// Explain lists the entries left out and why (Pack.DroppedItems).
+	Explain bool
 	// Policy is the router's (NewPolicy of the snapshot's spec); nil:
 	// BuildFor makes it. Callers that serve many packs from one snapshot
 	// make it once.
@@ -22,18 +26,18 @@ type Request struct {
 }
 
 // QueryRequest is the query a pack request runs for its knowledge: the
-// question for the agent, bounded by the phase budget (the policy's, or the
-// default).
+// question for the agent, bounded by the pack's budget (Policy.Limit of the
+// policy, or of the defaults; the phase's budget if MaxTokens is refused).
 func (r *Request) QueryRequest() engine.Request {
-	budget := DefaultBudget(r.Phase)
-	if r.Policy != nil {
-		budget = r.Policy.Budget(r.Phase)
+	pol := r.Policy
+	if pol == nil {
+		pol = &defaultPolicy
 	}
-	q := engine.Request{Text: r.Query, Agent: r.Agent, Tags: r.Tags, MaxTokens: budget}
-	if r.MaxTokens > 0 {
-		q.MaxTokens = min(q.MaxTokens, r.MaxTokens)
+	budget, err := pol.Limit(r.Phase, r.MaxTokens)
+	if err != nil {
+		budget = pol.Budget(r.Phase)
 	}
-	return q
+	return engine.Request{Text: r.Query, Agent: r.Agent, Tags: r.Tags, MaxTokens: budget}
 }
 
 // QueryError is a failure of the query a pack request ran (a timeout, a
@@ -62,9 +66,13 @@ func BuildFor(ctx context.Context, snap *engine.Snapshot, s *Session, req Reques
 		}
 		req.Policy = p
 	}
+	// A budget past the ceiling must not cost a query either.
+	if _, err := req.Policy.Limit(req.Phase, req.MaxTokens); err != nil {
+		return nil, nil, err
+	}
 	access := snap.AccessFor(req.Agent)
 	opts := Options{Phase: req.Phase, Query: req.Query, Tags: req.Tags, MaxTokens: req.MaxTokens,
-		Access: &access, Estimator: snap.Estimator(), Policy: req.Policy}
+		Access: &access, Estimator: snap.Estimator(), Policy: req.Policy, Explain: req.Explain}
 	var resp *engine.Response
 	if req.Query != "" {
 		// Check the session first: a bad one must not cost a query.

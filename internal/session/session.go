@@ -50,6 +50,10 @@ type Item struct {
 	// TokenEstimate is the caller's count; a pack counts the item at least
 	// at the router's own estimate, so a low value never overfills it.
 	TokenEstimate int `json:"token_estimate,omitempty"`
+	// Pinned keeps the item in every phase that takes its kind, before any
+	// scored entry (api.md §11.3). The session's first user_turn, its task,
+	// is pinned whatever this says.
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // Fact is one remembered key → value.

@@ -257,7 +257,7 @@ func TestFirewall(t *testing.T) {
 	}{
 		{"10 kB JSON", j, 0, []string{"JSON object with 4 keys", "invoices (array of 200)", "page (object of 2 keys)", "facts: count = 200; status = ok", "stored as artifact sha256:"}, "application/json"},
 		{"JSON array", "[" + strings.Repeat(`{"a":1,"b":[1,2]},`, 300) + `{"a":2,"b":[]}]`, 0, []string{"JSON array of 301 elements, the first object of 2 keys"}, "application/json"},
-		{"plain text", plain, 0, []string{"4000 bytes, 201 lines", "head:\n  log line with words\n  log line with words"}, "text/plain"},
+		{"plain text", plain, 0, []string{"4000 bytes, 200 lines", "head:\n  L1: log line with words\n  L2: log line with words\n  L3: log line with words\ntail:\n  L198: log line with words\n  L199: log line with words\n  L200: log line with words\n\n"}, "text/plain"},
 		{"broken JSON is text", `{"a": [1, 2` + strings.Repeat(" ", 3000), 0, []string{"head:"}, "text/plain"},
 		{"under the limit", `{"a": 1}`, 0, []string{`{"a": 1}`}, ""},
 		{"lower maxChars", `{"status":"ok","n":12345}`, 10, []string{"facts: status = ok; n = 12345"}, "application/json"},
@@ -282,8 +282,11 @@ func TestFirewall(t *testing.T) {
 			}
 			a := p.Artifacts[0]
 			sum := sha256.Sum256([]byte(c.text))
-			if a.Content != c.text || a.Ref != "sha256:"+hex.EncodeToString(sum[:]) || a.MediaType != c.media || a.ItemID != "res" {
-				t.Errorf("artifact %s %s %s, content %d bytes", a.Ref, a.MediaType, a.ItemID, len(a.Content))
+			if a.Ref != "sha256:"+hex.EncodeToString(sum[:]) || a.MediaType != c.media || a.ItemID != "res" || a.Bytes != len(c.text) {
+				t.Errorf("artifact %s %s %s, %d bytes", a.Ref, a.MediaType, a.ItemID, a.Bytes)
+			}
+			if !strings.Contains(p.Text, "tool result res: "+a.Summary+"\n") || !strings.HasPrefix(a.Summary, "[") {
+				t.Errorf("the artifact's summary is not what stands for the result:\n%s\n---\n%s", a.Summary, p.Text)
 			}
 			if ids(p)["res"].Artifact != a.Ref {
 				t.Errorf("item does not name its artifact")
@@ -304,7 +307,7 @@ func TestBudgetAndMemoryCap(t *testing.T) {
 		s.Facts = append(s.Facts, session.Fact{Key: fmt.Sprint("fact", i), Value: strings.Repeat(fmt.Sprint("value", i, " "), 10)})
 		s.Episodes = append(s.Episodes, session.Episode{ID: fmt.Sprint("e", i), Text: strings.Repeat(fmt.Sprint("episode", i, " "), 12)})
 	}
-	for _, estName := range []v1alpha1.TokenEstimator{v1alpha1.EstimatorCharsDiv4, v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace} {
+	for _, estName := range v1alpha1.TokenEstimators() {
 		est, _ := budget.New(estName)
 		for _, ph := range session.Phases {
 			for _, mt := range []int{0, 37, 400, 1500} {
@@ -450,14 +453,15 @@ func TestReadJSONL(t *testing.T) {
 	good := `{"fact": {"key": "customer", "value": "ACME"}}
 
 {"episode": {"id": "e1", "text": "asked about invoices"}}
-{"id": "c1", "kind": "tool_call", "text": "invoices.list()"}
+{"id": "c1", "kind": "tool_call", "text": "invoices.list()", "pinned": true}
 {"id": "r1", "kind": "tool_result", "parent_id": "c1", "text": "[]", "tags": ["billing"], "metadata": {"tool": "invoices"}, "token_estimate": 3}
 `
 	s, err := session.ReadJSONL("s.jsonl", strings.NewReader(good))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Items) != 2 || len(s.Facts) != 1 || len(s.Episodes) != 1 || s.Items[1].ParentID != "c1" || s.Items[1].Metadata["tool"] != "invoices" {
+	if len(s.Items) != 2 || len(s.Facts) != 1 || len(s.Episodes) != 1 || s.Items[1].ParentID != "c1" || s.Items[1].Metadata["tool"] != "invoices" ||
+		!s.Items[0].Pinned || s.Items[1].Pinned {
 		t.Fatalf("read %+v", s)
 	}
 	cases := []struct {
@@ -471,6 +475,7 @@ func TestReadJSONL(t *testing.T) {
 		{"not JSON", `{"id":`, "s.jsonl:1: not a JSON object"},
 		{"two values", `{"id":"a","kind":"user_turn"} {}`, "s.jsonl:1: more than one JSON value"},
 		{"fact and item", `{"id":"a","kind":"user_turn","fact":{"key":"k"}}`, "s.jsonl:1: a line holds one item, one fact or one episode"},
+		{"fact and a pin", `{"pinned":true,"fact":{"key":"k"}}`, "s.jsonl:1: a line holds one item, one fact or one episode"},
 		{"bad fact", "{\"id\":\"a\",\"kind\":\"user_turn\"}\n{\"fact\":{\"value\":\"v\"}}", "s.jsonl:2: fact.key: 0 bytes"},
 		{"line too long", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", session.MaxLineBytes) + `"}`, fmt.Sprintf("s.jsonl:1: line longer than %d bytes", session.MaxLineBytes)},
 		{"text past the item limit", `{"id":"a","kind":"user_turn","text":"` + strings.Repeat("x", session.MaxItemBytes+1) + `"}`, "s.jsonl:1: text: 262145 bytes"},
@@ -506,9 +511,25 @@ func TestBenchSessionShape(t *testing.T) {
 
 func BenchmarkBuild200(b *testing.B) {
 	s := sessiontest.Bench()
-	for _, ph := range []session.Phase{session.PhaseRoute, session.PhaseAnswer} {
-		b.Run(string(ph), func(b *testing.B) {
-			o := session.Options{Phase: ph, Query: "invoice status", Tags: []string{"billing"}}
+	// answer-deep: the 10 oversized results differ (a trailing space
+	// each) and the query names an invoice only their last rows hold, so
+	// the answer phase reads each one's whole text for its relevance
+	// (api.md §11.3 step 6): the most that rule costs.
+	distinct := sessiontest.Bench()
+	for i, it := range distinct.Items {
+		if len(it.Text) > session.DefaultFirewallMaxChars {
+			distinct.Items[i].Text += strings.Repeat(" ", i)
+		}
+	}
+	for _, c := range []struct {
+		name, query string
+		ph          session.Phase
+		s           *session.Session
+	}{{"route", "invoice status", session.PhaseRoute, s}, {"answer", "invoice status", session.PhaseAnswer, s},
+		{"answer-deep", "invoice 0199 status", session.PhaseAnswer, distinct}} {
+		ph, s, query := c.ph, c.s, c.query
+		b.Run(c.name, func(b *testing.B) {
+			o := session.Options{Phase: ph, Query: query, Tags: []string{"billing"}}
 			b.ReportAllocs()
 			var took []time.Duration
 			for b.Loop() {

@@ -55,7 +55,7 @@ func FuzzSplitDocument(f *testing.F) {
 	f.Add("# T\n\n```\n## not a heading\n\n```\n## A ##\nx\r\ny\r\n", uint16(0), uint8(1))
 	f.Add("\ufeff## \n"+strings.Repeat("word ", 200)+"\n\n"+strings.Repeat("x", 300), uint16(16), uint8(4))
 
-	estimators := []v1alpha1.TokenEstimator{"", v1alpha1.EstimatorWords, v1alpha1.EstimatorWhitespace}
+	estimators := append([]v1alpha1.TokenEstimator{""}, v1alpha1.TokenEstimators()...)
 	f.Fuzz(func(t *testing.T, content string, maxTokens uint16, mode uint8) {
 		opts := ChunkOptions{Strategy: v1alpha1.ChunkingMarkdownSections}
 		if mode&1 == 1 {

@@ -58,6 +58,69 @@ func EachWord(s string, fn func(word []byte)) {
 	}
 }
 
+// EachWordStarting calls fn, as EachWord does, with the words of s whose
+// lower-cased first byte first marks; the others are passed over without
+// being built. A caller that looks for a few terms in a long text (a term
+// starts with its word's first byte) skips most of it cheaply.
+func EachWordStarting(s string, first *[256]bool, fn func(word []byte)) {
+	var buf [64]byte
+	w := buf[:0]
+	for i := 0; i < len(s); {
+		// The next word's first rune, lower-cased, and where it starts.
+		start, lead := i, byte(0)
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+				lead = c
+			case c >= 'A' && c <= 'Z':
+				lead = c + 'a' - 'A'
+			default:
+				continue
+			}
+		} else {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+			if !IsWordRune(r) {
+				continue
+			}
+			var enc [utf8.UTFMax]byte
+			utf8.EncodeRune(enc[:], unicode.ToLower(r))
+			lead = enc[0]
+		}
+		for i < len(s) {
+			if c := s[i]; c < utf8.RuneSelf {
+				if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+					break
+				}
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if !IsWordRune(r) {
+				break
+			}
+			i += size
+		}
+		if first[lead] {
+			// Lower-cased as EachWord does (TestEachWordStarting).
+			w = w[:0]
+			for _, r := range s[start:i] {
+				if r < utf8.RuneSelf {
+					if r >= 'A' && r <= 'Z' {
+						r += 'a' - 'A'
+					}
+					w = append(w, byte(r))
+				} else {
+					w = utf8.AppendRune(w, unicode.ToLower(r))
+				}
+			}
+			fn(w)
+		}
+	}
+}
+
 // stopwords are dropped from scored text and queries. Kept short on purpose
 // (a longer list did not help on the SciFact train split), and without "not",
 // which carries meaning in policies and claims.

@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -98,5 +99,36 @@ func BenchmarkTerms(b *testing.B) {
 	var dst []string
 	for b.Loop() {
 		dst = Terms(dst[:0], text)
+	}
+}
+
+// EachWordStarting yields exactly EachWord's words whose first byte is
+// marked, on ASCII, mixed case, digits and other scripts.
+func TestEachWordStarting(t *testing.T) {
+	texts := []string{
+		"",
+		"ERROR deploy aborted: migration 0042_add failed; caused by Lock-wait",
+		"Ärger über Éclairs, ÉTÉ été; Ωmega ωmega σς İstanbul",
+		"日本語のテキスト and x86-64 v2.1 café\u0301 naïve",
+		"  --  ,, ",
+		"trailing word",
+	}
+	for _, marks := range []string{"eacl", "0xv", "\xc3\xcf\xe6", "abcdefghijklmnopqrstuvwxyz0123456789"} {
+		var first [256]bool
+		for i := 0; i < len(marks); i++ {
+			first[marks[i]] = true
+		}
+		for _, s := range texts {
+			var want, got []string
+			EachWord(s, func(w []byte) {
+				if first[w[0]] {
+					want = append(want, string(w))
+				}
+			})
+			EachWordStarting(s, &first, func(w []byte) { got = append(got, string(w)) })
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("marks %q, %q: got %q, want %q", marks, s, got, want)
+			}
+		}
 	}
 }

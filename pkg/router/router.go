@@ -54,11 +54,17 @@ type (
 )
 
 // PackRequest asks for the pack of a session for one phase of an agent's
-// loop: route, call, interpret or answer (docs/api.md §11.2).
+// loop: route, call, interpret, answer or handoff (docs/api.md §11.2).
+// MaxTokens sets the pack's budget (up to the phase's maxBudget); Explain
+// lists the entries left out and why (Pack.DroppedItems).
 type PackRequest = session.Request
 
 // Pack is the context of one LLM call of a session (docs/api.md §11.5).
 type Pack = session.Pack
+
+// DroppedItem is an entry a pack left out, and why (Pack.DroppedItems,
+// with PackRequest.Explain).
+type DroppedItem = session.DroppedItem
 
 // Phase is the kind of LLM call a pack is for.
 type Phase = session.Phase
@@ -69,6 +75,7 @@ const (
 	PhaseCall      = session.PhaseCall
 	PhaseInterpret = session.PhaseInterpret
 	PhaseAnswer    = session.PhaseAnswer
+	PhaseHandoff   = session.PhaseHandoff
 )
 
 // Options configure Load. The zero value works.
@@ -151,7 +158,18 @@ func (r *Router) FindTools(ctx context.Context, req Request) (*ToolsResponse, er
 // adds knowledge chunks (and tool cards in the route phase). An invalid
 // session is an error naming the entry and field.
 func (r *Router) BuildPack(ctx context.Context, s *Session, req PackRequest) (*Pack, error) {
-	pack, _, err := session.BuildFor(ctx, r.snap.Load(), s, req)
+	snap := r.snap.Load()
+	if req.Policy == nil {
+		pol, err := session.NewPolicy(snap.RouterSpec())
+		if err != nil {
+			return nil, err
+		}
+		req.Policy = pol
+	}
+	// The session enters whole: its secrets are masked as serve masks a
+	// write (spec.sessions.secrets), on a copy; s is not changed.
+	s, _ = session.MaskSessionSecrets(req.Policy.Secrets(), s)
+	pack, _, err := session.BuildFor(ctx, snap, s, req)
 	return pack, err
 }
 

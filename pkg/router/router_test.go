@@ -131,25 +131,43 @@ func TestBuildPackErrors(t *testing.T) {
 	}
 }
 
-// A router's spec.phases set its packs' budgets.
+// A router's spec.phases set its packs' budgets, ceilings and kinds;
+// Explain lists what was left out.
 func TestBuildPackPhases(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	write(t, dir, strings.NewReplacer("SEARCH_URL", "http://127.0.0.1:1/search",
-		"spec: {defaultAccess: Allow}", "spec: {defaultAccess: Allow, phases: {answer: {budget: 700}}}").Replace(manifests))
+		"spec: {defaultAccess: Allow}", "spec: {defaultAccess: Allow, phases: {answer: {budget: 700, maxBudget: 900}, route: {kinds: [user_turn]}}}").Replace(manifests))
 	r, err := router.Load(ctx, []string{dir}, router.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &router.Session{Items: []router.Item{{ID: "u1", Kind: "user_turn", Text: "When does the freeze start?"}}}
-	for ph, want := range map[router.Phase]int{router.PhaseAnswer: 700, router.PhaseRoute: 2000} {
-		pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: ph})
+	s := &router.Session{Items: []router.Item{{ID: "u1", Kind: "user_turn", Text: "When does the freeze start?"},
+		{ID: "a1", Kind: "agent_message", Text: "Let me check the calendar."}}}
+	for _, c := range []struct {
+		ph        router.Phase
+		maxTokens int
+		want      int
+	}{{router.PhaseAnswer, 0, 700}, {router.PhaseAnswer, 900, 900}, {router.PhaseRoute, 0, 2000}, {router.PhaseHandoff, 0, 4000}} {
+		pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: c.ph, MaxTokens: c.maxTokens})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pack.Budget != want {
-			t.Errorf("%s: budget %d, want %d", ph, pack.Budget, want)
+		if pack.Budget != c.want {
+			t.Errorf("%s: budget %d, want %d", c.ph, pack.Budget, c.want)
 		}
+	}
+	if _, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseAnswer, MaxTokens: 901}); err == nil ||
+		err.Error() != "max_tokens 901 is above the answer phase's ceiling 900 (spec.phases.answer.maxBudget)" {
+		t.Errorf("max_tokens past the ceiling: %v", err)
+	}
+	pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseRoute, Explain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pack.DroppedItems) != 1 || pack.DroppedItems[0] != (router.DroppedItem{ID: "a1", Kind: "agent_message", Reason: "policy", Tokens: pack.DroppedItems[0].Tokens}) ||
+		!pack.Items[0].Pinned {
+		t.Errorf("route with kinds [user_turn]: items %+v, dropped %+v", pack.Items, pack.DroppedItems)
 	}
 }
 
@@ -182,5 +200,53 @@ func TestFindToolsAndSources(t *testing.T) {
 	}
 	if s := byName["hr-docs"]; s.Chunks == 0 || s.Error != "" {
 		t.Errorf("hr-docs status = %+v, want its chunks", s)
+	}
+}
+
+// A router's spec.sessions.firewall.keep shows the kept paths in the
+// summaries of its packs, and a pack lists artifacts without their text.
+func TestBuildPackKeep(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write(t, dir, strings.NewReplacer("SEARCH_URL", "http://127.0.0.1:1/search",
+		"spec: {defaultAccess: Allow}", `spec: {defaultAccess: Allow, sessions: {firewall: {keep: [{tools: ["billing.*"], paths: [".state"]}]}}}`).Replace(manifests))
+	r, err := router.Load(ctx, []string{dir}, router.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := `{"state": "frozen", "rows": "` + strings.Repeat("r", 3000) + `"}`
+	s := &router.Session{Items: []router.Item{
+		{ID: "c1", Kind: "tool_call", Text: "billing.freeze_status()"},
+		{ID: "r1", Kind: "tool_result", ParentID: "c1", Text: result},
+	}}
+	pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseInterpret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pack.Artifacts) != 1 || !strings.Contains(pack.Artifacts[0].Summary, "\nkeep: .state = \"frozen\"\n") || strings.Contains(pack.Text, strings.Repeat("r", 200)) {
+		t.Errorf("pack without the kept path, or with the result's text:\n%s", pack.Text)
+	}
+}
+
+// BuildPack masks the secrets of the session it is given (the router's
+// spec.sessions.secrets, Mask by default) on a copy: the caller's session
+// keeps its text.
+func TestBuildPackMasksSecrets(t *testing.T) {
+	ctx := context.Background()
+	r, err := router.Load(ctx, []string{"../../examples/quickstart"}, router.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "AKIA" + "M2N4B6V8C1X3Z5L7"
+	s := &router.Session{Items: []router.Item{{ID: "u1", Kind: "user_turn", Text: "is " + key + " still valid?"}}}
+	pack, err := r.BuildPack(ctx, s, router.PackRequest{Phase: router.PhaseAnswer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(pack.Text, key) || !strings.Contains(pack.Text, "[secret:aws-access-key]") || pack.Stats.SecretsMasked != 1 {
+		t.Errorf("pack text %q, secrets_masked %d", pack.Text, pack.Stats.SecretsMasked)
+	}
+	if s.Items[0].Text != "is "+key+" still valid?" {
+		t.Errorf("BuildPack changed the caller's session: %q", s.Items[0].Text)
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // The embedded store's MaxBytes bounds the heap its sessions take, not the
-// bytes of their texts: an item of one character costs some 140 bytes of
+// bytes of their texts: an item of one character costs some 160 bytes of
 // heap (its struct in the session's slice, its strings), one with 32
 // metadata pairs 3 KiB (a Go map of 64 slots). Counting only the texts let a
 // store take 30 to 70 times its bound (issue 22). The estimate below follows

@@ -239,7 +239,7 @@ func TestMemStorePersistence(t *testing.T) {
 		}
 	}
 	must(m.Append(ctx, "s1", "hr", delta(session.Item{ID: "c1", Kind: session.KindToolCall, Text: "f()"})))
-	must(m.Append(ctx, "s1", "hr", delta(session.Item{ID: "r1", Kind: session.KindToolResult, ParentID: "c1", Text: bigResult, Tags: []string{"t"}, Metadata: map[string]string{"k": "v"}})))
+	must(m.Append(ctx, "s1", "hr", delta(session.Item{ID: "r1", Kind: session.KindToolResult, ParentID: "c1", Text: bigResult, Tags: []string{"t"}, Metadata: map[string]string{"k": "v"}, Pinned: true})))
 	must(m.Append(ctx, "s1", "hr", session.Delta{Facts: []session.Fact{{Key: "k", Value: "1"}}}))
 	must(m.Append(ctx, "s1", "hr", session.Delta{Facts: []session.Fact{{Key: "k", Value: "2"}}, Episodes: []session.Episode{{ID: "e", Text: "t"}}}))
 	must(m.Append(ctx, "gone", "hr", delta(session.Item{ID: "u", Kind: session.KindUserTurn})))
@@ -273,6 +273,9 @@ func TestMemStorePersistence(t *testing.T) {
 	}
 	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("reopened:\n%+v\nwant\n%+v", got, want)
+	}
+	if !got.Items[1].Pinned {
+		t.Fatal("the item written pinned lost its pin in the file")
 	}
 	if _, err := m2.Load(ctx, "gone", "hr"); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("a deleted session came back: %v", err)

@@ -14,6 +14,7 @@ func FuzzItemRecord(f *testing.F) {
 		{ID: "r1", Kind: session.KindToolResult, ParentID: "c1", Sensitivity: "Restricted", Text: `{"a": 1}`,
 			Tags: []string{"x"}, Metadata: map[string]string{"k": "v", "a": "b"}, TokenEstimate: 7},
 		{ID: "u", Kind: session.KindUserTurn},
+		{ID: "p", Kind: session.KindPlanState, Pinned: true},
 	} {
 		f.Add(encodeItem(&it))
 	}

@@ -506,12 +506,21 @@ func encodeItem(it *session.Item) string {
 	}
 	b := make([]byte, 0, n)
 	str := func(s string) { b = append(binary.AppendUvarint(b, uint64(len(s))), s...) }
-	b = append(b, itemFormat)
+	// An item without flags keeps the first format, which replicas of
+	// earlier versions read during a rolling upgrade.
+	format := byte(itemFormat)
+	if it.Pinned {
+		format = itemFormatFlags
+	}
+	b = append(b, format)
 	str(it.ID)
 	str(string(it.Kind))
 	str(it.ParentID)
 	str(string(it.Sensitivity))
 	b = binary.AppendUvarint(b, uint64(it.TokenEstimate))
+	if format == itemFormatFlags {
+		b = binary.AppendUvarint(b, flagPinned)
+	}
 	b = binary.AppendUvarint(b, uint64(len(it.Tags)))
 	for _, t := range it.Tags {
 		str(t)
@@ -528,10 +537,17 @@ func encodeItem(it *session.Item) string {
 // read older items by it.
 const itemFormat = 1
 
+// itemFormatFlags is the first format and a uvarint of flags after the
+// token estimate (flagPinned).
+const (
+	itemFormatFlags = 2
+	flagPinned      = 1
+)
+
 var errShort = errors.New("truncated")
 
 func decodeItem(raw string, it *session.Item) error {
-	if raw == "" || raw[0] != itemFormat {
+	if raw == "" || raw[0] != itemFormat && raw[0] != itemFormatFlags {
 		return errors.New("unknown format")
 	}
 	p := 1
@@ -566,6 +582,13 @@ func decodeItem(raw string, it *session.Item) error {
 		return errShort
 	}
 	it.TokenEstimate = int(est)
+	if raw[0] == itemFormatFlags {
+		flags, err := num()
+		if err != nil || flags&^flagPinned != 0 {
+			return errShort
+		}
+		it.Pinned = flags&flagPinned != 0
+	}
 	n, err := num()
 	if err != nil || n > session.MaxTags {
 		return errShort

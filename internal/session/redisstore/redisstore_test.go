@@ -552,8 +552,8 @@ func BenchmarkLoadBuild(b *testing.B) {
 // is an error, never a panic or a wrong item.
 func TestItemEncoding(t *testing.T) {
 	full := session.Item{ID: "r1", Kind: session.KindToolResult, ParentID: "c1", Sensitivity: "Restricted", Text: "a\nb\x00c é",
-		Tags: []string{"x", "y"}, Metadata: map[string]string{"b": "2", "a": "1"}, TokenEstimate: 300}
-	for _, it := range []session.Item{full, {ID: "u", Kind: session.KindUserTurn}} {
+		Tags: []string{"x", "y"}, Metadata: map[string]string{"b": "2", "a": "1"}, TokenEstimate: 300, Pinned: true}
+	for _, it := range []session.Item{full, {ID: "u", Kind: session.KindUserTurn}, {ID: "p", Kind: session.KindPlanState, Pinned: true}} {
 		raw := encodeItem(&it)
 		var got session.Item
 		if err := decodeItem(raw, &got); err != nil || !storetest.Equal(&session.Session{Items: []session.Item{got}}, &session.Session{Items: []session.Item{it}}) {
@@ -572,6 +572,20 @@ func TestItemEncoding(t *testing.T) {
 	var got session.Item
 	if err := decodeItem(`{"id":"x"}`, &got); err == nil {
 		t.Error("JSON decoded as an item")
+	}
+	// An item without flags keeps the first format (earlier versions read
+	// it); a pinned one has the flags, and unknown flags are refused.
+	plain := full
+	plain.Pinned = false
+	if raw := encodeItem(&plain); raw[0] != itemFormat {
+		t.Errorf("an unpinned item is encoded in format %d, want %d", raw[0], itemFormat)
+	}
+	if raw[0] != itemFormatFlags {
+		t.Errorf("a pinned item is encoded in format %d, want %d", raw[0], itemFormatFlags)
+	}
+	flags := strings.Replace(encodeItem(&session.Item{ID: "u", Kind: session.KindUserTurn, Pinned: true}), "\x00\x01", "\x00\x03", 1)
+	if err := decodeItem(flags, &got); err == nil {
+		t.Errorf("unknown flags decoded: %+v", got)
 	}
 }
 

@@ -6,6 +6,7 @@ package sessiontest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/contextrouter/contextrouter/internal/session"
 )
@@ -55,4 +56,37 @@ func BigJSON(n int) string {
 	}
 	b, _ := json.Marshal(map[string]any{"status": "ok", "count": n, "invoices": rows, "page": map[string]int{"n": 1, "of": 3}})
 	return string(b)
+}
+
+// BuildLog is the build log of the issue 18 checks: n lines (n >= 212) of
+// "step K/n", one of them (212) a retry that failed, the last one the
+// error, and a final line break.
+func BuildLog(n int) string {
+	var b strings.Builder
+	for k := 1; k <= n; k++ {
+		ts := fmt.Sprintf("2026-03-02T10:%02d:%02dZ", (k-1)/60, (k-1)%60)
+		switch k {
+		case 212:
+			fmt.Fprintf(&b, "%s WARN retry 1/3 failed: timeout\n", ts)
+		case n:
+			fmt.Fprintf(&b, "%s ERROR payment-service: connection refused (dial tcp 10.0.3.7:5432)\n", ts)
+		default:
+			fmt.Fprintf(&b, "%s step %d/%d: compile module-%d\n", ts, k, n, k)
+		}
+	}
+	return b.String()
+}
+
+// BigText is about n bytes of log lines with a signal word every 500
+// lines: the 256 KiB artifact of the drill-down benchmarks.
+func BigText(n int) string {
+	var b strings.Builder
+	for k := 1; b.Len() < n; k++ {
+		if k%500 == 0 {
+			fmt.Fprintf(&b, "2026-03-02T10:00:00Z worker-%d: ERROR upstream timed out after 30s (attempt %d)\n", k%17, k)
+			continue
+		}
+		fmt.Fprintf(&b, "2026-03-02T10:00:00Z worker-%d: processed batch %d of customer records in %d ms\n", k%17, k, k%997)
+	}
+	return b.String()
 }

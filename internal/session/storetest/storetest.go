@@ -30,7 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 var (
 	call   = session.Item{ID: "c1", Kind: session.KindToolCall, Text: "hr.balance(user=me)"}
 	result = session.Item{ID: "r1", Kind: session.KindToolResult, ParentID: "c1", Text: `{"days": 28, "taken": 9}`,
-		Tags: []string{"hr"}, Metadata: map[string]string{"tool": "hr.balance"}, TokenEstimate: 12, Sensitivity: "Confidential"}
+		Tags: []string{"hr"}, Metadata: map[string]string{"tool": "hr.balance"}, TokenEstimate: 12, Sensitivity: "Confidential", Pinned: true}
 	turn = session.Item{ID: "u1", Kind: session.KindUserTurn, Text: "How many days do I have left?"}
 )
 
