@@ -11,8 +11,13 @@
 package classify
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -75,6 +80,57 @@ type Options struct {
 	// Seed seeds the example shuffles and the hold-out split; the same
 	// examples, options and seed give the same model.
 	Seed uint64
+}
+
+// Key names a training run: a SHA-256, in hex, of examples and of every
+// field of o. Train is deterministic, so equal keys train equal models and
+// a cache of trained models can be keyed by it. A field added to Options
+// must be written here: TestOptionsKeyCoversEveryField sets each field in
+// turn and fails when the key does not change.
+func (o Options) Key(examples []Example) string {
+	k := keyWriter{h: sha256.New()}
+	k.str(o.OutOfScopeLabel)
+	k.uint(math.Float64bits(o.Threshold))
+	k.uint(uint64(o.MaxAlternatives))
+	k.uint(uint64(len(o.Labels)))
+	for _, l := range o.Labels {
+		k.str(l)
+	}
+	k.examples(o.Validation)
+	k.bool(o.TuneThreshold)
+	k.uint(o.Seed)
+	k.examples(examples)
+	return hex.EncodeToString(k.h.Sum(nil))
+}
+
+// keyWriter writes Key's fields, each string after its length, so no two
+// different runs write the same bytes ("ab","c" and "a","bc" differ).
+type keyWriter struct {
+	h   hash.Hash
+	buf [binary.MaxVarintLen64]byte
+}
+
+func (k *keyWriter) uint(v uint64) { k.h.Write(binary.AppendUvarint(k.buf[:0], v)) }
+
+func (k *keyWriter) str(s string) {
+	k.uint(uint64(len(s)))
+	io.WriteString(k.h, s)
+}
+
+func (k *keyWriter) bool(b bool) {
+	if b {
+		k.uint(1)
+	} else {
+		k.uint(0)
+	}
+}
+
+func (k *keyWriter) examples(exs []Example) {
+	k.uint(uint64(len(exs)))
+	for _, ex := range exs {
+		k.str(ex.Label)
+		k.str(ex.Text)
+	}
 }
 
 // Alternative is a runner-up label.
