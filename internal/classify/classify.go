@@ -279,7 +279,7 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	if err := checkExamples("validation", opts.Validation, known); err != nil {
 		return nil, err
 	}
-	m.buildVocabulary(examples, defaultHyper.minDF, MaxParameters)
+	m.buildVocabulary(examples, minDocFreq, MaxParameters)
 
 	all := m.dataset(examples, labelIdx)
 	var cal *dataset
@@ -294,9 +294,9 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	var wg sync.WaitGroup
 	if fitOn != nil {
 		// The two fits are independent: use both cores, each deterministic.
-		wg.Go(func() { calModel = trainSoftmax(fitOn, nFeat, k, defaultHyper, opts.Seed+1) })
+		wg.Go(func() { calModel = trainSoftmax(fitOn, nFeat, k, opts.Seed+1) })
 	}
-	m.lin = trainSoftmax(all, nFeat, k, defaultHyper, opts.Seed)
+	m.lin = trainSoftmax(all, nFeat, k, opts.Seed)
 	wg.Wait()
 	if calModel == nil {
 		calModel = m.lin
