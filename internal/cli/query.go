@@ -44,7 +44,7 @@ func newQueryCommand() *cobra.Command {
 			if err != nil {
 				return timeoutError(err, timeout)
 			}
-			printWarnings(cmd.ErrOrStderr(), snap, &req, resp)
+			printWarnings(cmd.ErrOrStderr(), snap, req.Agent, resp.Warnings)
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
@@ -141,7 +141,8 @@ func printText(w io.Writer, snap *engine.Snapshot, r *engine.Response, full, det
 	if len(r.Chunks) == 0 {
 		fmt.Fprintln(w, "\n(no context for this question)")
 	}
-	if r.Stats.Tools.Candidates > 0 || len(r.Tools) > 0 {
+	// A question no tool route took is a document question: no tools line.
+	if r.Stats.Tools.Reason != engine.ToolsNoToolSource {
 		fmt.Fprintln(w)
 		printTools(w, r.Tools, r.Stats.Tools)
 	}
@@ -213,14 +214,14 @@ func preview(s string, n int) string {
 	return p
 }
 
-// printWarnings writes the response's warnings to stderr. For an agent no
+// printWarnings writes an answer's warnings to stderr. For an agent no
 // permission names, the local user also gets the agents that are named (the
 // response itself never lists them).
-func printWarnings(w io.Writer, snap *engine.Snapshot, req *engine.Request, r *engine.Response) {
-	for _, msg := range r.Warnings {
+func printWarnings(w io.Writer, snap *engine.Snapshot, agent string, warnings []string) {
+	for _, msg := range warnings {
 		fmt.Fprintln(w, "warning: "+msg)
 	}
-	if len(r.Warnings) == 0 || slices.Contains(snap.KnownAgents(), req.Agent) {
+	if len(warnings) == 0 || slices.Contains(snap.KnownAgents(), agent) {
 		return
 	}
 	if known := snap.KnownAgents(); len(known) > 0 {

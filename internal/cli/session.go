@@ -93,7 +93,7 @@ in the route phase).`,
 			}
 			if resp != nil {
 				qr := req.QueryRequest()
-				printWarnings(cmd.ErrOrStderr(), snap, &qr, resp)
+				printWarnings(cmd.ErrOrStderr(), snap, qr.Agent, resp.Warnings)
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), pack)

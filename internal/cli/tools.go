@@ -43,6 +43,7 @@ must be quoted with another word first, or "tree" is the subcommand.`,
 			if err != nil {
 				return timeoutError(err, timeout)
 			}
+			printWarnings(cmd.ErrOrStderr(), snap, req.Agent, snap.ToolWarnings(req.Agent, len(resp.DeniedSources)))
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
@@ -89,6 +90,7 @@ split by similarity. No route is evaluated.`,
 				return err
 			}
 			root := snap.ToolTree(agent)
+			printWarnings(cmd.ErrOrStderr(), snap, agent, snap.ToolTreeWarnings(agent, root))
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), struct {
 					Root engine.ToolNode `json:"root"`
@@ -178,6 +180,9 @@ func printTools(w io.Writer, cards []engine.ToolCard, st engine.ToolStats) {
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, " (%s)", strings.Join(notes, ", "))
+	}
+	if st.Reason != "" {
+		fmt.Fprintf(w, "; reason: %s (%s)", st.Reason, engine.ToolsReasonText(st.Reason))
 	}
 	fmt.Fprintln(w)
 	for i, c := range cards {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -124,3 +125,88 @@ func TestQueryMaxTools(t *testing.T) {
 		t.Errorf("tools section without tool sources:\n%s", out)
 	}
 }
+
+// TestToolsEmptyAnswerSaysWhy: an answer without cards says why, in the
+// tools and query text and in -o json (issue 20 item 4).
+func TestToolsEmptyAnswerSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // the tools line
+	}{
+		{"no route names a tool source", []string{"tools", "-a", "eng-assistant", "What's for lunch on Thursday?"},
+			"tools:           0 of 0 candidates; reason: no_tool_source (no matched route names a tool source)\n"},
+		{"the agent may not read the tool source", []string{"tools", "-a", "hr-assistant", "roll back the bad deploy of fleet-api"},
+			"tools:           0 of 0 candidates; reason: sources_denied (the agent may read none of the matched routes' tool sources)\n"},
+		{"query prints the line when a tool route matched", []string{"query", "-a", "hr-assistant", "roll back the bad deploy of fleet-api"},
+			"\ntools:           0 of 0 candidates; reason: sources_denied (the agent may read none of the matched routes' tool sources)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{tc.args[0], "-f", quickstart}, tc.args[1:]...)
+			out, stderr, code := run(t, args...)
+			if code != 0 || !strings.Contains(out, tc.want) {
+				t.Errorf("exit %d, stderr %q; output lacks %q:\n%s", code, stderr, tc.want, out)
+			}
+		})
+	}
+	out, _, code := run(t, "tools", "-f", quickstart, "-a", "hr-assistant", "-o", "json", "roll back the bad deploy of fleet-api")
+	var resp engine.ToolsResponse
+	if code != 0 || json.Unmarshal([]byte(out), &resp) != nil || resp.Stats.Tools.Reason != engine.ToolsSourcesDenied {
+		t.Errorf("-o json: exit %d, want stats.tools.reason %q:\n%s", code, engine.ToolsSourcesDenied, out)
+	}
+}
+
+// TestToolsTreeWarns: tools tree without an agent warns on stderr as query
+// does, with the agents the permissions name.
+func TestToolsTreeWarns(t *testing.T) {
+	out, stderr, code := run(t, "tools", "tree", "-f", quickstart)
+	want := "warning: no agent was given, and an agent without a name may use none of the router's 5 tools\n" +
+		"warning: known agents: eng-assistant, finance-analyst, hr-assistant (-a/--agent)\n"
+	if code != 0 || out != "tools/\n" || stderr != want {
+		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr %q", code, out, stderr, want)
+	}
+	// Under defaultAccess: Deny with no permission for "*", the query's own warning comes first.
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "all.yaml"), denyAllTools)
+	_, qErr, _ := run(t, "query", "-f", dir, "open the incident")
+	_, tErr, code := run(t, "tools", "tree", "-f", dir)
+	first := `warning: no agent was given and no AgentPermission names "*", so the router's defaultAccess: Deny denies every source` + "\n"
+	if code != 0 || !strings.HasPrefix(qErr, first) || !strings.HasPrefix(tErr, first) || !strings.Contains(tErr, "known agents: ops-bot") {
+		t.Errorf("query stderr %q\ntree stderr %q\nboth want %q first", qErr, tErr, first)
+	}
+	if _, stderr, _ := run(t, "tools", "tree", "-f", quickstart, "-a", "eng-assistant"); stderr != "" {
+		t.Errorf("a named agent with tools: stderr %q", stderr)
+	}
+}
+
+// denyAllTools is a router that denies agents no permission names, with one
+// route to a tool source.
+const denyAllTools = `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: r}
+spec: {defaultAccess: Deny}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: all}
+spec:
+  parentRefs: [{name: r}]
+  sources: [{name: ops-tools}]
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: ops-tools}
+spec:
+  type: Tools
+  tools:
+    catalog:
+    - {name: open_incident, description: Open an incident., sideEffects: Write}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: AgentPermission
+metadata: {name: ops}
+spec:
+  parentRefs: [{name: r}]
+  agents: [ops-bot]
+  allowSources: [ops-tools]
+`

@@ -296,7 +296,7 @@ func (s *Snapshot) gatherSources(ctx context.Context, q *queryScope) {
 			s.startFetches(ctx, q.req.Text, q.rt.caps, g)
 		}
 	}
-	if len(resp.DeniedSources) > 0 && len(q.access.Permissions) == 0 && q.access.Default != v1alpha1.AccessAllow {
+	if len(resp.DeniedSources) > 0 && agentUnnamed(q.access) {
 		resp.Warnings = append(resp.Warnings, unnamedAgentWarning(q.req.Agent))
 	}
 }
@@ -420,6 +420,7 @@ func (s *Snapshot) scoreCandidates(q *queryScope) {
 	if q.g.hasTools {
 		q.resp.Tools, q.resp.Stats.Tools = s.selectTools(&q.req, q.access, q.g.toolSrcs)
 	}
+	s.setToolsReason(&q.resp.Stats.Tools, q.g.hasTools, q.g.toolSrcs, q.resp.FailedSources)
 }
 
 // rankAndFill normalises the scores to 0..1, reranks when the router says

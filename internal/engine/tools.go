@@ -43,6 +43,8 @@ type ToolStats struct {
 	BelowThreshold int `json:"below_threshold"`
 	// Returned is len(tools).
 	Returned int `json:"returned"`
+	// Reason says why tools is empty (api.md §10.3); "" when there are cards.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ToolsResponse is the answer of FindTools (POST /v1/tools): the tool part
@@ -263,6 +265,7 @@ func (s *Snapshot) FindTools(ctx context.Context, req Request) (*ToolsResponse, 
 	if hasTools {
 		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, srcs)
 	}
+	s.setToolsReason(&resp.Stats.Tools, hasTools, srcs, resp.FailedSources)
 	return resp, nil
 }
 

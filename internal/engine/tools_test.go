@@ -114,8 +114,8 @@ func TestQueryShortlistsTools(t *testing.T) {
 	if !sameJSON(plain.Chunks, resp.Chunks) || plain.TotalTokens != resp.TotalTokens || !sameJSON(plain.Stats.Dropped, resp.Stats.Dropped) {
 		t.Errorf("chunks differ with tools routed:\n%+v\n%+v", plain.Chunks, resp.Chunks)
 	}
-	if plain.Tools == nil || len(plain.Tools) != 0 || plain.Stats.Tools != (ToolStats{}) {
-		t.Errorf("without tool sources: tools = %#v, stats = %+v; want [] and zeros", plain.Tools, plain.Stats.Tools)
+	if plain.Tools == nil || len(plain.Tools) != 0 || plain.Stats.Tools != (ToolStats{Reason: ToolsNoToolSource}) {
+		t.Errorf("without tool sources: tools = %#v, stats = %+v; want [], zeros and the reason", plain.Tools, plain.Stats.Tools)
 	}
 }
 

@@ -134,6 +134,10 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = strconv.AppendInt(b, int64(s.Tools.BelowThreshold), 10)
 	b = append(b, `,"returned":`...)
 	b = strconv.AppendInt(b, int64(s.Tools.Returned), 10)
+	if s.Tools.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, s.Tools.Reason)
+	}
 	b = append(b, `},"routes":{"fallback":`...)
 	b = strconv.AppendInt(b, int64(s.Routes.Fallback), 10)
 	b = append(b, `,"alternate":`...)

@@ -129,7 +129,8 @@ func TestAppendResponseMatchesEncodingJSON(t *testing.T) {
 			{ToolInfo: engine.ToolInfo{Name: "refund", Namespace: "billing", Source: "billing-tools", Description: "Refund.", SideEffects: v1alpha1.SideEffectsWrite,
 				SafetyTags: []string{"financial", "pii"}, CostHint: "$0.01/call"}, Score: 1e-7, Confidence: 0, Fallback: true},
 		}, Stats: engine.Stats{Tools: engine.ToolStats{Candidates: 7, Denied: 2, BelowThreshold: 1, Returned: 2}}},
-		"no tools": {Tools: []engine.ToolCard{}},
+		"no tools":          {Tools: []engine.ToolCard{}},
+		"no tools, and why": {Tools: []engine.ToolCard{}, Stats: engine.Stats{Tools: engine.ToolStats{Candidates: 3, Denied: 3, Reason: engine.ToolsAllDenied}}},
 		"freshness: a new chunk and a stale one": {Chunks: []engine.Chunk{
 			{Content: "new", Metadata: engine.ChunkMetadata{AgeSeconds: new(int64), Stale: new(bool)}},
 			{Content: "old", Metadata: engine.ChunkMetadata{AgeSeconds: ptr.To(int64(259200)), Stale: ptr.To(true)}},

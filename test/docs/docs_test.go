@@ -26,6 +26,18 @@
 //     out).
 //   - `<!-- doc-test: skip REASON -->` on the line before a block skips it,
 //     visibly, with its reason.
+//   - `<!-- doc-test: run against contextrouter serve ARGS -->` on the line
+//     before a ```go or ```python block runs it as a program against that
+//     serve, started on a free 127.0.0.1 port: "http://localhost:8080" in
+//     the program is that server's address. A go block is a main package,
+//     run with `go run` inside the module (its dependencies are the
+//     module's); a python block runs with python3, and is skipped, visibly,
+//     where python3 is missing. It must exit 0; an output block right after
+//     it is its expected standard output.
+//   - a `curl` to /mcp in a sh block that started `serve` runs the real curl
+//     (skipped, visibly, without one) with its own flags and headers: the
+//     answer must be 2xx and, when it has a body, a JSON-RPC result that is
+//     not an error (nor a tool error).
 package docs
 
 import (
@@ -69,6 +81,7 @@ type block struct {
 	lang      string
 	body      []string
 	skip      string // the reason of a skip marker
+	serve     string // the serve arguments of a run marker
 	output    *block // the expected output of a sh block
 	isOutput  bool   // this block is another's output
 	processed bool
@@ -77,6 +90,7 @@ type block struct {
 var (
 	fenceRE  = regexp.MustCompile("^(\\s*)```(\\S*)\\s*$")
 	markerRE = regexp.MustCompile(`^<!-- doc-test: skip (.+?) -->$`)
+	runRE    = regexp.MustCompile(`^<!-- doc-test: run against contextrouter serve (.+?) -->$`)
 )
 
 func parseBlocks(t *testing.T, file string) []*block {
@@ -102,9 +116,12 @@ func parseBlocks(t *testing.T, file string) []*block {
 			if mm := markerRE.FindStringSubmatch(strings.TrimSpace(lines[i-1])); mm != nil {
 				b.skip = mm[1]
 			}
+			if mm := runRE.FindStringSubmatch(strings.TrimSpace(lines[i-1])); mm != nil {
+				b.serve = mm[1]
+			}
 		}
-		// An output block follows its command block with only blank lines between.
-		if n := len(out); n > 0 && out[n-1].lang == "sh" && isOutputLang(b.lang) && b.skip == "" && blankBetween(lines, prevEnd+1, i) {
+		// An output block follows its command block (or program) with only blank lines between.
+		if n := len(out); n > 0 && hasOutput(out[n-1]) && isOutputLang(b.lang) && b.skip == "" && blankBetween(lines, prevEnd+1, i) {
 			out[n-1].output = b
 			b.isOutput = true
 		}
@@ -114,6 +131,14 @@ func parseBlocks(t *testing.T, file string) []*block {
 	}
 	return out
 }
+
+// hasOutput reports whether a block may be followed by its expected output:
+// a sh block, or a program run against a serve.
+func hasOutput(b *block) bool {
+	return b.lang == "sh" || (b.serve != "" && programLang(b.lang))
+}
+
+func programLang(lang string) bool { return lang == "go" || lang == "python" }
 
 func isOutputLang(lang string) bool {
 	return slices.Contains([]string{"text", "json", "jsonc", ""}, lang)
@@ -180,6 +205,11 @@ func checkBlock(t *testing.T, b *block) string {
 	case "json":
 		checkJSONSyntax(t, b)
 		return "parsed"
+	case "go", "python":
+		if b.serve != "" {
+			runProgram(t, b)
+			return "run"
+		}
 	case "", "text":
 		if len(b.body) > 0 && strings.HasPrefix(b.body[0], "$ contextrouter ") {
 			args := splitCommand(t, strings.TrimPrefix(b.body[0], "$ contextrouter "))
@@ -458,9 +488,16 @@ func startServe(t *testing.T, args []string) string {
 }
 
 // curl sends `curl -s [-X METHOD] URL -d BODY` to the block's server: a
-// query must answer chunks, any other call 2xx.
+// query must answer chunks, any other call 2xx. A curl to /mcp runs the
+// real curl (mcpCurl).
 func curl(t *testing.T, base string, args []string) {
 	t.Helper()
+	for i, a := range args {
+		if j := strings.Index(a, "/mcp"); j >= 0 && !strings.HasPrefix(a, "-") {
+			mcpCurl(t, base, args, i, base+a[j:])
+			return
+		}
+	}
 	var url, body string
 	method := http.MethodPost
 	for i := 0; i < len(args); i++ {
