@@ -30,15 +30,7 @@ func TestOver(t *testing.T) {
 		"notes.txt":    "func notGo()" + body(200),
 		"generated.go": "package p\n\nfunc declared()\n",
 	}
-	for name, text := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	got, err := Over(dir, 20)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +85,7 @@ func (r *recorder) Errorf(format string, a ...any) {
 // left out, as the go command leaves them.
 func TestOverTree(t *testing.T) {
 	dir := t.TempDir()
-	for name, text := range map[string]string{
+	writeFiles(t, dir, map[string]string{
 		"a.go":                 "package p\n\nfunc top()" + body(30),
 		"sub/b.go":             "package sub\n\nfunc inSub()" + body(40) + "func shortSub()" + body(5),
 		"sub/deeper/c.go":      "package deeper\n\nfunc deep()" + body(25),
@@ -101,15 +93,7 @@ func TestOverTree(t *testing.T) {
 		"_skipped/e.go":        "package e\n\nfunc underscored()" + body(200),
 		".hidden/f.go":         "package f\n\nfunc hidden()" + body(200),
 		"sub/deeper/c_test.go": "package deeper\n\nfunc longTest()" + body(200),
-	} {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	got, err := OverTree(dir, 20)
 	if err != nil {
 		t.Fatal(err)
@@ -126,5 +110,19 @@ func TestOverTree(t *testing.T) {
 	CheckTree(rec, dir, 30)
 	if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "sub/b.go:3: inSub is 40 lines; at most 30") {
 		t.Errorf("CheckTree reported %q", rec.errors)
+	}
+}
+
+// writeFiles writes files (path from dir: text), making their directories.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
