@@ -28,9 +28,15 @@ const (
 	defaultMCPInterval           = 5 * time.Minute
 	defaultMCPTimeout            = 10 * time.Second
 	defaultMCPMaxTools     int32 = 1000
-	defaultToolsTopK       int32 = 5
-	defaultEmbedBatchSize  int32 = 64
-	defaultEmbedTimeout          = 30 * time.Second
+	// DefaultToolsTopK, DefaultToolsMinConfidence,
+	// DefaultToolsCollapseThreshold and DefaultToolsRelativeCut are
+	// spec.tools's defaults; eval tools measures with them.
+	DefaultToolsTopK              int32 = 5
+	DefaultToolsMinConfidence           = "0.5"
+	DefaultToolsCollapseThreshold       = "0.8"
+	DefaultToolsRelativeCut             = "0.1"
+	defaultEmbedBatchSize         int32 = 64
+	defaultEmbedTimeout                 = 30 * time.Second
 	// DefaultDenseWeight applies also when spec.ranking.hybrid is absent.
 	DefaultDenseWeight         = "0.5"
 	defaultRerankTopN    int32 = 20
@@ -116,9 +122,11 @@ func (r *ContextRouter) Default() {
 
 	defaultInt32Ptr(&s.Deployment.Replicas, defaultReplicas)
 
-	setDefault(&s.Tools.TopK, defaultToolsTopK)
+	setDefault(&s.Tools.TopK, DefaultToolsTopK)
 	setDefault(&s.Tools.MinScore, "0")
-	setDefault(&s.Tools.MinConfidence, "0")
+	setDefault(&s.Tools.MinConfidence, DefaultToolsMinConfidence)
+	setDefault(&s.Tools.CollapseThreshold, DefaultToolsCollapseThreshold)
+	setDefault(&s.Tools.Adaptive.RelativeCut, DefaultToolsRelativeCut)
 	setDefault(&s.Tools.Expansion, ToolExpansionSynonyms)
 
 	setDefault(&s.Sessions.Store, SessionStoreMemory)

@@ -219,11 +219,27 @@ type RouterToolsSpec struct {
 	MinScore string `json:"minScore,omitempty"`
 
 	// MinConfidence: when the best card's confidence is below it, the
-	// fallback tools are added (a decimal in [0, 1]).
+	// fallback tools are added (a decimal in [0, 1]). Confidence is the
+	// calibrated chance that a card's tool is one the question needs.
 	// +optional
-	// +kubebuilder:default="0"
+	// +kubebuilder:default="0.5"
 	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
 	MinConfidence string `json:"minConfidence,omitempty"`
+
+	// CollapseThreshold: tools whose descriptions and tags are at least
+	// this alike (Jaccard of their term sets, numbers aside) are
+	// near-duplicates and share one card, which lists the others in
+	// "also" (a decimal in [0, 1]; "0" gives every tool its own card).
+	// +optional
+	// +kubebuilder:default="0.8"
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	CollapseThreshold string `json:"collapseThreshold,omitempty"`
+
+	// Adaptive shortens the shortlist to the cards whose confidence is
+	// close to the best card's.
+	// +optional
+	// +kubebuilder:default={}
+	Adaptive ToolsAdaptive `json:"adaptive,omitempty"`
 
 	// Fallback tools, such as a web search, added when no card is confident.
 	// +optional
@@ -239,6 +255,19 @@ type RouterToolsSpec struct {
 	// +optional
 	// +kubebuilder:default=Synonyms
 	Expansion ToolExpansion `json:"expansion,omitempty"`
+}
+
+// ToolsAdaptive says whether and where the shortlist is cut.
+type ToolsAdaptive struct {
+	// Enabled cuts the shortlist: without it a query gets topK cards.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// RelativeCut: a card is kept when its confidence is at least this
+	// share of the best card's (a decimal in [0, 1]).
+	// +optional
+	// +kubebuilder:default="0.1"
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	RelativeCut string `json:"relativeCut,omitempty"`
 }
 
 // ToolReference names a tool of a source.

@@ -614,6 +614,8 @@ func TestToolFieldsValidate(t *testing.T) {
 		{"topK bound", func(r *ContextRouter) { r.Spec.Tools.TopK = 101 }, "spec.tools.topK", "between 1 and 100"},
 		{"minScore decimal", func(r *ContextRouter) { r.Spec.Tools.MinScore = "-1" }, "spec.tools.minScore", "at least 0"},
 		{"minConfidence range", func(r *ContextRouter) { r.Spec.Tools.MinConfidence = "1.5" }, "spec.tools.minConfidence", "from 0 to 1"},
+		{"collapseThreshold range", func(r *ContextRouter) { r.Spec.Tools.CollapseThreshold = "2" }, "spec.tools.collapseThreshold", "from 0 to 1"},
+		{"relativeCut decimal", func(r *ContextRouter) { r.Spec.Tools.Adaptive.RelativeCut = "half" }, "spec.tools.adaptive.relativeCut", "from 0 to 1"},
 		{"expansion enum", func(r *ContextRouter) { r.Spec.Tools.Expansion = "synonyms" }, "spec.tools.expansion", `did you mean "Synonyms"?`},
 		{"fallback source", func(r *ContextRouter) { r.Spec.Tools.Fallback[0].Source = "" }, "spec.tools.fallback[0].source", "Required value"},
 		{"fallback duplicate", func(r *ContextRouter) {

@@ -189,8 +189,17 @@ func validateRouterTools(p *field.Path, t *RouterToolsSpec) field.ErrorList {
 	if !decimalPattern.MatchString(t.MinScore) {
 		allErrs = append(allErrs, field.Invalid(p.Child("minScore"), t.MinScore, `must be a decimal number of at least 0, such as "1.5"`))
 	}
-	if !dedupThresholdPattern.MatchString(t.MinConfidence) {
-		allErrs = append(allErrs, field.Invalid(p.Child("minConfidence"), t.MinConfidence, `must be a decimal number from 0 to 1, such as "0.3"`))
+	for _, d := range []struct {
+		path  *field.Path
+		value string
+	}{
+		{p.Child("minConfidence"), t.MinConfidence},
+		{p.Child("collapseThreshold"), t.CollapseThreshold},
+		{p.Child("adaptive", "relativeCut"), t.Adaptive.RelativeCut},
+	} {
+		if !dedupThresholdPattern.MatchString(d.value) {
+			allErrs = append(allErrs, field.Invalid(d.path, d.value, `must be a decimal number from 0 to 1, such as "0.3"`))
+		}
 	}
 	allErrs = append(allErrs, validateEnum(p.Child("expansion"), t.Expansion, toolExpansions)...)
 	fp := p.Child("fallback")

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,31 +34,51 @@ func newEvalCommand() *cobra.Command {
 }
 
 func newEvalToolsCommand() *cobra.Command {
-	var dataset, split, examples, output string
+	var (
+		dataset, split, examples, offtopic, output string
+		copies                                     int
+		f                                          toolSettingFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "tools --dataset DIR [--split test] [--examples FILE] [-o text|json]",
-		Short: "Tool selection quality (recall@1/3/5/10, nDCG@5) on a BEIR-layout tool set",
+		Use:   "tools --dataset DIR [--split test] [--examples FILE] [--offtopic FILE] [--copies N] [-o text|json]",
+		Short: "Tool selection quality (recall, confidence calibration, adaptive shortlists) on a BEIR-layout tool set",
 		Long: `eval tools makes corpus.jsonl a tool catalog (_id the tool id, split at its last "." into
-namespace and name; text the description), indexes it as the router does, shortlists the top 10 tools
+namespace and name; text the description), indexes it as the router does, shortlists the top 10 cards
 for every query of qrels/SPLIT.tsv, and reports recall@1, @3, @5, @10, nDCG@5, the latency of the
-shortlist and, per confidence band of the top tool, how often that tool is relevant. --examples reads
-{"text", "tool"} lines and makes them the tools' examples.`,
+shortlist, how well the first card's confidence is calibrated (per band, ECE, correlation with being
+right, what minConfidence keeps), and the precision and recall of an adaptive shortlist. --examples
+reads {"text", "tool"} lines and makes them the tools' examples; --offtopic reads {"text"} lines, questions
+no tool fits, and reports how many fall under minConfidence; --copies N grows the catalog to N tools with
+the reference router's synthetic copies (<id>.v2, ...).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output: must be text or json, not %q", output)
 			}
+			settings, err := f.parse()
+			if err != nil {
+				return err
+			}
+			if copies < 0 || copies > tools.MaxTools {
+				return fmt.Errorf("--copies: %d must be between 0 and %d", copies, tools.MaxTools)
+			}
 			ds, err := eval.LoadBEIR(dataset, split)
 			if err != nil {
 				return err
 			}
-			var ex []eval.ToolExample
+			e := settings
 			if examples != "" {
-				if ex, err = eval.LoadToolExamples(examples, ds); err != nil {
+				if e.Examples, err = eval.LoadToolExamples(examples, ds); err != nil {
 					return err
 				}
 			}
-			report := eval.Tools(ds, ex, tools.Options{})
+			if offtopic != "" {
+				if e.Offtopic, err = eval.LoadOfftopic(offtopic); err != nil {
+					return err
+				}
+			}
+			eval.ReferenceCopies(ds, copies)
+			report := eval.Tools(ds, e)
 			report.Dataset = filepath.Base(filepath.Clean(dataset))
 			report.Split = split
 			return writeEvalReport(cmd.OutOrStdout(), output, report, func(w io.Writer) error { return printToolReport(w, report) })
@@ -66,9 +87,50 @@ shortlist and, per confidence band of the top tool, how often that tool is relev
 	cmd.Flags().StringVar(&dataset, "dataset", "", "BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
 	cmd.Flags().StringVar(&split, "split", eval.DefaultSplit, "qrels split to evaluate")
 	cmd.Flags().StringVar(&examples, "examples", "", `JSON lines {"text", "tool"}: example questions of the tools`)
+	cmd.Flags().StringVar(&offtopic, "offtopic", "", `JSON lines {"text"}: questions no tool fits`)
+	cmd.Flags().IntVar(&copies, "copies", 0, "grow the catalog to this many tools with the reference router's synthetic copies (0: none)")
+	f.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("dataset")
 	return cmd
+}
+
+// toolSettingFlags are the spec.tools settings eval tools measures, with
+// the router's defaults.
+type toolSettingFlags struct {
+	minConfidence, collapse, relativeCut string
+	topK                                 int
+}
+
+func (f *toolSettingFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.minConfidence, "min-confidence", v1alpha1.DefaultToolsMinConfidence, "spec.tools.minConfidence: the gate the report measures")
+	cmd.Flags().StringVar(&f.collapse, "collapse", v1alpha1.DefaultToolsCollapseThreshold, `spec.tools.collapseThreshold: near-duplicates share a card ("0": never)`)
+	cmd.Flags().StringVar(&f.relativeCut, "relative-cut", v1alpha1.DefaultToolsRelativeCut, "spec.tools.adaptive.relativeCut of the adaptive shortlist the report measures")
+	cmd.Flags().IntVar(&f.topK, "top-k", int(v1alpha1.DefaultToolsTopK), "spec.tools.topK of the adaptive shortlist the report measures")
+}
+
+// parse checks the flags as the router's validation checks the fields.
+func (f *toolSettingFlags) parse() (eval.ToolEval, error) {
+	var e eval.ToolEval
+	for _, d := range []struct {
+		flag, value string
+		to          *float64
+	}{
+		{"--min-confidence", f.minConfidence, &e.MinConfidence},
+		{"--collapse", f.collapse, &e.Options.Collapse},
+		{"--relative-cut", f.relativeCut, &e.RelativeCut},
+	} {
+		v, err := strconv.ParseFloat(d.value, 64)
+		if err != nil || v < 0 || v > 1 {
+			return e, fmt.Errorf("%s: %q must be a decimal number from 0 to 1", d.flag, d.value)
+		}
+		*d.to = v
+	}
+	if f.topK < 1 || f.topK > engine.MaxToolsPerRequest {
+		return e, fmt.Errorf("--top-k: %d must be between 1 and %d", f.topK, engine.MaxToolsPerRequest)
+	}
+	e.TopK = f.topK
+	return e, nil
 }
 
 func newEvalIntentsCommand() *cobra.Command {
@@ -150,6 +212,14 @@ func printToolReport(w io.Writer, r eval.ToolReport) error {
 	fmt.Fprintf(tw, "top-1 confidence:\tqueries  top-1 relevant\n")
 	for _, b := range r.Calibration {
 		fmt.Fprintf(tw, "  [%.1f, %.1f%s\t%7d  %.4f\n", b.Min, b.Max, map[bool]string{true: "]", false: ")"}[b.Max == 1], b.Queries, b.Top1Relevant)
+	}
+	fmt.Fprintf(tw, "ECE (%d bins):\t%.4f\n", eval.ECEBinsTools, r.ECE)
+	fmt.Fprintf(tw, "confidence correlation:\t%.4f\n", r.Correlation)
+	fmt.Fprintf(tw, "right first cards kept:\t%.4f (minConfidence %.2f)\n", r.KeptRight, r.MinConfidence)
+	fmt.Fprintf(tw, "adaptive shortlist:\tprecision %.4f  recall %.4f  cards %.2f (top %d, relative cut %.2f)\n",
+		r.Returned.Precision, r.Returned.Recall, r.Returned.Cards, r.Returned.TopK, r.Returned.RelativeCut)
+	if o := r.Offtopic; o != nil {
+		fmt.Fprintf(tw, "off-topic:\t%d questions, %.4f under minConfidence, mean confidence %.4f\n", o.Queries, o.BelowMinConfidence, o.MeanConfidence)
 	}
 	return tw.Flush()
 }

@@ -77,8 +77,34 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			}
 		}
 	})
+	t.Run("off-topic, copies and settings", func(t *testing.T) {
+		write(t, filepath.Join(dir, "offtopic.jsonl"), `{"text": "what is the capital of peru"}`+"\n"+`{"text": "tell me a joke about cats"}`+"\n")
+		out, stderr, code := run(t, "eval", "tools", "--dataset", dir, "--split", "dev", "-o", "json", "--offtopic", filepath.Join(dir, "offtopic.jsonl"),
+			"--copies", "9", "--min-confidence", "0.3", "--relative-cut", "0.2", "--top-k", "3")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep eval.ToolReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		// Copies never count as relevant, and collapse into their tool's card.
+		if rep.Tools != 9 || rep.Recall1 != 0.6667 || rep.MinConfidence != 0.3 || rep.Returned.TopK != 3 || rep.Returned.RelativeCut != 0.2 {
+			t.Errorf("report %+v", rep)
+		}
+		if o := rep.Offtopic; o == nil || o.Queries != 2 || o.BelowMinConfidence != 1 {
+			t.Errorf("off-topic %+v: neither question shares a word with a tool", o)
+		}
+		text, _, _ := run(t, "eval", "tools", "--dataset", dir, "--split", "dev", "--offtopic", filepath.Join(dir, "offtopic.jsonl"))
+		for _, want := range []string{"ECE (10 bins):", "confidence correlation:", "right first cards kept:", "adaptive shortlist:", "off-topic:               2 questions, 1.0000 under minConfidence"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("output lacks %q:\n%s", want, text)
+			}
+		}
+	})
 	t.Run("errors", func(t *testing.T) {
 		write(t, filepath.Join(dir, "bad.jsonl"), `{"text": "x", "tool": "nope"}`+"\n")
+		write(t, filepath.Join(dir, "badoff.jsonl"), `{"text": ""}`+"\n")
 		for _, tt := range []struct {
 			args []string
 			want string
@@ -86,6 +112,11 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			{[]string{"--split", "dev", "-o", "yaml"}, `--output: must be text or json, not "yaml"`},
 			{[]string{"--split", "tset"}, "available splits: dev"},
 			{[]string{"--split", "dev", "--examples", filepath.Join(dir, "bad.jsonl")}, `bad.jsonl:1: tool "nope" is not in the corpus`},
+			{[]string{"--split", "dev", "--offtopic", filepath.Join(dir, "badoff.jsonl")}, `badoff.jsonl:1: empty "text"`},
+			{[]string{"--split", "dev", "--min-confidence", "1.5"}, `--min-confidence: "1.5" must be a decimal number from 0 to 1`},
+			{[]string{"--split", "dev", "--collapse", "x"}, `--collapse: "x" must be a decimal number from 0 to 1`},
+			{[]string{"--split", "dev", "--top-k", "0"}, "--top-k: 0 must be between 1 and 100"},
+			{[]string{"--split", "dev", "--copies", "-1"}, "--copies: -1 must be between 0 and 65536"},
 		} {
 			_, stderr, code := run(t, append([]string{"eval", "tools", "--dataset", dir}, tt.args...)...)
 			if code == 0 || !strings.Contains(stderr, tt.want) {
@@ -120,18 +151,28 @@ func TestEvalToolsPublicSets(t *testing.T) {
 	metatool := sharedEval(t, "metatool")
 	cwGold := sharedEval(t, "cw-gold")
 	examples := filepath.Join(metatool, "examples.jsonl")
+	// The project's own off-topic questions, never fitted on.
+	offtopicTest := filepath.Join("..", "..", "hack", "toolcal", "offtopic-test.jsonl")
 	for _, tt := range []struct {
 		name    string
 		args    []string
 		queries int
 		recall5 float64
+		// maxECE of the first card and, with --offtopic, the least share
+		// of off-topic questions under the default minConfidence (0: not
+		// checked).
+		maxECE, offtopic float64
 	}{
-		// Measured (docs/benchmarks.md): 0.6570, 0.9413, 0.7329, 0.9157, 0.8525.
-		{"metatool test", []string{"--dataset", metatool, "--split", "test"}, 3000, 0.65},
-		{"metatool test with examples", []string{"--dataset", metatool, "--split", "test", "--examples", examples}, 3000, 0.93},
-		{"metatool test-multi", []string{"--dataset", metatool, "--split", "test-multi"}, 249, 0.73},
-		{"metatool test-multi with examples", []string{"--dataset", metatool, "--split", "test-multi", "--examples", examples}, 249, 0.90},
-		{"cw-gold test", []string{"--dataset", cwGold, "--split", "test"}, 200, 0.85},
+		// Measured (docs/benchmarks.md): recall@5 0.6570, 0.9413, 0.7329,
+		// 0.9157, 0.8525, 0.8675; ECE 0.0369, 0.0267; off-topic 0.86, 0.79.
+		{"metatool test", []string{"--dataset", metatool, "--split", "test", "--offtopic", offtopicTest}, 3000, 0.65, 0.05, 0.8},
+		{"metatool test with examples", []string{"--dataset", metatool, "--split", "test", "--examples", examples, "--offtopic", offtopicTest}, 3000, 0.93, 0.04, 0.75},
+		{"metatool test-multi", []string{"--dataset", metatool, "--split", "test-multi"}, 249, 0.73, 0, 0},
+		{"metatool test-multi with examples", []string{"--dataset", metatool, "--split", "test-multi", "--examples", examples}, 249, 0.90, 0, 0},
+		{"cw-gold test", []string{"--dataset", cwGold, "--split", "test"}, 200, 0.85, 0, 0},
+		// The reference router's 1000-tool catalog: its synthetic copies
+		// share their tool's card.
+		{"cw-gold test, 1000 tools", []string{"--dataset", cwGold, "--split", "test", "--copies", "1000"}, 200, 0.85, 0, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, stderr, code := run(t, append([]string{"eval", "tools", "-o", "json"}, tt.args...)...)
@@ -144,6 +185,12 @@ func TestEvalToolsPublicSets(t *testing.T) {
 			}
 			if rep.Queries != tt.queries || rep.Recall5 < tt.recall5 {
 				t.Errorf("%d queries, recall@5 %.4f; want %d and >= %.2f", rep.Queries, rep.Recall5, tt.queries, tt.recall5)
+			}
+			if tt.maxECE > 0 && rep.ECE > tt.maxECE {
+				t.Errorf("ECE %.4f, want <= %.2f", rep.ECE, tt.maxECE)
+			}
+			if tt.offtopic > 0 && (rep.Offtopic == nil || rep.Offtopic.BelowMinConfidence < tt.offtopic) {
+				t.Errorf("off-topic %+v, want >= %.2f under minConfidence", rep.Offtopic, tt.offtopic)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/server"
+	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
 func newToolsCommand() *cobra.Command {
@@ -24,13 +25,14 @@ func newToolsCommand() *cobra.Command {
 		timeout  time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "tools -f PATH... [-a AGENT] [-t TAG]... [-m KEY=VALUE]... [--max-tools N] [-o text|json] TEXT",
+		Use:   "tools -f PATH... [-a AGENT] [-t TAG]... [-m KEY=VALUE]... [--max-tools N] [--explain] [-o text|json] TEXT",
 		Short: "Shortlist the tools for one question from manifest files",
 		Long: `Shortlist the tools for one question: the tool cards of POST /v1/tools
 (api.md §10). No document is read. A question whose first word is "tree"
 must be quoted with another word first, or "tree" is the subcommand.`,
 		Example: `  contextrouter tools -f examples/quickstart -a eng-assistant "roll back the last deploy"
-  contextrouter tools -f examples/quickstart --max-tools 2 -o json "open a ticket"`,
+  contextrouter tools -f examples/quickstart --max-tools 2 -o json "open a ticket"
+  contextrouter tools -f examples/quickstart --explain "who is on call for payments"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			snap, err := sf.question(cmd.Context(), &req, args, metadata, output, timeout)
@@ -58,6 +60,7 @@ must be quoted with another word first, or "tree" is the subcommand.`,
 	cmd.Flags().StringArrayVarP(&req.Tags, "tag", "t", nil, "tag of the question (repeatable)")
 	cmd.Flags().StringArrayVarP(&metadata, "metadata", "m", nil, "metadata KEY=VALUE (repeatable)")
 	cmd.Flags().IntVar(&req.MaxTools, "max-tools", 0, fmt.Sprintf("number of tool cards (0 = the router's spec.tools.topK; at most %d)", engine.MaxToolsPerRequest))
+	cmd.Flags().BoolVar(&req.Explain, "explain", false, "show why each card scored and how sure it is (matched words and fields, closest example, score parts, confidence before and after calibration)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the question may take once the manifests are loaded")
 	cmd.AddCommand(newToolsTreeCommand())
@@ -175,6 +178,9 @@ func printTools(w io.Writer, cards []engine.ToolCard, st engine.ToolStats) {
 	if st.Denied > 0 {
 		notes = append(notes, fmt.Sprintf("%d denied by tool rules", st.Denied))
 	}
+	if st.BelowCut > 0 {
+		notes = append(notes, fmt.Sprintf("%d below the adaptive cut", st.BelowCut))
+	}
 	if st.BelowThreshold > 0 {
 		notes = append(notes, fmt.Sprintf("%d below minScore", st.BelowThreshold))
 	}
@@ -201,7 +207,45 @@ func printTools(w io.Writer, cards []engine.ToolCard, st engine.ToolStats) {
 		if len(extra) > 0 {
 			fmt.Fprintf(w, "    %s\n", strings.Join(extra, "; "))
 		}
+		if len(c.Also) > 0 {
+			also := make([]string, len(c.Also))
+			for i, r := range c.Also {
+				also[i] = r.ID + " (" + r.Source + ")"
+			}
+			fmt.Fprintf(w, "    also: %s\n", strings.Join(also, ", "))
+		}
+		if c.Explain != nil {
+			printExplanation(w, c.Explain)
+		}
 	}
+}
+
+// printExplanation prints a card's explain (api.md §10.3), indented.
+func printExplanation(w io.Writer, e *tools.Explanation) {
+	words := func(ms []tools.TermMatch) string {
+		out := make([]string, len(ms))
+		for i, m := range ms {
+			out[i] = fmt.Sprintf("%s [%s] %.2f", m.Term, strings.Join(m.Fields, ", "), m.Score)
+		}
+		return strings.Join(out, "; ")
+	}
+	if len(e.Terms) > 0 {
+		fmt.Fprintf(w, "    words: %s\n", words(e.Terms))
+	}
+	if len(e.Related) > 0 {
+		fmt.Fprintf(w, "    related words: %s\n", words(e.Related))
+	}
+	if e.Example != nil {
+		fmt.Fprintf(w, "    closest example (%.2f): %s\n", e.Example.Similarity, preview(e.Example.Text, 120))
+	}
+	if e.AntiPattern != nil {
+		fmt.Fprintf(w, "    closest anti-pattern (%.2f): %s\n", e.AntiPattern.Similarity, preview(e.AntiPattern.Text, 120))
+	}
+	p := e.Parts
+	fmt.Fprintf(w, "    score = (words %.2f + related %.2f + example %.2f) × anti-pattern %.2f\n", p.Terms, p.Related, p.Example, p.AntiPattern)
+	v := e.Evidence
+	fmt.Fprintf(w, "    confidence %.2f before calibration, %.2f after (coverage %.2f, name %.2f, example %.2f, %d of %d words, %d cards)\n",
+		e.ConfidenceBefore, e.Confidence, v.Coverage, v.NameCoverage, v.Example, v.Matched, v.Words, v.Cards)
 }
 
 // printTree renders the choice graph as an indented outline.

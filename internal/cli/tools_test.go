@@ -210,3 +210,55 @@ spec:
   agents: [ops-bot]
   allowSources: [ops-tools]
 `
+
+// TestToolsExplainAndAlso prints why a card won and the near-duplicates it
+// stands for.
+func TestToolsExplainAndAlso(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "router.yaml"), `apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRouter
+metadata: {name: ops}
+spec: {defaultAccess: Allow}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextSource
+metadata: {name: ops-tools}
+spec:
+  type: Tools
+  tools:
+    catalog:
+    - {name: restart_service, namespace: ops, description: Restart the pods of a service., examples: [bounce the checkout pods]}
+    - {name: restart_service_v2, namespace: ops, description: Restart the pods of a service (2).}
+    - {name: query_logs, namespace: ops, description: Search the logs of a service.}
+---
+apiVersion: contextrouter.dev/v1alpha1
+kind: ContextRoute
+metadata: {name: ops}
+spec:
+  sources: [{name: ops-tools}]
+`)
+	out, stderr, code := run(t, "tools", "-f", dir, "--explain", "restart the checkout pods")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"(1) ops.restart_service  (score ",
+		"    also: ops.restart_service_v2 (ops-tools)\n",
+		"    words: restart [name, description] ",
+		"    closest example (0.",
+		"): bounce the checkout pods\n",
+		"    score = (words ",
+		" before calibration, ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "restart_service") != 2 {
+		t.Errorf("a near-duplicate took a card:\n%s", out)
+	}
+	plain, _, _ := run(t, "tools", "-f", dir, "restart the checkout pods")
+	if strings.Contains(plain, "words:") || strings.Contains(plain, "before calibration") {
+		t.Errorf("explained without --explain:\n%s", plain)
+	}
+}

@@ -35,6 +35,9 @@ type Request struct {
 	// Detect names classifiers to run and report even when no condition
 	// reads them ("*" = all); see api.md §6.1.
 	Detect []string `json:"detect,omitempty"`
+	// Explain adds to every tool card why it scored and is trusted as it
+	// is (api.md §10.3).
+	Explain bool `json:"explain,omitempty"`
 }
 
 // Response is the assembled context (API.md "Query API").

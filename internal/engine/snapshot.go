@@ -601,15 +601,24 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
 
 	ts := &rs.Tools
-	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion}
+	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion, adaptive: ts.Adaptive.Enabled}
 	if s.tools.topK <= 0 {
 		add("spec.tools.topK", "must be at least 1")
 	}
 	if s.tools.minScore, err = strconv.ParseFloat(ts.MinScore, 64); err != nil {
 		add("spec.tools.minScore", fmt.Sprintf("%q is not a number", ts.MinScore))
 	}
-	if s.tools.minConfidence, err = strconv.ParseFloat(ts.MinConfidence, 64); err != nil {
-		add("spec.tools.minConfidence", fmt.Sprintf("%q is not a number", ts.MinConfidence))
+	for _, d := range []struct {
+		path, value string
+		to          *float64
+	}{
+		{"spec.tools.minConfidence", ts.MinConfidence, &s.tools.minConfidence},
+		{"spec.tools.collapseThreshold", ts.CollapseThreshold, &s.tools.collapse},
+		{"spec.tools.adaptive.relativeCut", ts.Adaptive.RelativeCut, &s.tools.relativeCut},
+	} {
+		if *d.to, err = strconv.ParseFloat(d.value, 64); err != nil {
+			add(d.path, fmt.Sprintf("%q is not a number", d.value))
+		}
 	}
 }
 
@@ -638,7 +647,10 @@ func (s *Snapshot) indexTools(catalogs [][]v1alpha1.Tool, h io.Writer) {
 		st.tools.hi = len(s.toolEntries)
 	}
 	if len(s.toolEntries) > 0 {
-		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{NoExpansion: s.tools.expansion == v1alpha1.ToolExpansionNone})
+		s.toolIx = tools.NewIndex(s.toolEntries, tools.Options{
+			NoExpansion: s.tools.expansion == v1alpha1.ToolExpansionNone,
+			Collapse:    s.tools.collapse,
+		})
 	}
 }
 

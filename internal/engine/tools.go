@@ -27,10 +27,23 @@ type ToolCard struct {
 	ToolInfo
 	// Score is the ranking score, 4 decimals.
 	Score float64 `json:"score"`
-	// Confidence in [0, 1], 4 decimals: what minConfidence compares.
+	// Confidence in [0, 1], 4 decimals: the calibrated chance that the
+	// tool is one the question needs; what minConfidence compares.
 	Confidence float64 `json:"confidence"`
+	// Also are the tool's near-duplicates the agent may use, which take no
+	// card of their own.
+	Also []ToolRef `json:"also,omitempty"`
 	// Fallback marks a card the confidence gate added.
 	Fallback bool `json:"fallback,omitempty"`
+	// Explain says why the card scored and is trusted as it is (the
+	// request's explain).
+	Explain *tools.Explanation `json:"explain,omitempty"`
+}
+
+// ToolRef names a tool: its id (<namespace>.<name>) and source.
+type ToolRef struct {
+	ID     string `json:"id"`
+	Source string `json:"source"`
 }
 
 // ToolStats accounts for the tools of a query.
@@ -41,6 +54,8 @@ type ToolStats struct {
 	Denied int `json:"denied"`
 	// BelowThreshold are shortlisted cards under minScore, left out.
 	BelowThreshold int `json:"below_threshold"`
+	// BelowCut are shortlisted cards spec.tools.adaptive left out.
+	BelowCut int `json:"below_cut"`
 	// Returned is len(tools).
 	Returned int `json:"returned"`
 	// Reason says why tools is empty (api.md §10.3); "" when there are cards.
@@ -77,6 +92,9 @@ type toolSettings struct {
 	minConfidence float64
 	fallback      []v1alpha1.ToolReference
 	expansion     v1alpha1.ToolExpansion
+	collapse      float64
+	adaptive      bool
+	relativeCut   float64
 }
 
 // toolEntries are the index positions [lo, hi) of a tool source's tools.
@@ -146,14 +164,29 @@ func (s *Snapshot) selectTools(req *Request, access *Access, srcs []*sourceState
 	best := 0.0
 	if n > 0 {
 		hits := s.toolIx.Search(req.Text, k, allowed)
-		for _, h := range hits {
-			if h.Score < s.tools.minScore {
-				stats.BelowThreshold++
-				continue
-			}
+		if s.tools.adaptive {
+			all := len(hits)
+			hits = tools.Adaptive(hits, s.tools.relativeCut)
+			stats.BelowCut = all - len(hits)
+		}
+		scored := len(hits)
+		hits = slices.DeleteFunc(hits, func(h tools.Hit) bool { return h.Score < s.tools.minScore })
+		stats.BelowThreshold = scored - len(hits)
+		var exps []tools.Explanation
+		if req.Explain {
+			exps = s.toolIx.Explain(req.Text, hits, allowed)
+		}
+		for i, h := range hits {
 			// The gate compares the best card's confidence: cards left out do not count.
 			best = math.Max(best, h.Confidence)
-			cards = append(cards, s.toolCard(h.Entry, h.Score, h.Confidence))
+			c := s.toolCard(h.Entry, h.Score, h.Confidence)
+			for _, o := range h.Also {
+				c.Also = append(c.Also, ToolRef{ID: s.toolIx.Entry(o).Tool.ID(), Source: s.toolIx.Entry(o).Source})
+			}
+			if exps != nil {
+				c.Explain = &exps[i]
+			}
+			cards = append(cards, c)
 		}
 	}
 	if best < s.tools.minConfidence {

@@ -187,8 +187,8 @@ func TestMinScoreAndFallback(t *testing.T) {
 		}
 	})
 	t.Run("no confident card adds the fallback", func(t *testing.T) {
-		s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) { fallback(r); r.Tools.MinConfidence = "0.99" }))
-		resp := query(t, s, Request{Text: "customer"}) // several tools share the word: no card is sure
+		s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) { fallback(r); r.Tools.MinConfidence = "1" }))
+		resp := query(t, s, Request{Text: "customer"}) // several tools share the word: no card is certain
 		ids := cardIDs(resp.Tools)
 		if len(ids) < 2 || ids[len(ids)-1] != "web_search(fallback)" || resp.Stats.Tools.Returned != len(ids) {
 			t.Fatalf("cards = %q, stats %+v; want the web search added last as a fallback", ids, resp.Stats.Tools)
@@ -481,4 +481,91 @@ func TestToolIndexLimit(t *testing.T) {
 	if len(resp.Tools) == 0 {
 		t.Error("the sources within the limit do not answer")
 	}
+}
+
+// TestToolCardSettings covers spec.tools.collapseThreshold and
+// spec.tools.adaptive, and the request's explain.
+func TestToolCardSettings(t *testing.T) {
+	mirrored := func(mut func(*v1alpha1.ContextRouterSpec)) *Config {
+		cfg := toolsConfig(mut)
+		// A second server of the invoice tools, one with a versioned name.
+		cfg.Sources = append(cfg.Sources, toolsSource("mirror",
+			tool("billing.invoices", "list_invoices", "List the invoices of a customer.", v1alpha1.SideEffectsRead),
+			tool("billing.invoices", "list_invoices_v2", "List the invoices of a customer (2).", v1alpha1.SideEffectsRead)))
+		cfg.Routes = []v1alpha1.ContextRoute{routeTo("all", "", "prompt", "billing-tools", "mirror")}
+		return cfg
+	}
+	const q = "list the invoices of a customer"
+	t.Run("near-duplicates share a card", func(t *testing.T) {
+		resp := query(t, compile(t, mirrored(nil)), Request{Text: q})
+		if ids := cardIDs(resp.Tools); len(ids) == 0 || ids[0] != "billing.invoices.list_invoices" || slices.Contains(ids[1:], "billing.invoices.list_invoices") || slices.Contains(ids, "billing.invoices.list_invoices_v2") {
+			t.Fatalf("cards %q", ids)
+		}
+		want := []ToolRef{{ID: "billing.invoices.list_invoices", Source: "mirror"}, {ID: "billing.invoices.list_invoices_v2", Source: "mirror"}}
+		if c := resp.Tools[0]; c.Source != "billing-tools" || !slices.Equal(c.Also, want) {
+			t.Errorf("card %s of %s also %v, want %v", c.Name, c.Source, c.Also, want)
+		}
+		// Only near-duplicates the agent may use are listed.
+		deny := perm("no-v2", v1alpha1.AgentPermissionSpec{Agents: []string{"bot"}, Default: v1alpha1.AccessAllow,
+			MaxSensitivity: v1alpha1.SensitivityRestricted, Tools: v1alpha1.ToolRules{Deny: []string{"**.*_v2"}}})
+		cfg := mirrored(nil)
+		cfg.Permissions = []v1alpha1.AgentPermission{deny}
+		resp = query(t, compile(t, cfg), Request{Text: q, Agent: "bot"})
+		if c := resp.Tools[0]; !slices.Equal(c.Also, want[:1]) {
+			t.Errorf("bot: also %v, want %v", c.Also, want[:1])
+		}
+	})
+	t.Run("collapseThreshold 0 gives every tool its card", func(t *testing.T) {
+		resp := query(t, compile(t, mirrored(func(r *v1alpha1.ContextRouterSpec) { r.Tools.CollapseThreshold = "0" })), Request{Text: q})
+		n := 0
+		for _, c := range resp.Tools {
+			if strings.HasPrefix(c.Name, "list_invoices") {
+				n++
+			}
+			if len(c.Also) > 0 {
+				t.Errorf("card %s lists %v", c.Name, c.Also)
+			}
+		}
+		if n != 3 {
+			t.Errorf("%d cards of the 3 copies: %q", n, cardIDs(resp.Tools))
+		}
+	})
+	t.Run("adaptive keeps the cards close to the best", func(t *testing.T) {
+		plain := query(t, compile(t, toolsConfig(nil)), Request{Text: "create an invoice for a customer"})
+		s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) {
+			r.Tools.Adaptive = v1alpha1.ToolsAdaptive{Enabled: true, RelativeCut: "0.5"}
+		}))
+		resp := query(t, s, Request{Text: "create an invoice for a customer"})
+		if len(resp.Tools) == 0 || len(resp.Tools) >= len(plain.Tools) {
+			t.Fatalf("adaptive %q, plain %q", cardIDs(resp.Tools), cardIDs(plain.Tools))
+		}
+		st := resp.Stats.Tools
+		if st.BelowCut != len(plain.Tools)-len(resp.Tools) || st.Returned != len(resp.Tools) {
+			t.Errorf("stats %+v", st)
+		}
+		for _, c := range resp.Tools {
+			if c.Confidence < 0.5*resp.Tools[0].Confidence-1e-4 {
+				t.Errorf("card %s at %v under half the best %v", c.Name, c.Confidence, resp.Tools[0].Confidence)
+			}
+		}
+		for _, c := range plain.Tools[len(resp.Tools):] {
+			if c.Confidence >= 0.5*plain.Tools[0].Confidence {
+				t.Errorf("card %s at %v left out", c.Name, c.Confidence)
+			}
+		}
+	})
+	t.Run("explain", func(t *testing.T) {
+		s := compile(t, toolsConfig(nil))
+		resp := query(t, s, Request{Text: "bill ACME 300 euros for March", Explain: true})
+		c := resp.Tools[0]
+		if c.Name != "create_invoice" || c.Explain == nil || c.Explain.Example == nil || c.Explain.Example.Text != "bill ACME 300 euros for March" {
+			t.Fatalf("card %+v", c)
+		}
+		if c.Explain.Parts.Example <= 0 || c.Explain.Evidence.Examples != 1 {
+			t.Errorf("explain %+v", c.Explain)
+		}
+		if plain := query(t, s, Request{Text: "bill ACME 300 euros for March"}); plain.Tools[0].Explain != nil {
+			t.Errorf("explain without asking")
+		}
+	})
 }

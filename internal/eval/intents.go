@@ -115,8 +115,7 @@ type IntentAccumulator struct {
 
 	n, right, nIn, inRight, nOut, outRight, predOut int
 	tp, fp, fn                                      map[string]int
-	binN, binRight                                  [ECEBins]int
-	binConf                                         [ECEBins]float64
+	bins                                            calibrationBins
 	latencies                                       []time.Duration
 }
 
@@ -149,13 +148,10 @@ func (a *IntentAccumulator) Add(gold, predicted, top string, topConfidence float
 	if predicted == a.OOSLabel {
 		a.predOut++
 	}
-	b := min(int(topConfidence*ECEBins), ECEBins-1)
-	b = max(b, 0)
-	a.binN[b]++
-	a.binConf[b] += topConfidence
-	if top == gold {
-		a.binRight[b]++
+	if a.bins.n == nil {
+		a.bins = newCalibrationBins(ECEBins)
 	}
+	a.bins.add(topConfidence, top == gold)
 	a.latencies = append(a.latencies, latency)
 }
 
@@ -195,15 +191,7 @@ func (a *IntentAccumulator) Report() IntentReport {
 		}
 	}
 	r.MacroF1 = round4(f1 / float64(len(keys)))
-	ece := 0.0
-	for b := range ECEBins {
-		if a.binN[b] == 0 {
-			continue
-		}
-		n := float64(a.binN[b])
-		ece += n / float64(a.n) * math.Abs(float64(a.binRight[b])/n-a.binConf[b]/n)
-	}
-	r.ECE = round4(ece)
+	r.ECE = a.bins.ece()
 	r.Latency = latencyOf(a.latencies)
 	return r
 }

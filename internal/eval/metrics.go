@@ -188,3 +188,62 @@ func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
 
 // micros converts to microseconds rounded to one decimal.
 func micros(d time.Duration) float64 { return math.Round(float64(d.Nanoseconds())/100) / 10 }
+
+// calibrationBins gather confidences and outcomes in equal-width bins over
+// [0, 1] for the expected calibration error; the zero value needs bins.
+type calibrationBins struct {
+	n, right []int
+	conf     []float64
+	total    int
+}
+
+func newCalibrationBins(bins int) calibrationBins {
+	return calibrationBins{n: make([]int, bins), right: make([]int, bins), conf: make([]float64, bins)}
+}
+
+// add records one confidence and whether what it backs was right.
+func (c *calibrationBins) add(confidence float64, right bool) {
+	b := max(min(int(confidence*float64(len(c.n))), len(c.n)-1), 0)
+	c.n[b]++
+	c.conf[b] += confidence
+	if right {
+		c.right[b]++
+	}
+	c.total++
+}
+
+// ece is Σ over bins of |accuracy − mean confidence| weighted by the bin's
+// share of what was added, rounded to 4 decimals.
+func (c *calibrationBins) ece() float64 {
+	ece := 0.0
+	for b, n := range c.n {
+		if n == 0 {
+			continue
+		}
+		ece += float64(n) / float64(c.total) * math.Abs(float64(c.right[b])/float64(n)-c.conf[b]/float64(n))
+	}
+	return round4(ece)
+}
+
+// pearson accumulates Pearson's correlation of pairs (x, y); with y 0 or 1
+// it is the point-biserial correlation.
+type pearson struct{ n, sx, sy, sxx, syy, sxy float64 }
+
+func (p *pearson) add(x, y float64) {
+	p.n++
+	p.sx += x
+	p.sy += y
+	p.sxx += x * x
+	p.syy += y * y
+	p.sxy += x * y
+}
+
+// r is the correlation, rounded to 4 decimals; 0 when either side is constant.
+func (p *pearson) r() float64 {
+	cov := p.n*p.sxy - p.sx*p.sy
+	vx, vy := p.n*p.sxx-p.sx*p.sx, p.n*p.syy-p.sy*p.sy
+	if vx <= 0 || vy <= 0 {
+		return 0
+	}
+	return round4(cov / math.Sqrt(vx*vy))
+}

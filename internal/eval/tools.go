@@ -95,7 +95,8 @@ func sameWords(a, b string) bool {
 }
 
 // ToolReport is the JSON object `contextrouter eval tools` prints. Metrics
-// are means over the evaluated queries, rounded to 4 decimals.
+// are means over the evaluated queries, rounded to 4 decimals. A card counts
+// as a relevant tool when its tool or one of its near-duplicates (also) is.
 type ToolReport struct {
 	Dataset  string  `json:"dataset"`
 	Split    string  `json:"split"`
@@ -111,6 +112,51 @@ type ToolReport struct {
 	// Calibration says, per confidence band of the top tool, how often it
 	// is relevant: what a minConfidence gate would keep and lose.
 	Calibration []ConfidenceBand `json:"calibration"`
+	// ECE is the expected calibration error of the first card's
+	// confidence as the chance that it is relevant: ECEBinsTools
+	// equal-width bins.
+	ECE float64 `json:"ece"`
+	// Correlation is Pearson's r between the first card's confidence and
+	// whether it is relevant (point-biserial).
+	Correlation float64 `json:"confidence_correlation"`
+	// MinConfidence is the gate the next two fields are measured at, and
+	// KeptRight the share of the queries whose first card is relevant that
+	// it keeps (confidence at least MinConfidence).
+	MinConfidence float64 `json:"min_confidence"`
+	KeptRight     float64 `json:"kept_right"`
+	// Returned is the shortlist an adaptive router returns.
+	Returned ReturnedSet `json:"returned"`
+	// Offtopic is measured on questions no tool fits (--offtopic).
+	Offtopic *OfftopicReport `json:"offtopic,omitempty"`
+}
+
+// ECEBinsTools is the number of bins of ToolReport.ECE.
+const ECEBinsTools = 10
+
+// ReturnedSet is the quality of the cards a router with
+// spec.tools.adaptive returns: of the first TopK, those whose confidence is
+// at least RelativeCut times the best card's.
+type ReturnedSet struct {
+	TopK        int     `json:"top_k"`
+	RelativeCut float64 `json:"relative_cut"`
+	// Precision is the mean share of a query's cards that are relevant,
+	// Recall the mean share of its relevant tools the cards hold.
+	Precision float64 `json:"precision"`
+	Recall    float64 `json:"recall"`
+	// Cards is the mean number of cards.
+	Cards float64 `json:"cards"`
+}
+
+// OfftopicReport is how the first card's confidence treats questions no
+// tool fits.
+type OfftopicReport struct {
+	Queries int `json:"queries"`
+	// BelowMinConfidence is the share of them with no card, or whose first
+	// card's confidence is under the gate (the fallback tools join).
+	BelowMinConfidence float64 `json:"below_min_confidence"`
+	// MeanConfidence is the mean confidence of their first cards (0 when
+	// none).
+	MeanConfidence float64 `json:"mean_confidence"`
 }
 
 // ConfidenceBand is the queries whose top tool's confidence is in [Min,
@@ -126,43 +172,135 @@ type ConfidenceBand struct {
 // confidenceBands are the bands' lower bounds.
 var confidenceBands = []float64{0, 0.2, 0.4, 0.6, 0.8, 0.9}
 
-// ToolAccumulator collects per-query results; the zero value is ready to
-// use. It is not safe for concurrent use.
+// RankedCard is a card of a shortlist as eval tools scores it.
+type RankedCard struct {
+	// IDs are the card's tool, then its near-duplicates.
+	IDs        []string
+	Confidence float64
+}
+
+// ToolAccumulator collects per-query results; set MinConfidence before
+// adding. It is not safe for concurrent use.
 type ToolAccumulator struct {
+	MinConfidence float64
+
 	n                      int
 	r1, r3, r5, r10, ndcg5 float64
 	latencies              []time.Duration
 	bandN, bandHit         [6]int
+	bins                   calibrationBins
+	corr                   pearson
+	right, kept            int
+	precision, recall      float64
+	cards                  int
+	off                    OfftopicReport
+	offBelow               int
+	offConf                float64
+	ranked                 []string
 }
 
-// Add records one query's ranked tool ids, the confidence of the first,
-// and the search latency. Queries without a relevant tool are skipped.
-func (a *ToolAccumulator) Add(ranked []string, topConfidence float64, rel map[string]int, latency time.Duration) {
+// Add records one query's cards, best first, the cards an adaptive router
+// returns (a subset, in the same order), and the search latency. Queries
+// without a relevant tool are skipped.
+func (a *ToolAccumulator) Add(cards, returned []RankedCard, rel map[string]int, latency time.Duration) {
 	if !hasRelevant(rel) {
 		return
 	}
+	if a.bins.n == nil {
+		a.bins = newCalibrationBins(ECEBinsTools)
+	}
 	a.n++
+	// A card stands for the first relevant tool it holds.
+	ranked := a.ranked[:0]
+	for _, c := range cards {
+		id := c.IDs[0]
+		for _, o := range c.IDs {
+			if rel[o] > 0 {
+				id = o
+				break
+			}
+		}
+		ranked = append(ranked, id)
+	}
+	a.ranked = ranked
 	a.r1 += Recall(ranked, rel, 1)
 	a.r3 += Recall(ranked, rel, 3)
 	a.r5 += Recall(ranked, rel, 5)
 	a.r10 += Recall(ranked, rel, 10)
 	a.ndcg5 += NDCG(ranked, rel, 5)
 	a.latencies = append(a.latencies, latency)
-	if len(ranked) > 0 {
+	top := 0.0
+	right := false
+	if len(cards) > 0 {
+		top = cards[0].Confidence
+		right = rel[ranked[0]] > 0
 		b := 0
 		for i, lo := range confidenceBands {
-			if topConfidence >= lo {
+			if top >= lo {
 				b = i
 			}
 		}
 		a.bandN[b]++
-		a.bandHit[b] += int(PrecisionAt1(ranked, rel))
+		if right {
+			a.bandHit[b]++
+		}
+	}
+	a.bins.add(top, right)
+	a.corr.add(top, map[bool]float64{true: 1}[right])
+	if right {
+		a.right++
+		if top >= a.MinConfidence {
+			a.kept++
+		}
+	}
+	a.addReturned(returned, rel)
+}
+
+// addReturned scores the cards a router returns.
+func (a *ToolAccumulator) addReturned(cards []RankedCard, rel map[string]int) {
+	n := len(cards)
+	a.cards += n
+	relevant, found := 0, map[string]bool{}
+	for _, c := range cards {
+		hit := false
+		for _, id := range c.IDs {
+			if rel[id] > 0 {
+				hit = true
+				found[id] = true
+			}
+		}
+		if hit {
+			relevant++
+		}
+	}
+	if n > 0 {
+		a.precision += float64(relevant) / float64(n)
+	}
+	total := 0
+	for _, g := range rel {
+		if g > 0 {
+			total++
+		}
+	}
+	a.recall += float64(len(found)) / float64(total)
+}
+
+// AddOfftopic records a question no tool fits: its cards, best first.
+func (a *ToolAccumulator) AddOfftopic(cards []RankedCard) {
+	a.off.Queries++
+	top := 0.0
+	if len(cards) > 0 {
+		top = cards[0].Confidence
+	}
+	a.offConf += top
+	if len(cards) == 0 || top < a.MinConfidence {
+		a.offBelow++
 	}
 }
 
 // Report returns the means, latency percentiles and calibration bands.
 func (a *ToolAccumulator) Report() ToolReport {
-	r := ToolReport{Queries: a.n, Calibration: []ConfidenceBand{}}
+	r := ToolReport{Queries: a.n, Calibration: []ConfidenceBand{}, MinConfidence: a.MinConfidence}
 	for i, lo := range confidenceBands {
 		hi := 1.0
 		if i+1 < len(confidenceBands) {
@@ -174,6 +312,12 @@ func (a *ToolAccumulator) Report() ToolReport {
 		}
 		r.Calibration = append(r.Calibration, b)
 	}
+	if a.off.Queries > 0 {
+		off := a.off
+		off.BelowMinConfidence = round4(float64(a.offBelow) / float64(off.Queries))
+		off.MeanConfidence = round4(a.offConf / float64(off.Queries))
+		r.Offtopic = &off
+	}
 	if a.n == 0 {
 		return r
 	}
@@ -181,31 +325,109 @@ func (a *ToolAccumulator) Report() ToolReport {
 	r.Recall1, r.Recall3, r.Recall5, r.Recall10 = mean(a.r1), mean(a.r3), mean(a.r5), mean(a.r10)
 	r.NDCG5 = mean(a.ndcg5)
 	r.Latency = latencyOf(a.latencies)
+	r.ECE = a.bins.ece()
+	r.Correlation = a.corr.r()
+	if a.right > 0 {
+		r.KeptRight = round4(float64(a.kept) / float64(a.right))
+	}
+	r.Returned.Precision, r.Returned.Recall = mean(a.precision), mean(a.recall)
+	r.Returned.Cards = mean(float64(a.cards))
 	return r
 }
 
+// ToolEval is what Tools measures besides the dataset.
+type ToolEval struct {
+	// Examples are appended to their tools' examples.
+	Examples []ToolExample
+	// Offtopic are questions no tool fits.
+	Offtopic []string
+	// Options index the catalog.
+	Options tools.Options
+	// MinConfidence, TopK and RelativeCut are the router settings the
+	// report measures (spec.tools).
+	MinConfidence, RelativeCut float64
+	TopK                       int
+}
+
 // Tools ranks the catalog of ds (with examples) for every query of the
-// split and reports the metrics.
-func Tools(ds *Dataset, examples []ToolExample, opts tools.Options) ToolReport {
-	entries := ToolCatalog(ds, examples)
-	ix := tools.NewIndex(entries, opts)
-	var acc ToolAccumulator
-	ranked := make([]string, 0, ToolDepth)
+// split, and for the off-topic questions, and reports the metrics.
+func Tools(ds *Dataset, e ToolEval) ToolReport {
+	entries := ToolCatalog(ds, e.Examples)
+	ix := tools.NewIndex(entries, e.Options)
+	acc := ToolAccumulator{MinConfidence: e.MinConfidence}
 	for _, q := range ds.Queries {
 		start := time.Now()
 		hits := ix.Search(q.Text, ToolDepth, nil)
 		lat := time.Since(start)
-		ranked = ranked[:0]
-		conf := 0.0
-		for i, h := range hits {
-			if i == 0 {
-				conf = h.Confidence
-			}
-			ranked = append(ranked, ds.Corpus[h.Entry].ID)
-		}
-		acc.Add(ranked, conf, ds.Qrels[q.ID], lat)
+		returned := tools.Adaptive(slices.Clone(hits[:min(e.TopK, len(hits))]), e.RelativeCut)
+		acc.Add(rankedCards(ds, hits), rankedCards(ds, returned), ds.Qrels[q.ID], lat)
+	}
+	for _, q := range e.Offtopic {
+		acc.AddOfftopic(rankedCards(ds, ix.Search(q, ToolDepth, nil)))
 	}
 	r := acc.Report()
-	r.Tools, r.Examples = len(entries), len(examples)
+	r.Tools, r.Examples = len(entries), len(e.Examples)
+	r.Returned.TopK, r.Returned.RelativeCut = e.TopK, e.RelativeCut
 	return r
+}
+
+// rankedCards are the cards of hits by corpus id.
+func rankedCards(ds *Dataset, hits []tools.Hit) []RankedCard {
+	out := make([]RankedCard, len(hits))
+	for i, h := range hits {
+		ids := make([]string, 0, 1+len(h.Also))
+		ids = append(ids, ds.Corpus[h.Entry].ID)
+		for _, o := range h.Also {
+			ids = append(ids, ds.Corpus[o].ID)
+		}
+		out[i] = RankedCard{IDs: ids, Confidence: h.Confidence}
+	}
+	return out
+}
+
+// LoadOfftopic reads {"text"} lines: questions no tool of the catalog fits.
+// Errors name the file and line.
+func LoadOfftopic(path string) ([]string, error) {
+	var out []string
+	err := scanLines(path, func(n int, line []byte) error {
+		if len(strings.TrimSpace(string(line))) == 0 {
+			return nil
+		}
+		var q struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(line, &q); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if strings.TrimSpace(q.Text) == "" {
+			return fmt.Errorf("%s:%d: empty \"text\"", path, n)
+		}
+		out = append(out, q.Text)
+		return nil
+	})
+	return out, err
+}
+
+// ReferenceCopies extends the corpus of ds to n tools the way the
+// reference router's benchmark grows its catalog past its 83 tools
+// (contextweaver benchmarks/benchmark.py, catalog sizes over the natural
+// pool): copy k = 2, 3, ... of every tool in corpus order, until n, has the
+// id "<id>.v<k>", the title "<title>_v<k>" and the description followed by
+// " (variant k)" (before the ". Tags: ..." of cw-gold's texts). The copies
+// are never relevant. It does nothing when the corpus has n tools or more.
+func ReferenceCopies(ds *Dataset, n int) {
+	base := len(ds.Corpus)
+	for k := 2; len(ds.Corpus) < n && base > 0; k++ {
+		for _, d := range ds.Corpus[:base] {
+			if len(ds.Corpus) == n {
+				break
+			}
+			desc, tags, found := strings.Cut(d.Text, ". Tags: ")
+			text := fmt.Sprintf("%s (variant %d)", strings.TrimSuffix(desc, "."), k)
+			if found {
+				text += ". Tags: " + tags
+			}
+			ds.Corpus = append(ds.Corpus, Doc{ID: fmt.Sprintf("%s.v%d", d.ID, k), Title: fmt.Sprintf("%s_v%d", d.Title, k), Text: text})
+		}
+	}
 }

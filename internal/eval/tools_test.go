@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -13,40 +14,62 @@ import (
 )
 
 func TestToolAccumulator(t *testing.T) {
-	var a ToolAccumulator
-	// q1: the relevant tool second. q2: one of two relevant tools first,
-	// the other sixth. q3: nothing relevant, skipped.
-	a.Add([]string{"b", "a", "c"}, 0.95, map[string]int{"a": 1}, 10*time.Microsecond)
-	a.Add([]string{"a", "c", "d", "e", "f", "b"}, 0.5, map[string]int{"a": 1, "b": 1}, 30*time.Microsecond)
-	a.Add([]string{"a"}, 0.99, map[string]int{"a": 0}, time.Second)
+	a := ToolAccumulator{MinConfidence: 0.5}
+	card := func(conf float64, ids ...string) RankedCard { return RankedCard{IDs: ids, Confidence: conf} }
+	// q1: the relevant tool second, the first card sure and wrong; the
+	// adaptive set keeps the wrong card only.
+	q1 := []RankedCard{card(0.95, "b"), card(0.3, "a"), card(0.1, "c")}
+	a.Add(q1, q1[:1], map[string]int{"a": 1}, 10*time.Microsecond)
+	// q2: one of two relevant tools first (under the gate), the other
+	// sixth; the adaptive set holds it and a wrong card.
+	q2 := []RankedCard{card(0.45, "a"), card(0.2, "c"), card(0.1, "d"), card(0.1, "e"), card(0.1, "f"), card(0.05, "b")}
+	a.Add(q2, q2[:2], map[string]int{"a": 1, "b": 1}, 30*time.Microsecond)
+	// Nothing relevant: skipped.
+	a.Add(q1, q1, map[string]int{"a": 0}, time.Second)
+	// q3: the relevant tool is the first card's near-duplicate.
+	q3 := []RankedCard{card(0.6, "z", "a")}
+	a.Add(q3, q3, map[string]int{"a": 1}, 20*time.Microsecond)
+	// Off-topic: no card, a confident card, a weak card.
+	a.AddOfftopic(nil)
+	a.AddOfftopic([]RankedCard{card(0.7, "a")})
+	a.AddOfftopic([]RankedCard{card(0.2, "a"), card(0.1, "b")})
 	r := a.Report()
-	// By hand: recall@1 (0 + 1/2)/2; @3 and @5 (1 + 1/2)/2; @10 1.
-	// nDCG@5: q1 1/log2(3) = 0.6309; q2 1 / (1 + 1/log2(3)) = 0.6131.
-	want := ToolReport{Queries: 2, Recall1: 0.25, Recall3: 0.75, Recall5: 0.75, Recall10: 1, NDCG5: 0.622,
-		Latency: Latency{P50: 10, P99: 30}}
-	r.Calibration, want.Calibration = nil, nil
+	// By hand: recall@1 (0 + 1/2 + 1)/3; @3 and @5 (1 + 1/2 + 1)/3; @10 1.
+	// nDCG@5: q1 1/log2(3) = 0.6309; q2 1 / (1 + 1/log2(3)) = 0.6131; q3 1.
+	// ECE: one query per bin, |0 − 0.95|, |1 − 0.45|, |1 − 0.6|: 1.9/3.
+	// Correlation of (0.95, 0.45, 0.6) and (0, 1, 1): −0.2833/√(0.1317·0.6667).
+	// Kept: q3 of q2 and q3. Returned: precision (0 + 1/2 + 1)/3, recall
+	// (0 + 1/2 + 1)/3, cards 4/3.
+	want := ToolReport{Queries: 3, Recall1: 0.5, Recall3: 0.8333, Recall5: 0.8333, Recall10: 1, NDCG5: 0.748,
+		Latency: Latency{P50: 20, P99: 30}, ECE: 0.6333, Correlation: -0.9563, MinConfidence: 0.5, KeptRight: 0.5,
+		Returned: ReturnedSet{Precision: 0.5, Recall: 0.5, Cards: 1.3333},
+		Offtopic: &OfftopicReport{Queries: 3, BelowMinConfidence: 0.6667, MeanConfidence: 0.3}}
+	bands := r.Calibration
+	r.Calibration = nil
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("report %+v\nwant   %+v", r, want)
 	}
-	bands := a.Report().Calibration
+	if r.Offtopic != nil && !reflect.DeepEqual(*r.Offtopic, *want.Offtopic) {
+		t.Errorf("off-topic %+v, want %+v", *r.Offtopic, *want.Offtopic)
+	}
 	if len(bands) != len(confidenceBands) {
 		t.Fatalf("%d bands", len(bands))
 	}
 	for _, b := range bands {
-		switch b.Min {
-		case 0.9:
-			if b.Queries != 1 || b.Top1Relevant != 0 || b.Max != 1 {
-				t.Errorf("band %+v, want 1 query, none relevant", b)
+		t.Run(fmt.Sprint(b.Min), func(t *testing.T) {
+			want := map[float64]ConfidenceBand{
+				0.9: {Min: 0.9, Max: 1, Queries: 1, Top1Relevant: 0},
+				0.4: {Min: 0.4, Max: 0.6, Queries: 1, Top1Relevant: 1},
+				0.6: {Min: 0.6, Max: 0.8, Queries: 1, Top1Relevant: 1},
+			}[b.Min]
+			want.Min = b.Min
+			if want.Max == 0 {
+				want.Max = b.Max
 			}
-		case 0.4:
-			if b.Queries != 1 || b.Top1Relevant != 1 {
-				t.Errorf("band %+v, want 1 query, relevant", b)
+			if b != want {
+				t.Errorf("band %+v, want %+v", b, want)
 			}
-		default:
-			if b.Queries != 0 {
-				t.Errorf("band %+v, want empty", b)
-			}
-		}
+		})
 	}
 }
 
@@ -123,15 +146,86 @@ func TestToolsOnGeneratedSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := ToolEval{MinConfidence: 0.5, RelativeCut: 0.1, TopK: 5}
 	// Without examples q3 finds nothing: recall 2/3 at every depth.
-	r := Tools(ds, nil, tools.Options{})
+	r := Tools(ds, e)
 	if r.Queries != 3 || r.Tools != 3 || math.Abs(r.Recall1-0.6667) > 1e-9 || math.Abs(r.Recall10-0.6667) > 1e-9 {
 		t.Errorf("without examples: %+v", r)
 	}
-	// An example gives q3 its answer.
-	ex := []ToolExample{{"charge ACME 300 euros", "billing.invoices.create"}}
-	r = Tools(ds, ex, tools.Options{})
+	if r.Returned.TopK != 5 || r.Returned.RelativeCut != 0.1 || r.Returned.Recall != r.Recall5 || r.MinConfidence != 0.5 {
+		t.Errorf("settings: %+v", r)
+	}
+	// An example gives q3 its answer; off-topic questions are measured.
+	e.Examples = []ToolExample{{"charge ACME 300 euros", "billing.invoices.create"}}
+	e.Offtopic = []string{"what is the capital of peru", "search for the web pages of a customer invoice"}
+	r = Tools(ds, e)
 	if r.Examples != 1 || r.Recall1 != 1 || r.NDCG5 != 1 {
 		t.Errorf("with examples: %+v", r)
+	}
+	if o := r.Offtopic; o == nil || o.Queries != 2 || o.BelowMinConfidence < 0.5 {
+		t.Errorf("off-topic: %+v (the first has no card)", o)
+	}
+}
+
+// TestToolsCopiesCollapse grows a catalog with the reference router's
+// copies: they crowd the shortlist unless near-duplicates share a card,
+// and a copy standing for the relevant tool counts.
+func TestToolsCopiesCollapse(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"corpus.jsonl": `{"_id": "fx.convert", "title": "convert", "text": "Convert an amount between currencies. Tags: money, fx"}
+{"_id": "fx.rates", "title": "rates", "text": "Show exchange rates of currencies. Tags: money"}
+{"_id": "web.search", "title": "search", "text": "Search the web."}
+`,
+		"queries.jsonl": `{"_id": "q1", "text": "show me exchange rates for currencies"}
+`,
+		"qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\tfx.rates\t1\n",
+	})
+	ds, err := LoadBEIR(dir, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReferenceCopies(ds, 9)
+	if len(ds.Corpus) != 9 {
+		t.Fatalf("%d tools", len(ds.Corpus))
+	}
+	if d := ds.Corpus[4]; d.ID != "fx.rates.v2" || d.Title != "rates_v2" || d.Text != "Show exchange rates of currencies (variant 2). Tags: money" {
+		t.Errorf("copy %+v", d)
+	}
+	if d := ds.Corpus[8]; d.ID != "web.search.v3" || d.Text != "Search the web (variant 3)" {
+		t.Errorf("copy %+v", d)
+	}
+	for _, tt := range []struct {
+		name     string
+		collapse float64
+		cards    float64
+	}{
+		// The three copies of fx.rates take one card; without collapsing
+		// each takes its own.
+		{"collapsed", 0.8, 2},
+		{"not collapsed", 0, 6},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Tools(ds, ToolEval{Options: tools.Options{Collapse: tt.collapse}, TopK: 10, RelativeCut: 0})
+			if r.Recall1 != 1 || r.Returned.Cards != tt.cards {
+				t.Errorf("recall@1 %v, cards %v; want 1, %v", r.Recall1, r.Returned.Cards, tt.cards)
+			}
+		})
+	}
+}
+
+func TestLoadOfftopic(t *testing.T) {
+	d := writeTree(t, map[string]string{
+		"ok.jsonl":    `{"text": "what is the capital of peru"}` + "\n\n" + `{"text": "tell me a joke"}` + "\n",
+		"empty.jsonl": `{"text": "a"}` + "\n" + `{"text": "  "}` + "\n",
+		"bad.jsonl":   `{"text": 3}` + "\n",
+	})
+	got, err := LoadOfftopic(filepath.Join(d, "ok.jsonl"))
+	if err != nil || !slices.Equal(got, []string{"what is the capital of peru", "tell me a joke"}) {
+		t.Errorf("LoadOfftopic = %q, %v", got, err)
+	}
+	for file, want := range map[string]string{"empty.jsonl": `empty.jsonl:2: empty "text"`, "bad.jsonl": "bad.jsonl:1: json"} {
+		if _, err := LoadOfftopic(filepath.Join(d, file)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", file, err, want)
+		}
 	}
 }

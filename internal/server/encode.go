@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"maps"
 	"math"
 	"slices"
@@ -132,6 +134,8 @@ func appendResponse(b []byte, r *engine.Response) []byte {
 	b = strconv.AppendInt(b, int64(s.Tools.Denied), 10)
 	b = append(b, `,"below_threshold":`...)
 	b = strconv.AppendInt(b, int64(s.Tools.BelowThreshold), 10)
+	b = append(b, `,"below_cut":`...)
+	b = strconv.AppendInt(b, int64(s.Tools.BelowCut), 10)
 	b = append(b, `,"returned":`...)
 	b = strconv.AppendInt(b, int64(s.Tools.Returned), 10)
 	if s.Tools.Reason != "" {
@@ -290,8 +294,33 @@ func appendToolCard(b []byte, c *engine.ToolCard) []byte {
 	b = appendFloat(b, c.Score)
 	b = append(b, `,"confidence":`...)
 	b = appendFloat(b, c.Confidence)
+	if len(c.Also) > 0 {
+		b = append(b, `,"also":[`...)
+		for i, r := range c.Also {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendString(b, r.ID)
+			b = append(b, `,"source":`...)
+			b = appendString(b, r.Source)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	if c.Fallback {
 		b = append(b, `,"fallback":true`...)
+	}
+	if c.Explain != nil {
+		// Rare and nested: encoding/json writes it, without HTML escapes
+		// like the rest.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(c.Explain); err == nil {
+			b = append(b, `,"explain":`...)
+			b = append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+		}
 	}
 	return append(b, '}')
 }

@@ -229,7 +229,7 @@ func (s *Server) observeResponse(st *state, resp *engine.Response) {
 	for _, f := range resp.RankingFailures {
 		s.metrics.embeddingErrors.WithLabelValues(f.Endpoint, f.Reason).Inc()
 	}
-	if resp.Stats.Tools.Candidates > 0 || len(resp.Tools) > 0 {
+	if len(resp.Tools) > 0 || resp.Stats.Tools.Reason != engine.ToolsNoToolSource {
 		s.metrics.toolsReturned.Observe(float64(len(resp.Tools)))
 	}
 	if d := resp.Detection; d != nil {

@@ -370,7 +370,8 @@ var (
 	getContextSchema = objectSchema("text", argQuestion, argAgent,
 		`"max_tokens": {"type": "integer", "minimum": 0, "description": "Lowers the router's token budget."}`,
 		`"max_chunks": {"type": "integer", "minimum": 0, "description": "At most this many chunks (0: no cap)."}`)
-	findToolsSchema    = objectSchema("text", argQuestion, argAgent)
+	findToolsSchema = objectSchema("text", argQuestion, argAgent,
+		`"explain": {"type": "boolean", "description": "Add to every card why it scored and is trusted as it is: matched words and fields, closest example, score parts, confidence before and after calibration."}`)
 	describeToolSchema = objectSchema("name",
 		`"name": {"type": "string", "description": "The tool's id, as in its card: <namespace>.<name>, or the name."}`,
 		`"source": {"type": "string", "description": "The card's source, when two sources have a tool of that id."}`,

@@ -344,6 +344,17 @@ func TestMCPFindAndDescribeTools(t *testing.T) {
 	if strings.Contains(resultText(res), "inputSchema") {
 		t.Errorf("a card holds the schema: %s", resultText(res))
 	}
+	// explain: every card says why.
+	res = callTool(t, cs, "find_tools", map[string]any{"text": "create an invoice for a customer", "max_tools": 2, "explain": true})
+	var explained engine.ToolsResponse
+	if err := json.Unmarshal([]byte(resultText(res)), &explained); err != nil || len(explained.Tools) != 2 {
+		t.Fatalf("find_tools explain: %v %s", err, resultText(res))
+	}
+	for _, c := range explained.Tools {
+		if c.Explain == nil || len(c.Explain.Terms) == 0 || c.Explain.Evidence.Words == 0 {
+			t.Errorf("find_tools explain: card %s explains %+v", c.Name, c.Explain)
+		}
+	}
 	if res := callTool(t, cs, "find_tools", map[string]any{"text": "x", "max_tools": 101}); !res.IsError || !strings.Contains(resultText(res), "max_tools") {
 		t.Errorf("max_tools past the bound: %s", resultText(res))
 	}

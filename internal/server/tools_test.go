@@ -113,7 +113,7 @@ func TestToolsEndpoint(t *testing.T) {
 	if strings.Contains(raw, "inputSchema") || strings.Contains(raw, `"required"`) {
 		t.Errorf("a card holds the schema: %s", raw)
 	}
-	if string(fields["stats"]) != `{"tools":{"candidates":4,"denied":0,"below_threshold":0,"returned":2}}` {
+	if string(fields["stats"]) != `{"tools":{"candidates":4,"denied":0,"below_threshold":0,"below_cut":0,"returned":2}}` {
 		t.Errorf("stats = %s", fields["stats"])
 	}
 	// The same shortlist as /v1/query.
@@ -123,6 +123,14 @@ func TestToolsEndpoint(t *testing.T) {
 	}
 	if v, ok := ts.metric("contextrouter_tools_returned"); !ok || v != 2 {
 		t.Errorf("tools_returned observations = %v, %v; want 2 (one per answer)", v, ok)
+	}
+	// A query whose route names a tool source is observed even when its
+	// shortlist is empty: the zeros are what the histogram is for.
+	if q := ts.query(engine.Request{Text: "xyzzy plugh"}); len(q.Tools) != 0 || q.Stats.Tools.Reason != engine.ToolsNoMatch {
+		t.Fatalf("tools %+v, stats %+v; want none, no_match", q.Tools, q.Stats.Tools)
+	}
+	if v, _ := ts.metric("contextrouter_tools_returned"); v != 3 {
+		t.Errorf("tools_returned observations = %v after an empty shortlist; want 3", v)
 	}
 
 	// The agent's tool rules apply.

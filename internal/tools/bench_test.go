@@ -19,17 +19,21 @@ var benchQueries = []string{
 	"what's the weather forecast for tomorrow",
 }
 
+// benchOptions are the router's defaults (spec.tools.collapseThreshold
+// "0.8").
+var benchOptions = Options{Collapse: 0.8}
+
 func BenchmarkToolIndex10k(b *testing.B) {
 	entries := genCatalog(10000, 1)
 	b.ReportAllocs()
 	for b.Loop() {
-		NewIndex(entries, Options{})
+		NewIndex(entries, benchOptions)
 	}
 }
 
 func benchSearch(b *testing.B, allowed func(i int) bool) {
 	entries := genCatalog(10000, 1)
-	ix := NewIndex(entries, Options{})
+	ix := NewIndex(entries, benchOptions)
 	var mask []bool
 	if allowed != nil {
 		mask = make([]bool, len(entries))
@@ -74,7 +78,7 @@ func BenchmarkToolSearchLongQuery(b *testing.B) {
 	for i := range entries {
 		entries[i].Tool.Description += fmt.Sprintf(" Code k%05d.", i)
 	}
-	ix := NewIndex(entries, Options{})
+	ix := NewIndex(entries, benchOptions)
 	q := longQuery(entries, 64<<10)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -89,11 +89,14 @@ type termIndex struct {
 	examples sentences
 	anti     sentences
 
-	idf2    []float32 // per term: toolIDF squared, the weight of cosines
-	setOff  []uint32  // per tool: range of sets
-	sets    []uint32  // sorted distinct term ids of name, namespace, description, tags
-	surface []string  // per term: its shortest word, for labels
-	stems   []string  // per term: the term itself
+	idf2 []float32 // per term: toolIDF squared, the weight of cosines
+	// own are the tool's own words (name, namespace, description, tags),
+	// names those of its name and namespace: sorted distinct term ids.
+	own, names flatSets
+	surface    []string // per term: its shortest word, for labels
+	stems      []string // per term: the term itself
+	// groups are the near-duplicate tools (collapse.go).
+	groups groups
 
 	expansion bool // any of Synonym, Related, Broader is set
 	// The catalog terms related to a term: per catalog term, and for other
@@ -105,28 +108,133 @@ type termIndex struct {
 	pool sync.Pool
 }
 
-// set returns the term set of tool i.
-func (ix *termIndex) set(i int) []uint32 { return ix.sets[ix.setOff[i]:ix.setOff[i+1]] }
-
-// selfCosine is the cosine of the question's terms and tool i's term set,
-// idf-weighted as sentences are.
-func (ix *termIndex) selfCosine(i uint32, terms []uint32) float32 {
-	set := ix.set(int(i))
-	var dot, qn, sn float32
-	for _, t := range terms {
-		w := ix.idf2[t]
-		qn += w
-		if _, ok := slices.BinarySearch(set, t); ok {
-			dot += w
+// score scores the allowed tools for the question: sc.cands gets every
+// tool with evidence, sc.terms the question's catalog terms (marked in
+// sc.seen until release) and sc.unknown the number of its other words. The
+// per-tool arrays are left zero.
+func (ix *termIndex) score(sc *scratch, query string, allowed []bool) {
+	ix.gather(sc, query, allowed)
+	exWeight := float32(ix.p.ExampleMatch) * ix.topBM25F(sc)
+	cands := sc.cands[:0]
+	for _, d := range sc.touched {
+		if s := ix.penalize(sc, d, sc.tool[d]+exWeight*sc.best[d]); s > 0 {
+			cands = append(cands, cand{entry: d, score: s, example: sc.best[d]})
 		}
 	}
-	for _, t := range set {
-		sn += ix.idf2[t]
+	sc.cands = cands
+	ix.reset(sc)
+}
+
+// gather collects the evidence of the allowed tools for the question: the
+// question's terms and their related terms (sc.expand, weights in
+// sc.expW), the BM25F score (sc.tool), closest example (sc.best) and
+// anti-pattern (sc.antiSim) of the tools touched.
+func (ix *termIndex) gather(sc *scratch, query string, allowed []bool) {
+	sc.terms = ix.queryTermsOther(sc.terms[:0], query, sc.seen, &sc.other)
+	sc.unknown = len(sc.other)
+	if ix.expansion {
+		ix.expandTerms(sc)
+	} else {
+		clear(sc.other)
+		sc.other = sc.other[:0]
+	}
+	sc.qnorm = 0
+	for _, t := range sc.terms {
+		sc.qnorm += ix.idf2[t]
+	}
+	// Related terms at their weight (idf included in expW), then the
+	// question's own.
+	for _, t := range sc.expand {
+		ix.addPostings(sc, t, sc.expW[t], allowed)
+	}
+	for _, t := range sc.terms {
+		ix.addPostings(sc, t, ix.toolIDF[t], allowed)
+	}
+	ix.examples.match(sc, sc.terms, sc.best, allowed, &sc.touched, sc.tool)
+	ix.anti.match(sc, sc.terms, sc.antiSim, allowed, &sc.antiHit, nil)
+}
+
+// reset zeroes what gather set but the question's terms.
+func (ix *termIndex) reset(sc *scratch) {
+	for _, d := range sc.touched {
+		sc.tool[d], sc.best[d] = 0, 0
+	}
+	sc.touched = sc.touched[:0]
+	for _, d := range sc.antiHit {
+		sc.antiSim[d] = 0
+	}
+	sc.antiHit = sc.antiHit[:0]
+	for _, t := range sc.expand {
+		sc.expW[t] = 0
+	}
+	sc.expand = sc.expand[:0]
+}
+
+// topBM25F is the best BM25F score of the query's candidates: the closest
+// example counts as a share of it.
+func (ix *termIndex) topBM25F(sc *scratch) float32 {
+	var top float32
+	for _, d := range sc.touched {
+		top = max(top, sc.tool[d])
+	}
+	return top
+}
+
+// penalize applies tool d's anti-patterns to its score s: an anti-pattern
+// closer to the question than the tool's own words and examples costs the
+// square of the difference, so a question like the anti-pattern loses
+// almost everything, one that shares a word or two with it little.
+func (ix *termIndex) penalize(sc *scratch, d uint32, s float32) float32 {
+	return s * ix.antiFactor(sc.antiSim[d], sc.best[d], d, sc)
+}
+
+// antiFactor is the factor of a tool's score for its best anti-pattern
+// cosine anti and closest example cosine ex.
+func (ix *termIndex) antiFactor(anti, ex float32, d uint32, sc *scratch) float32 {
+	if anti <= ex {
+		return 1
+	}
+	pos := max(ex, ix.selfCosine(d, sc))
+	if pen := min(anti-pos, 1); pen > 0 {
+		return 1 - pen*pen
+	}
+	return 1
+}
+
+// release ends a query's use of sc: what score left set is cleared.
+func (ix *termIndex) release(sc *scratch) {
+	for _, t := range sc.terms {
+		sc.seen[t] = false
+	}
+	sc.cands = sc.cands[:0]
+}
+
+// set returns the term set of tool i's own words.
+func (ix *termIndex) set(i int) []uint32 { return ix.own.get(i) }
+
+// flatSets holds a sorted set of term ids per tool, flat.
+type flatSets struct {
+	off []uint32 // per tool: start in ids; one more entry at the end
+	ids []uint32
+}
+
+func (f *flatSets) get(i int) []uint32 { return f.ids[f.off[i]:f.off[i+1]] }
+
+// selfCosine is the cosine of the question's terms (sc.seen, of norm²
+// sc.qnorm) and tool i's own words, idf-weighted as sentences are.
+func (ix *termIndex) selfCosine(i uint32, sc *scratch) float32 {
+	var dot, sn float32
+	for _, t := range ix.set(int(i)) {
+		w := ix.idf2[t]
+		sn += w
+		if sc.seen[t] {
+			dot += w
+		}
 	}
 	if dot == 0 {
 		return 0
 	}
-	return dot / float32(math.Sqrt(float64(qn)*float64(sn)))
+	return dot / float32(math.Sqrt(float64(sc.qnorm)*float64(sn)))
 }
 
 // sentences is an index of short texts (examples, anti-patterns) that
@@ -154,7 +262,12 @@ type scratch struct {
 	expW    []float32 // per term: the weight of an expansion term
 	expand  []uint32  // terms with an expW
 	other   []string  // terms of the question the catalog lacks
-	hits    []Hit
+	unknown int       // words of the question the catalog lacks
+	qnorm   float32   // Σ idf² of terms
+	// cands are the query's candidates; heap, taken and seenGroup the
+	// cards' selection (Index.cards).
+	cands, heap, taken []cand
+	seenGroup          []int32
 }
 
 // builder carries one newIndex from pass to pass: it gives the words of a
@@ -231,13 +344,20 @@ type sentenceSets struct {
 // newIndex indexes a catalog in two passes over its tools: the terms of
 // every field (readCatalog), then their BM25F weights and term sets
 // (weigh), scattered into per-term postings (post).
-func newIndex(entries []Entry, p Params) *termIndex {
+func newIndex(entries []Entry, p Params, collapse float64, tie []uint32) *termIndex {
 	b := &builder{dict: map[string]uint32{}, words: map[string]int32{}}
 	b.readCatalog(entries)
 	ix := &termIndex{p: p, dict: b.dict, words: b.words}
 	n := len(entries)
 	byTool, df := b.weigh(ix, n)
 	ix.post(&byTool, df, n)
+	// The choice graph and the confidence compare tools by what they say
+	// about themselves, examples aside.
+	ix.own = b.union(n, nil, fieldName, fieldNamespace, fieldDescription, fieldTags)
+	ix.names = b.union(n, nil, fieldName, fieldNamespace)
+	if collapse > 0 {
+		ix.groups = newGroups(b.union(n, b.notNumber(), fieldDescription, fieldTags), collapse, tie)
+	}
 	ix.labelTerms(b.words)
 	ix.expansion = p.Synonym > 0 || p.Related > 0 || p.Broader > 0
 	if ix.expansion {
@@ -349,8 +469,7 @@ func (b *builder) addSentence(s *sentenceSets, text string, owner int) {
 
 // weigh is the second pass, BM25F: tf~ = Σ_f w_f·tf_f / (1 − b_f +
 // b_f·len_f/avg_f). A query only multiplies idf by tf~/(k1+tf~), so that
-// part is computed here, tool by tool, with each tool's term set (ix.sets)
-// and each term's document frequency.
+// part is computed here, tool by tool, with each term's document frequency.
 func (b *builder) weigh(ix *termIndex, n int) (byTool fieldTerms, df []uint32) {
 	p := &ix.p
 	weights := [numFields]Field{p.Name, p.Namespace, p.Description, p.Tags, p.Examples}
@@ -361,23 +480,16 @@ func (b *builder) weigh(ix *termIndex, n int) (byTool fieldTerms, df []uint32) {
 		}
 		avg[f] = max(avg[f]/float64(max(n, 1)), 1)
 	}
-	ix.setOff = make([]uint32, n+1)
 	df = make([]uint32, b.n)
 	acc := b.acc
 	for i := range n {
 		for f := range b.fields {
 			fd := &b.fields[f]
-			lo, hi := fd.off[i], fd.off[i+1]
-			if f < fieldExamples {
-				// The choice graph compares tools by what they say about
-				// themselves, examples aside.
-				ix.sets = append(ix.sets, fd.id[lo:hi]...)
-			}
 			w := weights[f].Weight / (1 - weights[f].B + weights[f].B*float64(fd.len[i])/avg[f])
 			if w <= 0 {
 				continue
 			}
-			for j := lo; j < hi; j++ {
+			for j := fd.off[i]; j < fd.off[i+1]; j++ {
 				id := fd.id[j]
 				if acc[id] == 0 {
 					b.touched = append(b.touched, id)
@@ -385,10 +497,6 @@ func (b *builder) weigh(ix *termIndex, n int) (byTool fieldTerms, df []uint32) {
 				acc[id] += float32(w * float64(fd.tf[j]))
 			}
 		}
-		set := ix.sets[ix.setOff[i]:]
-		slices.Sort(set)
-		ix.sets = append(ix.sets[:ix.setOff[i]], slices.Compact(set)...)
-		ix.setOff[i+1] = uint32(len(ix.sets))
 		slices.Sort(b.touched)
 		byTool.off = append(byTool.off, uint32(len(byTool.id)))
 		for _, id := range b.touched {
@@ -402,6 +510,28 @@ func (b *builder) weigh(ix *termIndex, n int) (byTool fieldTerms, df []uint32) {
 	}
 	byTool.off = append(byTool.off, uint32(len(byTool.id)))
 	return byTool, df
+}
+
+// union returns, per tool of n, the sorted distinct term ids of fields fs
+// for which keep (nil: all) holds.
+func (b *builder) union(n int, keep func(id uint32) bool, fs ...int) flatSets {
+	out := flatSets{off: make([]uint32, 1, n+1)}
+	for i := range n {
+		start := len(out.ids)
+		for _, f := range fs {
+			fd := &b.fields[f]
+			for _, id := range fd.id[fd.off[i]:fd.off[i+1]] {
+				if keep == nil || keep(id) {
+					out.ids = append(out.ids, id)
+				}
+			}
+		}
+		set := out.ids[start:]
+		slices.Sort(set)
+		out.ids = append(out.ids[:start], slices.Compact(set)...)
+		out.off = append(out.off, uint32(len(out.ids)))
+	}
+	return out
 }
 
 // post scatters the tools' saturated weights (byTool) into per-term
@@ -627,7 +757,7 @@ func (ix *termIndex) relatedTerms(term string, id int32) []expansion {
 		}
 	}
 	weights := [numRel]float32{float32(ix.p.Synonym), float32(ix.p.Related), float32(ix.p.Broader)}
-	maxDF := uint32(math.Ceil(ix.p.ExpandMaxDF * float64(len(ix.setOff)-1)))
+	maxDF := uint32(math.Ceil(ix.p.ExpandMaxDF * float64(len(ix.own.off)-1)))
 	var out []expansion
 	found := loadRelated().lookup(term, func(kind int, rel []byte) {
 		t, ok := ix.dict[string(rel)]

@@ -30,6 +30,12 @@ type Options struct {
 	// NoExpansion counts the question's own words only: no related words
 	// (spec.tools.expansion None).
 	NoExpansion bool
+	// Collapse is the similarity of descriptions and tags from which tools
+	// are near-duplicates and share a card (collapse.go); 0 never collapses.
+	// The router's default is spec.tools.collapseThreshold's.
+	Collapse float64
+	// Calibration overrides DefaultCalibration (for fitting it).
+	Calibration *Calibration
 }
 
 // Index ranks tools. It is immutable and safe for concurrent use.
@@ -37,9 +43,10 @@ type Index struct {
 	entries []Entry
 	ix      *termIndex
 	tie     []uint32 // entry -> rank in (source, id) order
+	cal     *Calibration
 	// rank is better as a value, made once, so a search hands it to
 	// topk.Best without allocating a closure.
-	rank func(a, b Hit) bool
+	rank func(a, b cand) bool
 }
 
 // NewIndex indexes entries (at most MaxTools). Hits refer to entries by
@@ -52,7 +59,12 @@ func NewIndex(entries []Entry, opts Options) *Index {
 	if opts.NoExpansion {
 		p.Synonym, p.Related, p.Broader = 0, 0, 0
 	}
-	ix := &Index{entries: entries, ix: newIndex(entries, p), tie: tieOrder(entries)}
+	cal := &DefaultCalibration
+	if opts.Calibration != nil {
+		cal = opts.Calibration
+	}
+	tie := tieOrder(entries)
+	ix := &Index{entries: entries, ix: newIndex(entries, p, opts.Collapse, tie), tie: tie, cal: cal}
 	ix.rank = ix.better
 	return ix
 }
@@ -63,116 +75,118 @@ func (ix *Index) Len() int { return len(ix.entries) }
 // Entry returns tool i.
 func (ix *Index) Entry(i int) *Entry { return &ix.entries[i] }
 
-// Hit is a ranked tool.
+// Hit is a ranked tool: a card.
 type Hit struct {
 	// Entry is the tool's position in the entries given to NewIndex.
 	Entry int
 	// Score is the ranking score (higher is better).
 	Score float64
-	// Confidence in [0, 1] says how sure the ranking is that this tool fits.
+	// Confidence in [0, 1] is the calibrated chance that the tool is one
+	// the question needs.
 	Confidence float64
+	// Also are the allowed near-duplicates of the tool (at most MaxAlso,
+	// in (source, id) order), which take no card of their own.
+	Also []int
+	// Evidence is what the confidence was computed from.
+	Evidence Evidence
 }
 
-// Search returns at most k tools for the question, best first, among those
-// allowed (allowed[i] for entry i; nil allows every tool). Ties are broken
-// by source, then id. Tools with no evidence for the question are left out.
+// Search returns at most k cards for the question, best first, among the
+// tools allowed (allowed[i] for entry i; nil allows every tool). Ties are
+// broken by source, then id. Tools with no evidence for the question are
+// left out, and a near-duplicate of a better card is listed in its Also.
 func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	if k <= 0 || len(ix.entries) == 0 {
 		return nil
 	}
-	if allowed != nil && len(allowed) < len(ix.entries) {
-		// A short mask allows nothing past its end.
-		allowed = append(slices.Clip(allowed), make([]bool, len(ix.entries)-len(allowed))...)
-	}
+	allowed = ix.mask(allowed)
 	x := ix.ix
 	sc := x.pool.Get().(*scratch)
 	defer x.pool.Put(sc)
-	if x.expansion {
-		sc.terms = x.queryTermsOther(sc.terms[:0], query, sc.seen, &sc.other)
-		x.expandTerms(sc)
-	} else {
-		sc.terms = x.queryTerms(sc.terms[:0], query, sc.seen)
-	}
-	for _, t := range sc.terms {
-		sc.seen[t] = false
-	}
-	// Related terms at their weight (idf included in expW), then the
-	// question's own.
-	for _, t := range sc.expand {
-		x.addPostings(sc, t, sc.expW[t], allowed)
-		sc.expW[t] = 0
-	}
-	sc.expand = sc.expand[:0]
-	for _, t := range sc.terms {
-		x.addPostings(sc, t, x.toolIDF[t], allowed)
-	}
-	x.examples.match(sc, sc.terms, sc.best, allowed, &sc.touched, sc.tool)
-	x.anti.match(sc, sc.terms, sc.antiSim, allowed, &sc.antiHit, nil)
-	var top float32
-	for _, d := range sc.touched {
-		top = max(top, sc.tool[d])
-	}
-	exWeight := float32(x.p.ExampleMatch) * top
-	hits := sc.hits[:0]
-	for _, d := range sc.touched {
-		s := sc.tool[d] + exWeight*sc.best[d]
-		// An anti-pattern closer to the question than the tool's own words
-		// and examples costs the square of the difference: a question like
-		// the anti-pattern loses almost everything, one that shares a word
-		// or two with it little.
-		if sc.antiSim[d] > sc.best[d] {
-			pos := max(sc.best[d], x.selfCosine(d, sc.terms))
-			if pen := min(sc.antiSim[d]-pos, 1); pen > 0 {
-				s *= 1 - pen*pen
-			}
-		}
-		if s > 0 {
-			hits = append(hits, Hit{Entry: int(d), Score: float64(s)})
-		}
-		sc.tool[d], sc.best[d] = 0, 0
-	}
-	sc.touched = sc.touched[:0]
-	for _, d := range sc.antiHit {
-		sc.antiSim[d] = 0
-	}
-	sc.antiHit = sc.antiHit[:0]
-	out := ix.top(hits, k)
-	if len(hits) <= max(k, confidenceDepth) {
-		out = slices.Clone(out) // top sorted the pooled slice in place
-	}
-	sc.hits = hits[:0]
+	x.score(sc, query, allowed)
+	out := ix.cards(sc, k, allowed)
+	x.release(sc)
 	return out
 }
 
-// better ranks hits: by score, then (source, id).
-func (ix *Index) better(a, b Hit) bool {
-	if a.Score != b.Score {
-		return a.Score > b.Score
+// mask extends a short allowed mask: it allows nothing past its end.
+func (ix *Index) mask(allowed []bool) []bool {
+	if allowed != nil && len(allowed) < len(ix.entries) {
+		allowed = append(slices.Clip(allowed), make([]bool, len(ix.entries)-len(allowed))...)
 	}
-	return ix.tie[a.Entry] < ix.tie[b.Entry]
+	return allowed
 }
 
-// top returns the k best hits in rank order, with their confidence. It
-// keeps the best max(k, confidenceDepth) (topk.Best), so a query costs
-// O(n log k) in its candidates, not a full sort.
-func (ix *Index) top(hits []Hit, k int) []Hit {
-	m := max(k, confidenceDepth)
-	var best []Hit
-	if len(hits) > m {
-		var b topk.Best[Hit]
-		b.Reset(m, ix.rank, make([]Hit, 0, m))
-		for _, h := range hits {
-			// Most hits are worse than the m kept: turned away here at the
-			// cost of an inlined comparison, not a call.
-			if worst, full := b.Worst(); full && !ix.better(h, worst) {
-				continue
+// cand is a candidate tool of a query: its score and the cosine of its
+// closest example.
+type cand struct {
+	entry   uint32
+	score   float32
+	example float32
+}
+
+// better orders candidates by score, then (source, id).
+func (ix *Index) better(a, b cand) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return ix.tie[a.entry] < ix.tie[b.entry]
+}
+
+// cards turns the candidates of sc into at most k cards with their
+// confidence: the best candidates in rank order, a near-duplicate of a card
+// already taken folded into it. Confidence looks at the first
+// confidenceDepth cards and at the one after each card, so that many are
+// taken; a bounded heap selects them, widened only when near-duplicates
+// fold too many.
+func (ix *Index) cards(sc *scratch, k int, allowed []bool) []Hit {
+	m := max(k, confidenceDepth) + 1
+	w := m
+	if ix.ix.groups.of != nil {
+		w *= 4
+	}
+	var taken []cand
+	for {
+		best := ix.top(sc, w)
+		taken = sc.taken[:0]
+		sc.seenGroup = sc.seenGroup[:0]
+		for _, c := range best {
+			if g := ix.ix.groups.group(c.entry); g >= 0 {
+				if slices.Contains(sc.seenGroup, g) {
+					continue
+				}
+				sc.seenGroup = append(sc.seenGroup, g)
 			}
-			b.Push(h)
+			if taken = append(taken, c); len(taken) == m {
+				break
+			}
 		}
-		best = b.Sorted()
-	} else {
-		best = hits
-		slices.SortFunc(best, func(a, b Hit) int {
+		sc.taken = taken
+		if len(taken) == m || len(best) == len(sc.cands) {
+			break
+		}
+		w *= 4
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	out := make([]Hit, min(k, len(taken)))
+	ix.evidence(sc, taken, out)
+	for i := range out {
+		if g := ix.ix.groups.group(taken[i].entry); g >= 0 {
+			out[i].Also = ix.also(g, taken[i].entry, allowed)
+		}
+	}
+	return out
+}
+
+// top returns the w best candidates in rank order: the best w kept by
+// topk.Best, so a query costs O(n log w) in its candidates, not a full
+// sort. It may reorder sc.cands.
+func (ix *Index) top(sc *scratch, w int) []cand {
+	cands := sc.cands
+	if len(cands) <= w {
+		slices.SortFunc(cands, func(a, b cand) int {
 			if ix.better(a, b) {
 				return -1
 			}
@@ -181,13 +195,31 @@ func (ix *Index) top(hits []Hit, k int) []Hit {
 			}
 			return 0
 		})
+		return cands
 	}
-	if len(best) > 0 {
-		t := ix.ix.p.Temperature
-		if len(ix.entries[best[0].Entry].Tool.Examples) == 0 {
-			t = ix.ix.p.PlainTemperature
+	var b topk.Best[cand]
+	b.Reset(w, ix.rank, sc.heap)
+	for _, c := range cands {
+		// Most candidates are worse than the w kept: turned away here at
+		// the cost of an inlined comparison, not a call.
+		if worst, full := b.Worst(); full && !ix.better(c, worst) {
+			continue
 		}
-		setConfidence(best, t)
+		b.Push(c)
 	}
-	return best[:min(k, len(best)):min(k, len(best))]
+	sc.heap = b.Sorted()
+	return sc.heap
+}
+
+// also lists the allowed members of group g other than entry.
+func (ix *Index) also(g int32, entry uint32, allowed []bool) []int {
+	var out []int
+	for _, e := range ix.ix.groups.members[g] {
+		if e != entry && (allowed == nil || allowed[e]) {
+			if out = append(out, int(e)); len(out) == MaxAlso {
+				break
+			}
+		}
+	}
+	return out
 }

@@ -2,7 +2,7 @@ package tools
 
 import (
 	"fmt"
-	"math"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -177,44 +177,6 @@ func TestSearchTiesAndDeterminism(t *testing.T) {
 	}
 }
 
-func TestConfidence(t *testing.T) {
-	ix := NewIndex(genCatalog(500, 3), Options{})
-	for _, q := range []string{"create a stripe invoice", "list pods", "summarize jira ticket history", "weather"} {
-		t.Run(q, func(t *testing.T) {
-			hits := ix.Search(q, 20, nil)
-			if len(hits) < 2 {
-				t.Fatalf("%d hits", len(hits))
-			}
-			sum := 0.0
-			for i, h := range hits {
-				if h.Confidence < 0 || h.Confidence > 1 || math.IsNaN(h.Confidence) {
-					t.Errorf("hit %d confidence %v", i, h.Confidence)
-				}
-				if i > 0 && (h.Score > hits[i-1].Score || h.Confidence > hits[i-1].Confidence) {
-					t.Errorf("hit %d (score %v, confidence %v) above hit %d (%v, %v)", i, h.Score, h.Confidence, i-1, hits[i-1].Score, hits[i-1].Confidence)
-				}
-				if i < confidenceDepth {
-					sum += h.Confidence
-				}
-			}
-			if len(hits) >= confidenceDepth && math.Abs(sum-1) > 1e-9 {
-				t.Errorf("confidences of the top %d sum to %v, want 1", confidenceDepth, sum)
-			}
-			// k does not change a hit's confidence.
-			if one := ix.Search(q, 1, nil); one[0].Confidence != hits[0].Confidence {
-				t.Errorf("top confidence %v with k=1, %v with k=20", one[0].Confidence, hits[0].Confidence)
-			}
-		})
-	}
-	t.Run("one clear winner is confident", func(t *testing.T) {
-		ix := NewIndex(billing, Options{})
-		hits := ix.Search("bill ACME 300 euros for March", 5, nil)
-		if hits[0].Confidence < 0.9 {
-			t.Errorf("confidence %v for an example question", hits[0].Confidence)
-		}
-	})
-}
-
 func TestSearchConcurrent(t *testing.T) {
 	ix := NewIndex(genCatalog(2000, 5), Options{})
 	queries := []string{"create a stripe invoice", "list kubernetes pods", "archive old slack channel", "export hr employee"}
@@ -230,7 +192,7 @@ func TestSearchConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 50 {
 				q := (w + i) % len(queries)
-				if got := ix.Search(queries[q], 10, nil); !slices.Equal(got, want[q]) {
+				if got := ix.Search(queries[q], 10, nil); !reflect.DeepEqual(got, want[q]) {
 					errs <- fmt.Sprintf("%q: %v, want %v", queries[q], got, want[q])
 					return
 				}
