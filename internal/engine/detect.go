@@ -24,6 +24,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/lru"
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
@@ -590,20 +591,10 @@ func (s *Snapshot) checkDetect(detect []string) error {
 	}
 	for i, n := range detect {
 		if _, ok := s.classifierIndex[n]; !ok && n != "*" {
-			return fmt.Errorf("%w: detect[%d]: no ContextClassifier %q%s", ErrBadRequest, i, truncate(n, 64), s.knownClassifiers())
+			return fmt.Errorf("%w: detect[%d]: no ContextClassifier %q%s", ErrBadRequest, i, textutil.CutBytes(n, 64, textutil.Ellipsis), s.knownClassifiers())
 		}
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func (s *Snapshot) knownClassifiers() string {
