@@ -507,7 +507,7 @@ func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det 
 	done := ctx.Done()
 	var rt routing
 	for _, fallbacks := range [2]bool{false, true} {
-		if fallbacks && (!s.hasFallback || len(resp.MatchedRoutes) > 0) {
+		if fallbacks && (!s.hasFallback || !fallbacksServe(resp.RouteMatches)) {
 			break
 		}
 		for i := range s.routes {
@@ -540,9 +540,12 @@ func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det 
 				}
 			}
 			matchedBy := MatchedByCondition
-			if fallbacks {
+			switch {
+			case fallbacks:
 				matchedBy = MatchedByFallback
 				resp.Stats.Routes.Fallback++
+			case r.cond == nil:
+				matchedBy = MatchedByAlways
 			}
 			s.serve(i, matchedBy, "", resp, &rt)
 		}
@@ -601,6 +604,9 @@ func (s *Snapshot) admitSources(names []string, access *Access, resp *Response, 
 			g.allowed[st.group] = true
 		}
 		if g.outcome != nil {
+			if outcome == outcomeAnswered && st.fixed {
+				outcome = outcomeFixed
+			}
 			g.outcome[st.group] = outcome
 		}
 	}
