@@ -38,6 +38,9 @@ type Request struct {
 	// Explain adds to every tool card why it scored and is trusted as it
 	// is (api.md §10.3).
 	Explain bool `json:"explain,omitempty"`
+	// Format asks POST /v1/tools for the cards as a provider's tool
+	// definitions too (api.md §10.8); "" for cards only.
+	Format string `json:"format,omitempty"`
 }
 
 // Response is the assembled context (API.md "Query API").
@@ -193,6 +196,9 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	start := time.Now()
 	// 1. Request checks.
 	if err := validateRequest(&req); err != nil {
+		return nil, err
+	}
+	if err := queryFormat(req.Format); err != nil {
 		return nil, err
 	}
 	if err := s.checkDetect(req.Detect); err != nil {
