@@ -436,6 +436,13 @@ type SourceStatus struct {
 	NewestContentTime *time.Time `json:"newest_content_time,omitempty"`
 	ContentAgeSeconds *int64     `json:"content_age_seconds,omitempty"`
 	Stale             bool       `json:"stale,omitempty"`
+	// ToolsDigest is a tool source's catalog digest, Approval its spec's
+	// approval; under Manual, PendingTools counts the tools held back and
+	// Pending lists the first maxStatusPending by id (api.md §10.9).
+	ToolsDigest  string               `json:"tools_digest,omitempty"`
+	Approval     string               `json:"approval,omitempty"`
+	PendingTools *int                 `json:"pending_tools,omitempty"`
+	Pending      []engine.PendingTool `json:"pending,omitempty"`
 }
 
 // SkipCounts is sources.Skips without the paths: /v1/status answers callers
@@ -485,6 +492,7 @@ func (s *Server) Status() Status {
 		if k := src.Skipped; k != nil {
 			ss.Skipped = &SkipCounts{Files: k.Files, Reasons: k.Reasons}
 		}
+		setPending(&ss, &src)
 		live := snap.Source(src.Name)
 		if g, ok := live.(interface{ Status() sources.GitStatus }); ok {
 			gs := g.Status()

@@ -106,6 +106,10 @@ type Options struct {
 	Cache CacheStats
 	// Logger for the server (nil = slog.Default()).
 	Logger *slog.Logger
+	// ReportToolsStatus writes, through Kube, the router's entry of each
+	// Tools and MCP source's status.tools and an Event per tool newly held
+	// back (serve --report-tools-status, api.md §10.9).
+	ReportToolsStatus bool
 	// Version is the server's version in the MCP handshake ("" = "dev").
 	Version string
 	// AuditLog is where audit lines go (serve --audit-log): a file path, or
@@ -212,6 +216,9 @@ type Server struct {
 	wantRebuild bool
 	wake        chan struct{}
 
+	// reporter writes tool sources' status into the cluster (nil = off).
+	reporter *toolReporter
+
 	// Background work, set while Run runs.
 	bgMu    sync.Mutex
 	bgCtx   context.Context
@@ -224,6 +231,9 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if len(opts.Paths) == 0 {
 		return nil, errors.New("no manifest files or directories given")
+	}
+	if opts.ReportToolsStatus && opts.Kube == nil {
+		return nil, errors.New("reporting tool sources' status needs a connection to the Kubernetes API")
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
@@ -270,6 +280,9 @@ func New(opts Options) (*Server, error) {
 	if err := s.openSessionStore(); err != nil {
 		s.auditLog.close(context.Background())
 		return nil, err
+	}
+	if opts.ReportToolsStatus {
+		s.reporter = newToolReporter(opts.Kube, opts.Logger)
 	}
 	s.metrics = newMetrics(s)
 	s.audit = newAuditMetrics(s.metrics.reg, s.auditLog)
@@ -454,6 +467,9 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 	st := &state{snap: snap, cfg: cfg, tokens: tokens, secrets: s.secretsDigest(cfg), policy: policy, counters: s.metrics.forSnapshot(snap),
 		audit: s.auditPolicyFor(cfg), deliveries: newDeliveryCounters(s.audit.deliveries, snap)}
 	s.state.Store(st)
+	fresh := newlyPending(old, st)
+	s.logPending(fresh)
+	s.reporter.enqueue(st, fresh)
 	retired := s.pool.commit(open)
 	s.metrics.retire(old, st)
 	if old != nil {
@@ -597,6 +613,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.bgMu.Unlock()
 
 	s.goBackground(func() { s.reloadWorker(bg) })
+	if s.reporter != nil {
+		s.goBackground(func() { s.reporter.run(bg) })
+	}
 	s.goBackground(func() { s.watcher.run(bg) })
 	if s.opts.PollInterval > 0 {
 		s.goBackground(func() { s.poll(bg) })
