@@ -575,8 +575,10 @@ type gathering struct {
 type fetched struct {
 	chunks []sources.Chunk
 	err    error
-	// capRoute is the route whose timeout bounded the fetch ("" = none did).
-	capRoute string
+	// capRoute is the route whose timeout bounded the fetch ("" = none did),
+	// capTimeout that timeout.
+	capRoute   string
+	capTimeout time.Duration
 }
 
 // admitSources sorts sources by what the agent may do with them: denied,
@@ -641,8 +643,8 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			timeout, capRoute := st.timeout+time.Second, ""
 			if caps != nil {
 				if c := caps[st.group]; c.timeout > 0 && c.timeout < st.timeout {
-					// The route's timeout ends first; the source reports it as its own
-					// ("timeout after 100ms"), and the failure names the route.
+					// The route's timeout ends first; the failure names the route and
+					// its timeout ("timeout after 100ms").
 					timeout, capRoute = c.timeout, c.route
 				}
 			}
@@ -663,7 +665,7 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			}
 			results := fetched{chunks: chunks, err: err}
 			if err != nil && capRoute != "" && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				results.capRoute = capRoute
+				results.capRoute, results.capTimeout = capRoute, timeout
 			}
 			g.results[i] = results
 		}()
@@ -683,6 +685,9 @@ func (s *Snapshot) reportFetchFailures(resp *Response, g *gathering) {
 		}
 		f := SourceFailure{Source: st.name, Error: redact.String(res.err.Error())}
 		if res.capRoute != "" {
+			// The route's timeout, not what was left of it when the fetch
+			// started (a busy machine starts fetches late).
+			f.Error = "timeout after " + res.capTimeout.String()
 			f.Reason, f.Route = FailureTimeout, res.capRoute
 		}
 		resp.FailedSources = append(resp.FailedSources, f)
