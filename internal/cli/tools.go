@@ -96,8 +96,8 @@ split by similarity. No route is evaluated.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			if n := len(agent); n > engine.MaxAgentBytes {
-				return fmt.Errorf("--agent is %d bytes; it is limited to %d bytes", n, engine.MaxAgentBytes)
+			if err := engine.CheckAgent(agent); err != nil {
+				return fmt.Errorf("--agent: %w", err)
 			}
 			snap, err := sf.compile(cmd.Context())
 			if err != nil {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/bundle"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // RouterReconciler turns a ContextRouter and what is attached to it into a
@@ -535,6 +536,10 @@ func (r *RouterReconciler) patchStatus(ctx context.Context, s *routerScope) erro
 	return nil
 }
 
+// maxEventNote bounds the part of a condition's message an event repeats
+// (the condition holds it whole).
+const maxEventNote = 1000
+
 // recordTransitions emits an event when Programmed or Ready changes status
 // or reason, so `kubectl describe` tells the story without an event per reconcile.
 func (r *RouterReconciler) recordTransitions(before, after *v1alpha1.ContextRouter) {
@@ -552,10 +557,7 @@ func (r *RouterReconciler) recordTransitions(before, after *v1alpha1.ContextRout
 		if now.Status != metav1.ConditionTrue {
 			kind = corev1.EventTypeWarning
 		}
-		note := now.Message
-		if len(note) > 1000 {
-			note = note[:1000] + "…"
-		}
+		note := textutil.CutBytes(now.Message, maxEventNote, textutil.Ellipsis)
 		r.Recorder.Eventf(after, nil, kind, now.Reason, "Reconcile", "%s", note)
 	}
 }

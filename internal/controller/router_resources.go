@@ -19,6 +19,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/bundle"
+	"github.com/contextrouter/contextrouter/internal/digest"
 )
 
 // The functions in this file compute the objects a ContextRouter owns. They
@@ -160,7 +161,7 @@ func desiredService(router *v1alpha1.ContextRouter) *corev1.Service {
 func tokenReviewBindingName(router *v1alpha1.ContextRouter) string {
 	name := "contextrouter:" + router.Namespace + ":" + router.Name
 	if len(name) > 253 {
-		sum := sha256.Sum256([]byte(router.Namespace + "/" + router.Name))
+		sum := digest.SHA256(router.Namespace + "/" + router.Name)
 		name = "contextrouter:" + hex.EncodeToString(sum[:16])
 	}
 	return name

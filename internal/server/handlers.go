@@ -321,12 +321,7 @@ func (s *Server) handleToolTree(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	requested := q.Get("agent")
-	if n := len(requested); n > engine.MaxAgentBytes {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: agent is %d bytes; it is limited to %d bytes", engine.ErrBadRequest, n, engine.MaxAgentBytes))
-		return
-	}
-	agent, herr := reconcileAgent(established, requested)
+	agent, herr := settleAgent(established, q.Get("agent"))
 	if herr != nil {
 		writeError(w, herr.code, herr.msg)
 		return
@@ -351,8 +346,11 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, limit int64) (engine.
 // arguments share: the same rules and messages.
 func decodeQuery(body io.Reader, limit int64) (engine.Request, *httpError) {
 	var req engine.Request
-	return req, decodeStrict(body, limit, &req, `{"text": "..."}`)
+	return req, decodeStrict(body, limit, &req, queryExample)
 }
+
+// queryExample is a query request as the errors of an empty one show it.
+const queryExample = `{"text": "..."}`
 
 func (s *Server) notReadyMessage() string {
 	if s.draining.Load() {

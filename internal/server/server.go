@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/problem"
@@ -180,7 +181,7 @@ type Server struct {
 	audit    *auditMetrics
 	// auditMACs hash request ids for audit sampling under a key callers
 	// never learn (auditSampleKey in tests, else drawn at start).
-	auditMACs *sync.Pool
+	auditMACs *digest.MAC
 	// sessions is the store Options.SessionStore gave; otherwise holder
 	// keeps the store each configuration names.
 	sessions session.Store
@@ -261,9 +262,9 @@ func New(opts Options) (*Server, error) {
 	}
 	key := opts.auditSampleKey
 	if key == nil {
-		key = newAuditKey()
+		key = digest.NewKey()
 	}
-	s.auditMACs = newAuditMACs(key)
+	s.auditMACs = digest.NewMAC(key)
 	out := opts.AuditOutput
 	if out == nil {
 		out = os.Stdout

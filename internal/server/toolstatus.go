@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 )
 
 // Bounds of what the router writes into the cluster about held-back tools.
@@ -254,7 +254,7 @@ func (r *toolReporter) apply(ctx context.Context, router string, key client.Obje
 func toolStatusOwner(router string) string {
 	name := "contextrouter.dev/router/" + router
 	if len(name) > 128 {
-		sum := sha256.Sum256([]byte(router))
+		sum := digest.SHA256(router)
 		name = "contextrouter.dev/router/" + hex.EncodeToString(sum[:16])
 	}
 	return name
