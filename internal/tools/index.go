@@ -46,6 +46,10 @@ type Params struct {
 	// of the tools, rounded up (0: no limit): they say little and cost the
 	// most.
 	ExpandMaxDF float64
+	// LearnedProfile weighs the BM25 score of a tool's learned examples
+	// taken as one text (its learned profile, learned.go) against the
+	// catalog's BM25F: 0 leaves it out.
+	LearnedProfile float64
 	// Temperature of the confidence softmax over score/top score when the
 	// top tool has examples, and PlainTemperature when it has none: the
 	// scores of the two kinds spread differently (docs/api.md §10.3).
@@ -67,6 +71,7 @@ var DefaultParams = Params{
 	Broader:          0.2,
 	ExpandNorm:       0.5,
 	ExpandMaxDF:      0.05,
+	LearnedProfile:   0.5,
 	Temperature:      0.15,
 	PlainTemperature: 0.25,
 }

@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"cmp"
+	"maps"
 	"math"
 	"slices"
 
@@ -22,6 +24,12 @@ type Learned struct {
 	idf2     []float32 // per term (catalog's, then the overlay's)
 	pos, neg sentences
 	count    []uint16 // per tool: its learned examples
+	// prof are the BM25 postings of each tool's learned profile, its
+	// learned examples as one text: per term, the tools and their
+	// saturated weights.
+	profOff []uint32
+	profDoc []uint32
+	profSat []float32
 }
 
 // LearnedExample is one outcome for the overlay: the tool's entry, the
@@ -100,6 +108,7 @@ func (ix *Index) Learn(examples []LearnedExample) *Learned {
 		idf := math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
 		l.idf2[base+i] = float32(idf * idf)
 	}
+	l.profile(&ps, len(l.idf2))
 	l.pos = newSentences(&ps, l.idf2)
 	l.neg = newSentences(&ns, l.idf2)
 	return l
@@ -131,6 +140,74 @@ func (l *Learned) apply(sc *scratch, allowed []bool) {
 	if len(sc.lsent) < most {
 		sc.lsent = make([]float32, most)
 	}
+	l.addProfile(sc, ext, allowed)
 	l.pos.matchInto(sc, sc.lsent, ext, sc.best, allowed, &sc.touched, sc.tool)
 	l.neg.matchInto(sc, sc.lsent, ext, sc.antiSim, allowed, &sc.antiHit, nil)
+}
+
+// profile indexes each tool's learned examples as one document, scored as
+// BM25 (k1 1.2, b 0.75) with the overlay's idf.
+func (l *Learned) profile(ps *sentenceSets, nTerms int) {
+	const k1, b = 1.2, 0.75
+	tf := map[[2]uint32]float32{}
+	length := make([]float32, len(l.count))
+	var total float32
+	for i, o := range ps.owner {
+		for _, t := range ps.ids[ps.off[i]:ps.off[i+1]] {
+			tf[[2]uint32{t, o}]++
+			length[o]++
+			total++
+		}
+	}
+	docs := 0
+	for _, c := range l.count {
+		if c > 0 {
+			docs++
+		}
+	}
+	if docs == 0 {
+		return
+	}
+	avg := total / float32(docs)
+	l.profOff = make([]uint32, nTerms+1)
+	for k := range tf {
+		l.profOff[k[0]+1]++
+	}
+	for t := range nTerms {
+		l.profOff[t+1] += l.profOff[t]
+	}
+	l.profDoc = make([]uint32, len(tf))
+	l.profSat = make([]float32, len(tf))
+	next := slices.Clone(l.profOff[:nTerms])
+	keys := slices.Collect(maps.Keys(tf))
+	slices.SortFunc(keys, func(a, b [2]uint32) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	for _, k := range keys {
+		f := tf[k]
+		norm := f / (1 - b + b*length[k[1]]/avg)
+		i := next[k[0]]
+		l.profDoc[i], l.profSat[i] = k[1], norm/(k1+norm)
+		next[k[0]]++
+	}
+}
+
+// addProfile adds the learned profiles' BM25 scores of the question's
+// terms (ext, overlay ids) to sc.tool.
+func (l *Learned) addProfile(sc *scratch, ext []uint32, allowed []bool) {
+	w := float32(l.ix.ix.p.LearnedProfile)
+	if l.profOff == nil || w == 0 {
+		return
+	}
+	for _, t := range ext {
+		idf := float32(math.Sqrt(float64(l.idf2[t]))) * w
+		lo, hi := l.profOff[t], l.profOff[t+1]
+		for i, d := range l.profDoc[lo:hi] {
+			if allowed != nil && !allowed[d] {
+				continue
+			}
+			if sc.tool[d] == 0 && sc.best[d] == 0 {
+				sc.touched = append(sc.touched, d)
+			}
+			sc.tool[d] += idf * l.profSat[int(lo)+i]
+		}
+	}
 }
