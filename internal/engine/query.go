@@ -16,6 +16,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/index"
 	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
 // Request is one question (API.md "Query API").
@@ -38,6 +39,9 @@ type Request struct {
 	// Explain adds to every tool card why it scored and is trusted as it
 	// is (api.md §10.3).
 	Explain bool `json:"explain,omitempty"`
+	// Learned is the agent's learned outcomes (Snapshot.LearnedFor), which
+	// re-rank the tools it may use; nil: none.
+	Learned *tools.Learned `json:"-"`
 }
 
 // Response is the assembled context (API.md "Query API").

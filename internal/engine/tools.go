@@ -95,6 +95,7 @@ type toolSettings struct {
 	collapse      float64
 	adaptive      bool
 	relativeCut   float64
+	learning      v1alpha1.ToolLearningScope
 }
 
 // toolEntries are the index positions [lo, hi) of a tool source's tools.
@@ -163,7 +164,7 @@ func (s *Snapshot) selectTools(req *Request, access *Access, srcs []*sourceState
 	}
 	best := 0.0
 	if n > 0 {
-		hits := s.toolIx.Search(req.Text, k, allowed)
+		hits := s.toolIx.SearchLearned(req.Text, k, allowed, req.Learned)
 		if s.tools.adaptive {
 			all := len(hits)
 			hits = tools.Adaptive(hits, s.tools.relativeCut)

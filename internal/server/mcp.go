@@ -56,6 +56,7 @@ func (s *Server) newMCPHandler() http.Handler {
 	}, s.mcpHandler(mcpToolGetContext, s.getContext))
 	s.addMCPToolTools(srv)
 	s.addMCPDrilldown(srv)
+	s.addMCPOutcome(srv)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
