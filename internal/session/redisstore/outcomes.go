@@ -29,7 +29,9 @@ func (s *Store) ownerKey(owner string) string { return s.prefix + "learn:o:" + o
 func (s *Store) countKey() string             { return s.prefix + "learn:n" }
 func (s *Store) versionKey() string           { return s.prefix + "learn:v" }
 
-func toolField(r *learning.Record) string { return "t:" + r.Owner + "\x00" + r.Source + "\x00" + r.Tool }
+func toolField(r *learning.Record) string {
+	return "t:" + r.Owner + "\x00" + r.Source + "\x00" + r.Tool
+}
 
 func learnUnavailable(err error) error {
 	if errors.Is(err, context.Canceled) {
