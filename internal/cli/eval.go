@@ -220,7 +220,11 @@ func printIntentReport(w io.Writer, r eval.IntentReport) error {
 func printToolReport(w io.Writer, r eval.ToolReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "dataset:\t%s (split %s)\n", r.Dataset, r.Split)
-	fmt.Fprintf(tw, "tools:\t%d (%d examples, %d learned outcomes)\n", r.Tools, r.Examples, r.Outcomes)
+	learned := ""
+	if r.Outcomes > 0 {
+		learned = fmt.Sprintf(", %d learned outcomes", r.Outcomes)
+	}
+	fmt.Fprintf(tw, "tools:\t%d (%d examples%s)\n", r.Tools, r.Examples, learned)
 	fmt.Fprintf(tw, "queries:\t%d\n", r.Queries)
 	fmt.Fprintf(tw, "recall@1/3/5/10:\t%.4f  %.4f  %.4f  %.4f\n", r.Recall1, r.Recall3, r.Recall5, r.Recall10)
 	fmt.Fprintf(tw, "ndcg@5:\t%.4f\n", r.NDCG5)
