@@ -11,6 +11,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/learning"
+	"github.com/contextrouter/contextrouter/internal/session/redisstore/redistest"
 )
 
 // outcomeManifests is an ops catalog routed to every question; carol may
@@ -304,4 +305,34 @@ func TestMCPReportToolOutcome(t *testing.T) {
 
 func engineRequest(text, agent string) engine.Request {
 	return engine.Request{Text: text, Agent: agent}
+}
+
+// Two replicas of a router whose spec.sessions names Redis learn from one
+// outcome together: reported to one, it re-ranks the other's answers, and
+// DELETE on the other removes it for both.
+func TestOutcomesRedisReplicas(t *testing.T) {
+	rs := redistest.Start(t, redistest.Config{})
+	dir := t.TempDir()
+	m := strings.Replace(outcomeManifests, "SCOPE", "Agent", 1)
+	m = strings.Replace(m, "  tools: {topK: 3,", "  sessions: {store: Redis, redis: {address: \""+rs.Addr+"\"}}\n  tools: {topK: 3,", 1)
+	writeAtomic(t, filepath.Join(dir, "router.yaml"), m)
+	opts := Options{Paths: []string{dir}}
+	a, b := startServer(t, opts), startServer(t, opts)
+	a.waitReady()
+	b.waitReady()
+	if code, raw := report(t, a, `{"text": "do I need an umbrella tomorrow in Porto", "tool": "weather_forecast", "outcome": "success", "agent": "alice"}`); code != 200 {
+		t.Fatalf("report: %d %s", code, raw)
+	}
+	if got := firstTool(t, b, "alice", umbrella); got != "weather_forecast" {
+		t.Errorf("the other replica gives alice %q, want weather_forecast", got)
+	}
+	if got := firstTool(t, b, "bob", umbrella); got != "" {
+		t.Errorf("bob gets %q", got)
+	}
+	if code, body := b.do(http.MethodDelete, outcomesPath+"?agent=alice&tool=weather_forecast", nil, nil); code != 200 || strings.TrimSpace(string(body)) != `{"deleted":1}` {
+		t.Fatalf("DELETE on the other replica: %d %s", code, body)
+	}
+	if got := firstTool(t, a, "alice", umbrella); got != "" {
+		t.Errorf("after DELETE the first replica gives alice %q", got)
+	}
 }
