@@ -280,11 +280,26 @@ redis-server: ## Install redis-server (Debian) for the Redis session store tests
 test-argocd: ## Run the Argo CD health checks of config/argocd against their test cases.
 	GOWORK=off $(GO) -C test/argocd test -count=1 ./...
 
-# --- End-to-end test on a real single-node cluster ---------------------------
+# --- End-to-end test and a local cluster on a real single node ---------------
 
-.PHONY: e2e
+.PHONY: e2e cluster-up cluster-down cluster-check
 
 # Needs root: it runs containerd (installed with apt-get when missing), the
-# kubelet and the rest of bin/k8s on this machine (see test/e2e).
+# kubelet and the rest of bin/k8s on this machine (test/e2e/cluster). One
+# cluster per machine: e2e and cluster-up refuse, naming the other, while
+# one runs (lock /run/contextrouter-cluster.lock).
 e2e: build controlplane node-binaries images helm ## Run the end-to-end test on a real single-node cluster (root).
 	$(GO) test -tags e2e -count=1 -v -timeout 40m ./test/e2e/
+
+# The e2e's cluster, kept running in /var/lib/contextrouter-cluster, with the
+# operator installed from the chart (docs/operator.md, "A local cluster").
+# cluster-check refuses before the builds, which rewrite the image tarballs
+# a running e2e test may be importing.
+cluster-up: cluster-check build controlplane node-binaries images helm ## Start a single-node cluster with the operator that keeps running (root); prints its kubeconfig.
+	$(GO) run ./hack/cluster up
+
+cluster-check:
+	@$(GO) run ./hack/cluster check
+
+cluster-down: ## Stop the cluster of cluster-up and remove everything it left on the host (root).
+	$(GO) run ./hack/cluster down

@@ -91,32 +91,46 @@ func (r *ContextRouter) SecretRefs() []FieldSecretRef {
 }
 
 // SecretNames lists, sorted and once each, the Secrets a source reads:
-// httpAPI and MCP header values and git credentials (of a GitRepo source or
-// a tool catalog's repository).
+// header values (httpAPI, MCP, a tool catalog over HTTP) and git
+// credentials (of a GitRepo source or a tool catalog's repository).
 func (s *ContextSource) SecretNames() []string {
 	var names []string
-	headers := func(hs []HTTPHeader) {
-		for _, hd := range hs {
+	for _, b := range s.HeaderBlocks() {
+		for _, hd := range b.Headers {
 			if hd.ValueFrom != nil {
 				names = append(names, hd.ValueFrom.SecretKeyRef.Name)
 			}
 		}
 	}
-	git := func(g *GitRepoSource) {
-		if g != nil && g.Auth != nil {
-			names = append(names, g.Auth.SecretRef.Name)
-		}
+	if g, _ := s.GitRepoBlock(); g != nil && g.Auth != nil {
+		names = append(names, g.Auth.SecretRef.Name)
 	}
-	if h := s.Spec.HTTPAPI; h != nil {
-		headers(h.Headers)
-	}
-	if m := s.Spec.MCP; m != nil {
-		headers(m.Headers)
-	}
-	g, _ := s.GitRepoBlock()
-	git(g)
 	slices.Sort(names)
 	return slices.Compact(names)
+}
+
+// FieldHeaders are the request headers of a source's block at Path
+// ("spec.httpAPI").
+// +kubebuilder:object:generate=false
+type FieldHeaders struct {
+	Path    string
+	Headers []HTTPHeader
+}
+
+// HeaderBlocks returns the blocks of a source that send request headers:
+// spec.httpAPI, spec.mcp and spec.tools.http.
+func (s *ContextSource) HeaderBlocks() []FieldHeaders {
+	var out []FieldHeaders
+	if h := s.Spec.HTTPAPI; h != nil {
+		out = append(out, FieldHeaders{"spec.httpAPI", h.Headers})
+	}
+	if m := s.Spec.MCP; m != nil {
+		out = append(out, FieldHeaders{"spec.mcp", m.Headers})
+	}
+	if t := s.Spec.Tools; t != nil && t.HTTP != nil {
+		out = append(out, FieldHeaders{"spec.tools.http", t.HTTP.Headers})
+	}
+	return out
 }
 
 // DirectoryBlock returns the directory block a source reads files from —

@@ -23,6 +23,8 @@ func TestSecretNames(t *testing.T) {
 			[]string{"api", "other"}},
 		{"MCP headers", (&ContextSource{Spec: ContextSourceSpec{Type: SourceMCP, MCP: &MCPSource{
 			Headers: []HTTPHeader{header("mcp"), {Name: "X-Lit", Value: &literal}}}}}).SecretNames(), []string{"mcp"}},
+		{"tool catalog over HTTP", (&ContextSource{Spec: ContextSourceSpec{Type: SourceTools, Tools: &ToolsSource{HTTP: &CatalogHTTPSource{
+			Headers: []HTTPHeader{header("openapi"), {Name: "X-Lit", Value: &literal}}}}}}).SecretNames(), []string{"openapi"}},
 		{"tool catalog repository", (&ContextSource{Spec: ContextSourceSpec{Type: SourceTools, Tools: &ToolsSource{GitRepo: &GitRepoSource{
 			Auth: &GitAuth{SecretRef: LocalObjectReference{Name: "tools-git"}}}}}}).SecretNames(), []string{"tools-git"}},
 		{"router without embedding", (&ContextRouter{}).SecretNames(), nil},

@@ -25,9 +25,12 @@ const (
 	defaultHTTPTimeout           = 5 * time.Second
 	defaultMaxResults      int32 = 20
 	defaultMaxSize               = "1Mi"
-	defaultMCPInterval           = 5 * time.Minute
-	defaultMCPTimeout            = 10 * time.Second
-	defaultMCPMaxTools     int32 = 1000
+	// defaultFetchInterval and defaultFetchTimeout are those of the
+	// sources that fetch from a server now and then: MCP listings and
+	// catalogs over HTTP.
+	defaultFetchInterval       = 5 * time.Minute
+	defaultFetchTimeout        = 10 * time.Second
+	defaultMCPMaxTools   int32 = 1000
 	// DefaultToolsTopK, DefaultToolsMinConfidence,
 	// DefaultToolsCollapseThreshold and DefaultToolsRelativeCut are
 	// spec.tools's defaults; eval tools measures with them.
@@ -165,13 +168,18 @@ func (r *ContextSource) Default() {
 	if t := s.Tools; t != nil {
 		defaultDirectory(t.Directory, defaultCatalogInclude)
 		defaultGitRepo(t.GitRepo, defaultCatalogInclude)
+		if h := t.HTTP; h != nil {
+			defaultDuration(&h.Interval, defaultFetchInterval)
+			defaultDuration(&h.Timeout, defaultFetchTimeout)
+			setDefault(&h.FollowRedirects.Policy, RedirectSameHost)
+		}
 		for i := range t.Catalog {
 			t.Catalog[i].Default()
 		}
 	}
 	if m := s.MCP; m != nil {
-		defaultDuration(&m.Interval, defaultMCPInterval)
-		defaultDuration(&m.Timeout, defaultMCPTimeout)
+		defaultDuration(&m.Interval, defaultFetchInterval)
+		defaultDuration(&m.Timeout, defaultFetchTimeout)
 		setDefault(&m.MaxTools, defaultMCPMaxTools)
 		setDefault(&m.FollowRedirects.Policy, RedirectSameHost)
 	}

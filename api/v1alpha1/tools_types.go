@@ -38,9 +38,12 @@ func (s SideEffects) Level() int {
 }
 
 // ToolsSource is a tool catalog: written inline, or read from catalog files
-// (JSON or YAML lists of tools) in a folder, a volume or a git repository.
-// Exactly one of catalog, directory and gitRepo is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.catalog), has(self.directory), has(self.gitRepo)].filter(x, x).size() == 1",message="exactly one of catalog, directory and gitRepo must be set"
+// (JSON or YAML lists of tools) in a folder, a volume, a git repository or
+// at a URL. With openAPI, the files (or the fetched document) are OpenAPI
+// documents, one tool per operation. Exactly one of catalog, directory,
+// gitRepo and http is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.catalog), has(self.directory), has(self.gitRepo), has(self.http)].filter(x, x).size() == 1",message="exactly one of catalog, directory, gitRepo and http must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.openAPI) || !has(self.catalog)",message="openAPI reads documents from directory, gitRepo or http, not an inline catalog"
 type ToolsSource struct {
 	// Catalog lists the tools. Larger catalogs belong in files.
 	// +optional
@@ -58,6 +61,116 @@ type ToolsSource struct {
 	// to JSON and YAML files.
 	// +optional
 	GitRepo *GitRepoSource `json:"gitRepo,omitempty"`
+
+	// HTTP fetches one catalog file (or OpenAPI document) from a URL.
+	// +optional
+	HTTP *CatalogHTTPSource `json:"http,omitempty"`
+
+	// OpenAPI says that the files (or the fetched document) are OpenAPI
+	// 3.0 or 3.1 documents, each operation a tool, and how operations
+	// become tools; {} takes the defaults.
+	// +optional
+	OpenAPI *OpenAPITools `json:"openAPI,omitempty"`
+}
+
+// CatalogHTTPSource fetches a catalog file or an OpenAPI document from a
+// URL, again every interval.
+type CatalogHTTPSource struct {
+	// URL of the file: http or https.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+
+	// Headers sent with every request, such as Authorization from a Secret.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// Interval between fetches.
+	// +optional
+	// +kubebuilder:default="5m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Timeout of one fetch, the body included.
+	// +optional
+	// +kubebuilder:default="10s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// FollowRedirects says which redirects a fetch follows, as for httpAPI.
+	// +optional
+	// +kubebuilder:default={}
+	FollowRedirects FollowRedirects `json:"followRedirects,omitempty"`
+}
+
+// OpenAPITools says how the operations of OpenAPI documents become tools.
+type OpenAPITools struct {
+	// Namespace given to the tools.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// Include keeps only the operations it selects; unset keeps all.
+	// +optional
+	Include *OperationSelector `json:"include,omitempty"`
+
+	// Exclude leaves out the operations it selects.
+	// +optional
+	Exclude *OperationSelector `json:"exclude,omitempty"`
+
+	// IncludeDeprecated keeps deprecated operations (tagged deprecated);
+	// by default they are left out.
+	// +optional
+	IncludeDeprecated bool `json:"includeDeprecated,omitempty"`
+
+	// Overrides set the side effects or add safety tags of the operations
+	// they select, in order, after the document's own x-contextrouter.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Overrides []OperationOverride `json:"overrides,omitempty"`
+}
+
+// OperationSelector selects the operations that have one of the tags or
+// whose tool name matches one of the globs.
+// +kubebuilder:validation:XValidation:rule="has(self.tags) || has(self.operations)",message="set tags or operations"
+type OperationSelector struct {
+	// Tags of operations.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=256
+	Tags []string `json:"tags,omitempty"`
+
+	// Operations are globs over tool names ("." separates levels, as in
+	// AgentPermission globs), such as "find*" or "pets.**".
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=382
+	Operations []string `json:"operations,omitempty"`
+}
+
+// OperationOverride changes what the tools of the operations it selects
+// declare.
+// +kubebuilder:validation:XValidation:rule="has(self.tags) || has(self.operations)",message="set tags or operations"
+// +kubebuilder:validation:XValidation:rule="has(self.sideEffects) || has(self.safetyTags)",message="set sideEffects or safetyTags"
+type OperationOverride struct {
+	OperationSelector `json:",inline"`
+
+	// SideEffects replaces the tools' side effects.
+	// +optional
+	SideEffects SideEffects `json:"sideEffects,omitempty"`
+
+	// SafetyTags are added to the tools' safety tags.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	SafetyTags []string `json:"safetyTags,omitempty"`
 }
 
 // Tool is one entry of a tool catalog. Its id is "<namespace>.<name>", or
@@ -256,7 +369,7 @@ type RouterToolsSpec struct {
 	// +kubebuilder:default=Synonyms
 	Expansion ToolExpansion `json:"expansion,omitempty"`
 
-	// Learning says whom the outcomes agents report teach (api.md §10.8).
+	// Learning says whom the outcomes agents report teach (api.md §10.9).
 	// +optional
 	// +kubebuilder:default={}
 	Learning ToolLearning `json:"learning,omitempty"`
@@ -341,7 +454,7 @@ type ToolRules struct {
 	DenySafetyTags []string `json:"denySafetyTags,omitempty"`
 
 	// Teach lets the agent's outcomes teach every agent when the router's
-	// spec.tools.learning.scope is Shared (api.md §10.8).
+	// spec.tools.learning.scope is Shared (api.md §10.9).
 	// +optional
 	Teach bool `json:"teach,omitempty"`
 }

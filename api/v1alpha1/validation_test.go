@@ -537,8 +537,14 @@ func TestToolFieldsValidate(t *testing.T) {
 	runValidation(t, catalog, (*ContextSource).Validate, []validCase[ContextSource]{
 		{"tools block required", func(s *ContextSource) { s.Spec.Tools = nil }, "spec.tools", "must be set when type is Tools"},
 		{"one of catalog, directory, gitRepo", func(s *ContextSource) { s.Spec.Tools.Directory = &DirectorySource{Path: "t"}; s.Default() },
-			"spec.tools", "exactly one of catalog, directory and gitRepo"},
-		{"none of them", func(s *ContextSource) { s.Spec.Tools.Catalog = nil }, "spec.tools", "exactly one of catalog, directory and gitRepo"},
+			"spec.tools", "exactly one of catalog, directory, gitRepo and http"},
+		{"none of them", func(s *ContextSource) { s.Spec.Tools.Catalog = nil }, "spec.tools", "exactly one of catalog, directory, gitRepo and http"},
+		{"catalog and http", func(s *ContextSource) {
+			s.Spec.Tools.HTTP = &CatalogHTTPSource{URL: "https://api.example.com/openapi.json"}
+			s.Default()
+		},
+			"spec.tools", "exactly one of catalog, directory, gitRepo and http"},
+		{"openAPI of an inline catalog", func(s *ContextSource) { s.Spec.Tools.OpenAPI = &OpenAPITools{} }, "spec.tools.openAPI", "not an inline catalog"},
 		{"name required", func(s *ContextSource) { s.Spec.Tools.Catalog[1].Name = "" }, "spec.tools.catalog[1].name", "Required value"},
 		{"name characters", func(s *ContextSource) { s.Spec.Tools.Catalog[1].Name = "re fund" }, "spec.tools.catalog[1].name", "letters, digits"},
 		{"name length", func(s *ContextSource) { s.Spec.Tools.Catalog[1].Name = strings.Repeat("a", 129) }, "spec.tools.catalog[1].name", "128"},
@@ -580,6 +586,62 @@ func TestToolFieldsValidate(t *testing.T) {
 	}
 	if s.Spec.Tools.Catalog != nil || s.Spec.Tools.Directory.MaxFileSize == nil {
 		t.Errorf("catalog directory not defaulted as a directory: %+v", s.Spec.Tools)
+	}
+
+	openAPI := func() *ContextSource {
+		s := &ContextSource{ObjectMeta: meta("petstore"), Spec: ContextSourceSpec{Type: SourceTools, Tools: &ToolsSource{
+			HTTP: &CatalogHTTPSource{URL: "https://petstore.example.com/openapi.json",
+				Headers: []HTTPHeader{{Name: "Authorization", ValueFrom: &HeaderValueSource{SecretKeyRef: SecretKeySelector{Name: "pet", Key: "token"}}}}},
+			OpenAPI: &OpenAPITools{Namespace: "petstore", Include: &OperationSelector{Tags: []string{"pet"}},
+				Exclude:   &OperationSelector{Operations: []string{"delete*"}},
+				Overrides: []OperationOverride{{OperationSelector: OperationSelector{Operations: []string{"findPetsByTags"}}, SideEffects: SideEffectsRead}}},
+		}}}
+		s.Default()
+		return s
+	}
+	runValidation(t, openAPI, (*ContextSource).Validate, []validCase[ContextSource]{
+		{"url scheme", func(s *ContextSource) { s.Spec.Tools.HTTP.URL = "ftp://bob:pw@api.example.com/" }, "spec.tools.http.url", "must start with http:// or https://"},
+		{"url hides credentials", func(s *ContextSource) { s.Spec.Tools.HTTP.URL = "ftp://bob:pw@api.example.com/" }, "spec.tools.http.url", "***@"},
+		{"url length", func(s *ContextSource) { s.Spec.Tools.HTTP.URL = "https://h/" + strings.Repeat("a", 2048) }, "spec.tools.http.url", "2048"},
+		{"header secret key", func(s *ContextSource) { s.Spec.Tools.HTTP.Headers[0].ValueFrom.SecretKeyRef.Key = "" },
+			"spec.tools.http.headers[0].valueFrom.secretKeyRef.key", "Required value"},
+		{"too many headers", func(s *ContextSource) {
+			s.Spec.Tools.HTTP.Headers = nil
+			for i := range 33 {
+				s.Spec.Tools.HTTP.Headers = append(s.Spec.Tools.HTTP.Headers, HTTPHeader{Name: fmt.Sprintf("X-H%d", i), Value: ptr("v")})
+			}
+		}, "spec.tools.http.headers", "must have at most 32 items"},
+		{"timeout positive", func(s *ContextSource) { s.Spec.Tools.HTTP.Timeout = dur(0) }, "spec.tools.http.timeout", "must be greater than 0"},
+		{"interval positive", func(s *ContextSource) { s.Spec.Tools.HTTP.Interval = dur(-time.Second) }, "spec.tools.http.interval", "must be greater than 0"},
+		{"redirect hosts", func(s *ContextSource) { s.Spec.Tools.HTTP.FollowRedirects.AllowedHosts = []string{"a.example.com"} },
+			"spec.tools.http.followRedirects.allowedHosts", "must be empty unless policy is AllowedHosts"},
+		{"namespace words", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Namespace = "pet..store" }, "spec.tools.openAPI.namespace", "dotted words"},
+		{"empty selector", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Include = &OperationSelector{} }, "spec.tools.openAPI.include", "set tags or operations"},
+		{"selector glob", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Exclude.Operations = []string{"find[a-"} },
+			"spec.tools.openAPI.exclude.operations[0]", "not a valid glob"},
+		{"selector empty glob", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Exclude.Operations = []string{""} },
+			"spec.tools.openAPI.exclude.operations[0]", "Required value"},
+		{"selector tag length", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Include.Tags = []string{strings.Repeat("t", 257)} },
+			"spec.tools.openAPI.include.tags[0]", "256"},
+		{"selector tags count", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Include.Tags = make([]string, 65) }, "spec.tools.openAPI.include.tags", "must have at most 64 items"},
+		{"override changes nothing", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Overrides[0].SideEffects = "" },
+			"spec.tools.openAPI.overrides[0]", "set sideEffects or safetyTags"},
+		{"override selects nothing", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Overrides[0].Operations = nil },
+			"spec.tools.openAPI.overrides[0]", "set tags or operations"},
+		{"override side effects enum", func(s *ContextSource) { s.Spec.Tools.OpenAPI.Overrides[0].SideEffects = "Safe" },
+			"spec.tools.openAPI.overrides[0].sideEffects", `"Destructive"`},
+		{"override safety tag length", func(s *ContextSource) {
+			s.Spec.Tools.OpenAPI.Overrides[0].SafetyTags = []string{strings.Repeat("a", 64)}
+		},
+			"spec.tools.openAPI.overrides[0].safetyTags[0]", "63"},
+		{"too many overrides", func(s *ContextSource) {
+			s.Spec.Tools.OpenAPI.Overrides = slices.Repeat(s.Spec.Tools.OpenAPI.Overrides, 65)
+		}, "spec.tools.openAPI.overrides", "must have at most 64 items"},
+	})
+	// An http catalog is defaulted as an MCP source's fetches are.
+	h := openAPI().Spec.Tools.HTTP
+	if h.Interval.Duration != 5*time.Minute || h.Timeout.Duration != 10*time.Second || h.FollowRedirects.Policy != RedirectSameHost {
+		t.Errorf("http catalog defaults = %v, %v, %q; want 5m, 10s, SameHost", h.Interval, h.Timeout, h.FollowRedirects.Policy)
 	}
 
 	mcp := func() *ContextSource {

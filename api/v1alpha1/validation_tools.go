@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -42,13 +43,13 @@ const (
 func validateToolsSource(p *field.Path, t *ToolsSource) field.ErrorList {
 	var allErrs field.ErrorList
 	set := 0
-	for _, b := range []bool{len(t.Catalog) > 0, t.Directory != nil, t.GitRepo != nil} {
+	for _, b := range []bool{len(t.Catalog) > 0, t.Directory != nil, t.GitRepo != nil, t.HTTP != nil} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		allErrs = append(allErrs, field.Invalid(p, fmt.Sprintf("%d of them set", set), "exactly one of catalog, directory and gitRepo must be set"))
+		allErrs = append(allErrs, field.Invalid(p, fmt.Sprintf("%d of them set", set), "exactly one of catalog, directory, gitRepo and http must be set"))
 	}
 	if len(t.Catalog) > maxInlineTools {
 		allErrs = append(allErrs, field.TooMany(p.Child("catalog"), len(t.Catalog), maxInlineTools))
@@ -60,7 +61,92 @@ func validateToolsSource(p *field.Path, t *ToolsSource) field.ErrorList {
 	if t.GitRepo != nil {
 		allErrs = append(allErrs, validateGitRepo(p.Child("gitRepo"), t.GitRepo)...)
 	}
+	if h := t.HTTP; h != nil {
+		allErrs = append(allErrs, validateFetch(p.Child("http"), h.URL, h.Headers, h.Interval, h.Timeout, &h.FollowRedirects)...)
+	}
+	if o := t.OpenAPI; o != nil {
+		op := p.Child("openAPI")
+		if len(t.Catalog) > 0 {
+			allErrs = append(allErrs, field.Forbidden(op, "openAPI reads documents from directory, gitRepo or http, not an inline catalog"))
+		}
+		allErrs = append(allErrs, validateOpenAPITools(op, o)...)
+	}
 	return allErrs
+}
+
+// Limits of spec.tools.openAPI, declared by markers.
+const (
+	maxOperationSelectors = 64
+	maxOperationTagLength = 256
+	maxOpenAPIOverrides   = 64
+)
+
+func validateOpenAPITools(p *field.Path, o *OpenAPITools) field.ErrorList {
+	allErrs := validateToolNamespace(p.Child("namespace"), o.Namespace, "petstore")
+	if o.Include != nil {
+		allErrs = append(allErrs, validateOperationSelector(p.Child("include"), o.Include)...)
+	}
+	if o.Exclude != nil {
+		allErrs = append(allErrs, validateOperationSelector(p.Child("exclude"), o.Exclude)...)
+	}
+	op := p.Child("overrides")
+	if len(o.Overrides) > maxOpenAPIOverrides {
+		allErrs = append(allErrs, field.TooMany(op, len(o.Overrides), maxOpenAPIOverrides))
+	}
+	for i := range o.Overrides {
+		ov, ip := &o.Overrides[i], op.Index(i)
+		allErrs = append(allErrs, validateOperationSelector(ip, &ov.OperationSelector)...)
+		if ov.SideEffects == "" && len(ov.SafetyTags) == 0 {
+			allErrs = append(allErrs, field.Required(ip, "set sideEffects or safetyTags"))
+		}
+		if ov.SideEffects != "" {
+			allErrs = append(allErrs, validateEnum(ip.Child("sideEffects"), ov.SideEffects, sideEffectLevels)...)
+		}
+		allErrs = append(allErrs, validateBoundedStrings(ip.Child("safetyTags"), ov.SafetyTags, maxToolTags, maxToolTagLength)...)
+	}
+	return allErrs
+}
+
+// validateOperationSelector checks a selector of OpenAPI operations: tags,
+// or globs over tool names as AgentPermission's globs over ids.
+func validateOperationSelector(p *field.Path, s *OperationSelector) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(s.Tags) == 0 && len(s.Operations) == 0 {
+		allErrs = append(allErrs, field.Required(p, "set tags or operations"))
+	}
+	allErrs = append(allErrs, validateBoundedStrings(p.Child("tags"), s.Tags, maxOperationSelectors, maxOperationTagLength)...)
+	allErrs = append(allErrs, validateToolGlobs(p.Child("operations"), s.Operations, maxOperationSelectors)...)
+	return allErrs
+}
+
+// validateFetch checks the fields of a source that fetches from a server
+// now and then (spec.mcp, spec.tools.http).
+func validateFetch(p *field.Path, rawURL string, headers []HTTPHeader, interval, timeout *metav1.Duration, fr *FollowRedirects) field.ErrorList {
+	var allErrs field.ErrorList
+	if utf8.RuneCountInString(rawURL) > maxMCPURLLength {
+		allErrs = append(allErrs, field.TooLongCharacters(p.Child("url"), "", maxMCPURLLength))
+	} else {
+		allErrs = append(allErrs, validateHTTPURL(p.Child("url"), rawURL, rawURL)...)
+	}
+	if len(headers) > maxMCPHeaders {
+		allErrs = append(allErrs, field.TooMany(p.Child("headers"), len(headers), maxMCPHeaders))
+	}
+	allErrs = append(allErrs, validateHeaders(p.Child("headers"), headers)...)
+	allErrs = append(allErrs, validatePositiveDuration(p.Child("interval"), interval)...)
+	allErrs = append(allErrs, validatePositiveDuration(p.Child("timeout"), timeout)...)
+	allErrs = append(allErrs, validateFollowRedirects(p.Child("followRedirects"), fr)...)
+	return allErrs
+}
+
+// validateToolNamespace checks a namespace given to tools; example names one.
+func validateToolNamespace(p *field.Path, ns, example string) field.ErrorList {
+	switch {
+	case utf8.RuneCountInString(ns) > maxToolNamespace:
+		return field.ErrorList{field.TooLongCharacters(p, ns, maxToolNamespace)}
+	case ns != "" && !toolNamespacePattern.MatchString(ns):
+		return field.ErrorList{field.Invalid(p, ns, "must be dotted words of letters, digits, '_' and '-', such as "+example)}
+	}
+	return nil
 }
 
 // ValidateCatalog checks defaulted tools: each one, and that their ids are
@@ -156,28 +242,11 @@ func validateBoundedStrings(p *field.Path, list []string, maxItems, maxLen int) 
 }
 
 func validateMCP(p *field.Path, m *MCPSource) field.ErrorList {
-	var allErrs field.ErrorList
-	if utf8.RuneCountInString(m.URL) > maxMCPURLLength {
-		allErrs = append(allErrs, field.TooLongCharacters(p.Child("url"), "", maxMCPURLLength))
-	} else {
-		allErrs = append(allErrs, validateHTTPURL(p.Child("url"), m.URL, m.URL)...)
-	}
-	if len(m.Headers) > maxMCPHeaders {
-		allErrs = append(allErrs, field.TooMany(p.Child("headers"), len(m.Headers), maxMCPHeaders))
-	}
-	allErrs = append(allErrs, validateHeaders(p.Child("headers"), m.Headers)...)
-	switch {
-	case utf8.RuneCountInString(m.Namespace) > maxToolNamespace:
-		allErrs = append(allErrs, field.TooLongCharacters(p.Child("namespace"), m.Namespace, maxToolNamespace))
-	case m.Namespace != "" && !toolNamespacePattern.MatchString(m.Namespace):
-		allErrs = append(allErrs, field.Invalid(p.Child("namespace"), m.Namespace, "must be dotted words of letters, digits, '_' and '-', such as github"))
-	}
-	allErrs = append(allErrs, validatePositiveDuration(p.Child("interval"), m.Interval)...)
-	allErrs = append(allErrs, validatePositiveDuration(p.Child("timeout"), m.Timeout)...)
+	allErrs := validateFetch(p, m.URL, m.Headers, m.Interval, m.Timeout, &m.FollowRedirects)
+	allErrs = append(allErrs, validateToolNamespace(p.Child("namespace"), m.Namespace, "github")...)
 	if m.MaxTools < 1 || m.MaxTools > MaxCatalogTools {
 		allErrs = append(allErrs, field.Invalid(p.Child("maxTools"), m.MaxTools, fmt.Sprintf("must be between 1 and %d", MaxCatalogTools)))
 	}
-	allErrs = append(allErrs, validateFollowRedirects(p.Child("followRedirects"), &m.FollowRedirects)...)
 	return allErrs
 }
 
@@ -226,24 +295,26 @@ func validateRouterTools(p *field.Path, t *RouterToolsSpec) field.ErrorList {
 
 func validateToolRules(p *field.Path, r *ToolRules) field.ErrorList {
 	var allErrs field.ErrorList
-	for _, l := range []struct {
-		name  string
-		globs []string
-	}{{"allow", r.Allow}, {"deny", r.Deny}} {
-		lp := p.Child(l.name)
-		allErrs = append(allErrs, validateBoundedStrings(lp, l.globs, maxToolGlobs, maxToolRefLength)...)
-		for i, g := range l.globs {
-			switch {
-			case g == "":
-				allErrs = append(allErrs, field.Required(lp.Index(i), `a glob over tool ids such as "billing.*"`))
-			case !doublestar.ValidatePattern(ToolPath(g)):
-				allErrs = append(allErrs, field.Invalid(lp.Index(i), g, "is not a valid glob (check brackets, braces and trailing backslashes)"))
-			}
-		}
-	}
+	allErrs = append(allErrs, validateToolGlobs(p.Child("allow"), r.Allow, maxToolGlobs)...)
+	allErrs = append(allErrs, validateToolGlobs(p.Child("deny"), r.Deny, maxToolGlobs)...)
 	if r.MaxSideEffects != "" {
 		allErrs = append(allErrs, validateEnum(p.Child("maxSideEffects"), r.MaxSideEffects, sideEffectLevels)...)
 	}
 	allErrs = append(allErrs, validateBoundedStrings(p.Child("denySafetyTags"), r.DenySafetyTags, maxToolTags, maxToolTagLength)...)
+	return allErrs
+}
+
+// validateToolGlobs checks globs over tool ids or names ("." separates
+// levels): at most maxItems, each non-empty and valid.
+func validateToolGlobs(lp *field.Path, globs []string, maxItems int) field.ErrorList {
+	allErrs := validateBoundedStrings(lp, globs, maxItems, maxToolRefLength)
+	for i, g := range globs {
+		switch {
+		case g == "":
+			allErrs = append(allErrs, field.Required(lp.Index(i), `a glob over tool ids such as "billing.*"`))
+		case !doublestar.ValidatePattern(ToolPath(g)):
+			allErrs = append(allErrs, field.Invalid(lp.Index(i), g, "is not a valid glob (check brackets, braces and trailing backslashes)"))
+		}
+	}
 	return allErrs
 }

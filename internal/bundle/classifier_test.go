@@ -33,6 +33,10 @@ func TestBuildCarriesClassifiers(t *testing.T) {
 			route("refunds", `detected.intent.label == "refund"`, "docs"),
 			route("broken-reader", `detected.broken.label == "x"`, "docs"),
 			route("plain", "", "docs"),
+			// A misspelt label leaves the route out (issue 20)...
+			route("typo", `detected.intent.label == "refnd"`, "docs"),
+			// ...where the labels are known: examplesFrom is read by the pod, not here.
+			route("file-reader", `detected["from-file"].label == "anything"`, "docs"),
 		},
 		Sources: []v1alpha1.ContextSource{inline("docs", "Refunds take five days."),
 			directory("examples", "", configMapVolume("intent-examples"))},
@@ -55,7 +59,7 @@ func TestBuildCarriesClassifiers(t *testing.T) {
 	if want := []string{"from-file", "intent"}; !slices.Equal(b.Classifiers, want) {
 		t.Errorf("classifiers %q, want %q", b.Classifiers, want)
 	}
-	if want := []string{"plain", "refunds"}; !slices.Equal(b.Routes, want) {
+	if want := []string{"file-reader", "plain", "refunds"}; !slices.Equal(b.Routes, want) {
 		t.Errorf("routes %q, want %q", b.Routes, want)
 	}
 	// The examples' source goes into the bundle (the pod reads the file), though no route names it.
@@ -77,6 +81,9 @@ func TestBuildCarriesClassifiers(t *testing.T) {
 		{v1alpha1.KindContextClassifier, "from-missing", false, v1alpha1.ReasonSourceNotFound, `spec.examplesFrom.source: ContextSource "nope" not found`},
 		{v1alpha1.KindContextClassifier, "values-missing", false, v1alpha1.ReasonSourceNotFound, `spec.entities[1].dictionary.valuesFrom.source: ContextSource "lists" not found`},
 		{v1alpha1.KindContextRoute, "broken-reader", false, v1alpha1.ReasonInvalidCondition, `ContextClassifier "broken" is left out`},
+		{v1alpha1.KindContextRoute, "typo", false, v1alpha1.ReasonInvalidCondition,
+			`ContextRoute/typo: spec.when: detected.intent.label compared with "refnd", which is not a label of ContextClassifier intent (did you mean "refund"?); its labels are "deploy", "refund"`},
+		{v1alpha1.KindContextRoute, "file-reader", true, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind+"/"+tc.name, func(t *testing.T) {
@@ -104,7 +111,7 @@ func TestBuildCarriesClassifiers(t *testing.T) {
 		t.Fatalf("query of the loaded bundle: %v %+v", err, resp)
 	}
 	// Adding no classifier keeps a bundle's bytes: classifiers are written last.
-	if plain := mustBuild(t, Input{Router: in.Router, Routes: in.Routes[2:], Sources: in.Sources[:1]}); strings.Contains(string(plain.Data), "ContextClassifier") {
+	if plain := mustBuild(t, Input{Router: in.Router, Routes: in.Routes[2:3], Sources: in.Sources[:1]}); strings.Contains(string(plain.Data), "ContextClassifier") {
 		t.Errorf("a bundle without classifiers mentions them:\n%s", plain.Data)
 	}
 }

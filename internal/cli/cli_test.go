@@ -152,7 +152,7 @@ func TestQueryErrors(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	out, _, code := run(t, "validate", "-f", quickstart)
-	if code != 0 || !strings.Contains(out, "valid: 1 routers, 5 routes, 5 sources, 4 permissions, 1 classifiers") {
+	if code != 0 || !strings.Contains(out, "valid: 1 routers, 6 routes, 5 sources, 4 permissions, 1 classifiers") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,16 +27,20 @@ func newToolsCommand() *cobra.Command {
 		timeout  time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "tools -f PATH... [-a AGENT] [-t TAG]... [-m KEY=VALUE]... [--max-tools N] [--explain] [-o text|json] TEXT",
+		Use:   "tools -f PATH... [-a AGENT] [-t TAG]... [-m KEY=VALUE]... [--max-tools N] [--explain] [--format openai|openai-responses|anthropic] [-o text|json] TEXT",
 		Short: "Shortlist the tools for one question from manifest files",
 		Long: `Shortlist the tools for one question: the tool cards of POST /v1/tools
 (api.md §10). No document is read. A question whose first word is "tree"
 must be quoted with another word first, or "tree" is the subcommand.`,
 		Example: `  contextrouter tools -f examples/quickstart -a eng-assistant "roll back the last deploy"
   contextrouter tools -f examples/quickstart --max-tools 2 -o json "open a ticket"
-  contextrouter tools -f examples/quickstart --explain "who is on call for payments"`,
+  contextrouter tools -f examples/quickstart --explain "who is on call for payments"
+  contextrouter tools -f examples/quickstart -a eng-assistant --format openai -o json "is fleet-api live"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := engine.CheckToolFormat(req.Format); err != nil {
+				return fmt.Errorf("--format: %w", err)
+			}
 			snap, err := sf.question(cmd.Context(), &req, args, metadata, output, timeout)
 			if err != nil {
 				return err
@@ -52,6 +58,9 @@ must be quoted with another word first, or "tree" is the subcommand.`,
 			w := cmd.OutOrStdout()
 			printRouting(w, snap, resp.MatchedRoutes, resp.DeniedSources, resp.FailedSources, resp.RouteErrors)
 			printTools(w, resp.Tools, resp.Stats.Tools)
+			if resp.Definitions != nil {
+				return printDefinitions(w, resp.Definitions)
+			}
 			return nil
 		},
 	}
@@ -61,6 +70,7 @@ must be quoted with another word first, or "tree" is the subcommand.`,
 	cmd.Flags().StringArrayVarP(&metadata, "metadata", "m", nil, "metadata KEY=VALUE (repeatable)")
 	cmd.Flags().IntVar(&req.MaxTools, "max-tools", 0, fmt.Sprintf("number of tool cards (0 = the router's spec.tools.topK; at most %d)", engine.MaxToolsPerRequest))
 	cmd.Flags().BoolVar(&req.Explain, "explain", false, "show why each card scored and how sure it is (matched words and fields, closest example, score parts, confidence before and after calibration)")
+	cmd.Flags().StringVar(&req.Format, "format", "", "also give the cards as a provider's tool definitions, input schemas included: "+strings.Join(engine.ToolFormats, ", "))
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the question may take once the manifests are loaded")
 	cmd.AddCommand(newToolsTreeCommand())
@@ -218,6 +228,25 @@ func printTools(w io.Writer, cards []engine.ToolCard, st engine.ToolStats) {
 			printExplanation(w, c.Explain)
 		}
 	}
+}
+
+// printDefinitions prints a shortlist in a provider's format: the name
+// each tool goes by, the cards left out, then the definitions as JSON to
+// send as the request's tools.
+func printDefinitions(w io.Writer, d *engine.ToolDefinitions) error {
+	fmt.Fprintf(w, "\n%s definitions: %d", d.Format, len(d.Tools))
+	if len(d.Omitted) > 0 {
+		fmt.Fprintf(w, " (%d omitted)", len(d.Omitted))
+	}
+	fmt.Fprintln(w)
+	for _, name := range slices.Sorted(maps.Keys(d.Names)) {
+		ref := d.Names[name]
+		fmt.Fprintf(w, "    %s → %s (%s)\n", name, ref.ID, ref.Source)
+	}
+	for _, o := range d.Omitted {
+		fmt.Fprintf(w, "    omitted: %s (%s): %s\n", o.ID, o.Source, o.Reason)
+	}
+	return printJSON(w, d.Tools)
 }
 
 // printExplanation prints a card's explain (api.md §10.3), indented.

@@ -28,8 +28,13 @@ func TestValidateClassifiers(t *testing.T) {
 		{"valid, with the classifier listed", source + classifier("") + route(`detected.intent.label == "refund"`), 0, []string{
 			"classifier intent: 2 labels (deploy 1, refund 2), training accuracy ",
 			"valid: 1 routers, 1 routes, 2 sources, 0 permissions, 1 classifiers"}},
-		{"unknown label: a warning naming the labels", source + classifier("") + route(`detected.intent.label == "refnd"`), 0, []string{
-			`warning: {dir}/m.yaml:25: ContextRoute/r: spec.when: detected.intent.label compared with "refnd", which is not a label of ContextClassifier intent (labels: "deploy", "refund")`,
+		{"unknown label: an error naming the labels and the nearest", source + classifier("") + route(`detected.intent.label == "refnd"`), 1, []string{
+			`{dir}/m.yaml:25: ContextRoute/r: spec.when: detected.intent.label compared with "refnd", which is not a label of ContextClassifier intent (did you mean "refund"?); its labels are "deploy", "refund"`}},
+		{"no out-of-scope examples: a warning naming the classifier", source + classifier("") + route(`detected.intent.label == "refund"`), 0, []string{
+			`warning: {dir}/m.yaml:14: ContextClassifier/intent: spec.outOfScopeLabel: no out-of-scope examples: a question none of the labels covers still gets the nearest label, often with high confidence; set outOfScopeLabel (such as "other") and give that label examples of questions the routes should not take`,
+			"; 1 warnings"}},
+		{"an out-of-scope label without examples: a warning at its line", source + classifier("  outOfScopeLabel: other\n") + route(`detected.intent.label == "refund"`), 0, []string{
+			`warning: {dir}/m.yaml:20: ContextClassifier/intent: spec.outOfScopeLabel: label "other" has no examples: `,
 			"; 1 warnings"}},
 		{"unknown classifier: an error", source + classifier("") + route(`detected.intnt.label == "refund"`), 1, []string{
 			`{dir}/m.yaml:25: ContextRoute/r: spec.when: detected.intnt: no ContextClassifier "intnt" attaches to router default (known: "intent")`}},

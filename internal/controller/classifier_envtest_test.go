@@ -98,23 +98,32 @@ func TestClassifierStatus(t *testing.T) {
 	}
 }
 
-// A route whose condition reads a classifier that does not exist is left
-// out, and says which: the compile's error reaches its status.
+// A route whose condition reads a classifier that does not exist, or
+// compares a label the classifier does not have (issue 20), is left out, and
+// says why: the compile's error reaches its status.
 func TestRouteReadingAMissingClassifier(t *testing.T) {
 	env := testenv.Start(t)
 	startOperator(t, env, testr.New(t))
 	c := env.Client
-	ns := env.Namespace(t)
-	route := newRoute(ns, "refunds", `detected.intnt.label == "refund"`, "docs")
-	create(t, c, newRouter(ns, "acme"), newInline(ns, "docs"), newClassifier(ns, nil), route)
-	got := waitRoute(t, c, route, func(r *v1alpha1.ContextRoute) error {
-		if err := wantParents(r, "acme"); err != nil {
-			return err
-		}
-		return wantCond(r.Status.Parents[0].Conditions, "Accepted", condFalse, v1alpha1.ReasonInvalidCondition, 1)
-	})
-	want := `spec.when: detected.intnt: no ContextClassifier "intnt" attaches to router acme (known: "intent")`
-	if msg := findCondition(got.Status.Parents[0].Conditions, "Accepted").Message; !strings.Contains(msg, want) {
-		t.Errorf("Accepted message %q does not contain %q", msg, want)
+	for _, tc := range []struct{ name, when, want string }{
+		{"missing classifier", `detected.intnt.label == "refund"`,
+			`spec.when: detected.intnt: no ContextClassifier "intnt" attaches to router acme (known: "intent")`},
+		{"misspelt label", `detected.intent.label == "refnd"`,
+			`spec.when: detected.intent.label compared with "refnd", which is not a label of ContextClassifier intent (did you mean "refund"?); its labels are "deploy", "refund"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			route := newRoute(ns, "refunds", tc.when, "docs")
+			create(t, c, newRouter(ns, "acme"), newInline(ns, "docs"), newClassifier(ns, nil), route)
+			got := waitRoute(t, c, route, func(r *v1alpha1.ContextRoute) error {
+				if err := wantParents(r, "acme"); err != nil {
+					return err
+				}
+				return wantCond(r.Status.Parents[0].Conditions, "Accepted", condFalse, v1alpha1.ReasonInvalidCondition, 1)
+			})
+			if msg := findCondition(got.Status.Parents[0].Conditions, "Accepted").Message; !strings.Contains(msg, tc.want) {
+				t.Errorf("Accepted message %q does not contain %q", msg, tc.want)
+			}
+		})
 	}
 }

@@ -326,21 +326,14 @@ func sourceRefProblems(src *v1alpha1.ContextSource, lookup sourceLookup) problem
 	secret := func(path, name string, keys []string, anyOf bool) {
 		secretProblems(lookup.secrets, path, name, keys, anyOf, add)
 	}
-	s := &src.Spec
-	headers := func(at string, hs []v1alpha1.HTTPHeader) {
-		for i, hd := range hs {
+	for _, b := range src.HeaderBlocks() {
+		for i, hd := range b.Headers {
 			if hd.ValueFrom == nil {
 				continue
 			}
 			ref := hd.ValueFrom.SecretKeyRef
-			secret(fmt.Sprintf("%s.headers[%d].valueFrom.secretKeyRef", at, i), ref.Name, []string{ref.Key}, false)
+			secret(fmt.Sprintf("%s.headers[%d].valueFrom.secretKeyRef", b.Path, i), ref.Name, []string{ref.Key}, false)
 		}
-	}
-	if h := s.HTTPAPI; h != nil {
-		headers("spec.httpAPI", h.Headers)
-	}
-	if m := s.MCP; m != nil {
-		headers("spec.mcp", m.Headers)
 	}
 	if g, at := src.GitRepoBlock(); g != nil && g.Auth != nil {
 		secret(at+".auth.secretRef", g.Auth.SecretRef.Name, gitAuthKeys, true)

@@ -390,6 +390,13 @@ func TestConditionSourceRefProblems(t *testing.T) {
 			want:   []refProblem{{v1alpha1.ReasonSecretNotFound, `spec.httpAPI.headers[1].valueFrom.secretKeyRef: Secret "api" has no key "key"`}},
 		},
 		{
+			name: "a tool catalog's header secret missing",
+			src: &v1alpha1.ContextSource{ObjectMeta: metav1.ObjectMeta{Name: "petstore"}, Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceTools,
+				Tools: &v1alpha1.ToolsSource{HTTP: &v1alpha1.CatalogHTTPSource{URL: "https://petstore.example.com/openapi.json",
+					Headers: []v1alpha1.HTTPHeader{secretHeader("Authorization", "petstore", "token")}}, OpenAPI: &v1alpha1.OpenAPITools{}}}},
+			want: []refProblem{{v1alpha1.ReasonSecretNotFound, `spec.tools.http.headers[0].valueFrom.secretKeyRef: Secret "petstore" not found`}},
+		},
+		{
 			name:   "git auth secret with a token",
 			src:    gitSource("https://git.example.com/docs.git", "git-creds"),
 			lookup: sourceLookup{secrets: map[string][]string{"git-creds": {"token"}}},

@@ -95,6 +95,66 @@ type condition struct {
 	detect detectRefs
 	// unguarded are the metadata keys read without a presence test (UnguardedMetadataKeys).
 	unguarded []string
+	// expr is the condition's text; constant what it folds to (constantValue).
+	expr      string
+	constOnce sync.Once
+	constant  constValue
+}
+
+// constantValue is what the condition folds to when no query can change it
+// (when: "true"): constTrue or constFalse; constNone otherwise. Only the
+// gate warnings ask, for routers with fallbacks, so folding (as costly as a
+// second compile) is done on first use, once per cached condition.
+func (c *condition) constantValue() constValue {
+	c.constOnce.Do(func() {
+		// The text compiled before, cost check included: folding is bounded.
+		if ast, iss := celEnv.Compile(c.expr); iss.Err() == nil {
+			c.constant = constantOf(ast)
+		}
+	})
+	return c.constant
+}
+
+// constValue is the value of a condition that does not depend on the query.
+type constValue uint8
+
+const (
+	constNone constValue = iota
+	constTrue
+	constFalse
+)
+
+// folder folds a condition's constant parts, to tell a condition that holds
+// for every query, or for none, from one that depends on the query.
+var folder = func() *cel.StaticOptimizer {
+	f, err := cel.NewConstantFoldingOptimizer()
+	if err != nil {
+		panic(fmt.Sprintf("engine: building the constant folder: %v", err))
+	}
+	o, err := cel.NewStaticOptimizer(f)
+	if err != nil {
+		panic(fmt.Sprintf("engine: building the constant folder: %v", err))
+	}
+	return o
+}()
+
+// constantOf is what a checked condition folds to.
+func constantOf(ast *cel.Ast) constValue {
+	folded, iss := folder.Optimize(celEnv, ast)
+	if iss.Err() != nil {
+		return constNone
+	}
+	e := folded.NativeRep().Expr()
+	if e.Kind() != celast.LiteralKind {
+		return constNone
+	}
+	switch e.AsLiteral() {
+	case types.True:
+		return constTrue
+	case types.False:
+		return constFalse
+	}
+	return constNone
 }
 
 // compiled caches conditions by expression text. The operator recompiles a
@@ -180,6 +240,7 @@ func compileCondition(expr string) (*condition, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.expr = expr
 	// A cheap loop ends soon enough; the check between routes covers it.
 	c.loops = c.loops && cost > minInterruptibleCost
 	// OptOptimize precomputes constant list literals instead of rebuilding them per evaluation.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/classify"
+	"github.com/contextrouter/contextrouter/internal/located"
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
 	"github.com/contextrouter/contextrouter/internal/tokenize"
@@ -740,7 +742,8 @@ func (s *Snapshot) Warnings() problem.List { return slices.Clone(s.warnings) }
 
 // compileDetection trains the classifiers of cfg, compiles their
 // extractors and checks what the route conditions read of them: an unknown
-// classifier is an error, an unknown label a warning. It returns the hashes
+// classifier or label is an error. A classifier without out-of-scope
+// examples is a warning. It returns the hashes
 // of the example files read, for the snapshot's hash.
 func (s *Snapshot) compileDetection(ctx context.Context, cfg *Config, opts Options, known map[string]*v1alpha1.ContextSource,
 	envOf func(string) sources.Env, addReason func(reason v1alpha1.ConditionReason, kind, name, field, msg string)) [][]byte {
@@ -781,6 +784,12 @@ func (s *Snapshot) compileDetection(ctx context.Context, cfg *Config, opts Optio
 		st, xs := compileClassifier(c, read, func(field, msg string) {
 			addReason(v1alpha1.ReasonInvalidSpec, kind, c.Name, field, problem.OneLine(msg))
 		})
+		if st.model != nil {
+			if msg := outOfScopeWarning(c.Spec.OutOfScopeLabel, st.model.LabelCounts()); msg != "" {
+				s.warnings = append(s.warnings, problem.Problem{Location: cfg.Origin(kind, c.Name), Kind: kind, Name: c.Name,
+					Field: "spec.outOfScopeLabel", Severity: problem.Warning, Reason: v1alpha1.ReasonInvalidSpec, Message: msg})
+			}
+		}
 		s.classifierIndex[c.Name] = len(s.classifiers)
 		s.classifiers = append(s.classifiers, st)
 		s.extractors = append(s.extractors, xs...)
@@ -814,22 +823,45 @@ func (s *Snapshot) compileDetection(ctx context.Context, cfg *Config, opts Optio
 			if !ok || s.classifiers[i].labels == nil || s.classifiers[i].labels[l.label] {
 				continue
 			}
-			s.warnings = append(s.warnings, problem.Problem{Location: cfg.Origin(v1alpha1.KindContextRoute, rt.Name),
-				Kind: v1alpha1.KindContextRoute, Name: rt.Name, Field: "spec.when", Severity: problem.Warning, Reason: v1alpha1.ReasonInvalidCondition,
-				Message: fmt.Sprintf("detected.%s.label compared with %q, which is not a label of ContextClassifier %s (labels: %s)",
-					l.classifier, l.label, l.classifier, quotedKeys(s.classifiers[i].labels))})
+			addReason(v1alpha1.ReasonInvalidCondition, v1alpha1.KindContextRoute, rt.Name, "spec.when",
+				unknownLabelMessage(l.classifier, l.label, s.classifiers[i].labels))
 		}
 	}
 	return fileHashes
 }
 
-func quotedKeys(m map[string]bool) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, strconv.Quote(k))
+// unknownLabelMessage is the error of a condition comparing a classifier's
+// label with a string that is not one of its labels: such a route would
+// silently never match (or always, with !=). It lists the labels and
+// suggests the nearest, as for an unknown field.
+func unknownLabelMessage(classifier, label string, labels map[string]bool) string {
+	names := slices.Sorted(maps.Keys(labels))
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
 	}
-	sort.Strings(keys)
-	return strings.Join(keys, ", ")
+	hint := ""
+	if sug := located.Closest(label, names); sug != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", sug)
+	}
+	return fmt.Sprintf("detected.%s.label compared with %q, which is not a label of ContextClassifier %s%s; its labels are %s",
+		classifier, label, classifier, hint, strings.Join(quoted, ", "))
+}
+
+// outOfScopeWarning says why a classifier trained on labelled examples
+// (counts per label) and without examples of its out-of-scope label is
+// overconfident ("" when it has them): its confidence is relative to the
+// labels it knows, so a question none of them covers still gets the nearest
+// one, often above the threshold (api.md §1.5).
+func outOfScopeWarning(outOfScope string, counts map[string]int) string {
+	const why = "a question none of the labels covers still gets the nearest label, often with high confidence"
+	switch {
+	case outOfScope == "":
+		return "no out-of-scope examples: " + why + `; set outOfScopeLabel (such as "other") and give that label examples of questions the routes should not take`
+	case counts[outOfScope] == 0:
+		return fmt.Sprintf("label %q has no examples: %s; give it examples of questions the routes should not take", outOfScope, why)
+	}
+	return ""
 }
 
 // ConditionClassifiers names the classifiers a condition reads as

@@ -127,22 +127,49 @@ func TestDetectionConditionChecks(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
-	t.Run("unknown label is a warning naming the labels", func(t *testing.T) {
-		s := compile(t, detectConfig(routeTo("r", `detected.intent.label == "refnd" || detected.intent.label in ["deploy", "deplyo"]`, "refunds")))
-		w := s.Warnings()
-		if len(w) != 2 || !w[0].IsWarning() {
-			t.Fatalf("warnings %v, want 2", w)
+	t.Run("unknown label is an error naming the labels and the nearest", func(t *testing.T) {
+		_, err := Compile(context.Background(), detectConfig(routeTo("r", `detected.intent.label == "refnd" || detected.intent.label in ["deploy", "deplyo", "rollout"]`, "refunds")), Options{})
+		var ps problem.List
+		if !errors.As(err, &ps) {
+			t.Fatalf("Compile: %v, want the unknown labels as errors", err)
 		}
-		for i, bad := range []string{"refnd", "deplyo"} {
-			want := `detected.intent.label compared with "` + bad + `", which is not a label of ContextClassifier intent (labels: "deploy", "other", "refund")`
-			if w[i].Field != "spec.when" || w[i].Message != want {
-				t.Errorf("warning %d = %v, want %q", i, w[i], want)
+		want := []string{
+			`ContextRoute/r: spec.when: detected.intent.label compared with "refnd", which is not a label of ContextClassifier intent (did you mean "refund"?); its labels are "deploy", "other", "refund"`,
+			`ContextRoute/r: spec.when: detected.intent.label compared with "deplyo", which is not a label of ContextClassifier intent (did you mean "deploy"?); its labels are "deploy", "other", "refund"`,
+			// Nothing near enough to suggest.
+			`ContextRoute/r: spec.when: detected.intent.label compared with "rollout", which is not a label of ContextClassifier intent; its labels are "deploy", "other", "refund"`,
+		}
+		var got []string
+		for _, p := range ps {
+			if p.IsWarning() || p.Reason != v1alpha1.ReasonInvalidCondition {
+				t.Errorf("%v: severity %v, reason %s; want an error, InvalidCondition", p, p.Severity, p.Reason)
 			}
+			got = append(got, p.Error())
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
-	t.Run("known labels give no warning", func(t *testing.T) {
-		if w := compile(t, detectConfig(routeTo("r", `detected.intent.label == "other" || "refund" == detected.intent.label`, "refunds"))).Warnings(); len(w) != 0 {
+	t.Run("known labels and out-of-scope examples give no problem", func(t *testing.T) {
+		cfg := detectConfig(routeTo("r", `detected.intent.label == "other" || "refund" == detected.intent.label`, "refunds"))
+		cfg.Classifiers[0].Spec.Labels = append(cfg.Classifiers[0].Spec.Labels,
+			v1alpha1.ClassifierLabel{Name: "other", Examples: []string{"what is for lunch", "is it going to rain tomorrow"}})
+		if w := compile(t, cfg).Warnings(); len(w) != 0 {
 			t.Errorf("warnings %v", w)
+		}
+	})
+	t.Run("no out-of-scope examples is a warning naming the classifier", func(t *testing.T) {
+		const why = "a question none of the labels covers still gets the nearest label, often with high confidence"
+		for _, tc := range []struct{ outOfScope, want string }{
+			{"other", `ContextClassifier/intent: spec.outOfScopeLabel: label "other" has no examples: ` + why + `; give it examples of questions the routes should not take`},
+			{"", `ContextClassifier/intent: spec.outOfScopeLabel: no out-of-scope examples: ` + why + `; set outOfScopeLabel (such as "other") and give that label examples of questions the routes should not take`},
+		} {
+			cfg := detectConfig()
+			cfg.Classifiers[0].Spec.OutOfScopeLabel = tc.outOfScope
+			w := compile(t, cfg).Warnings()
+			if len(w) != 1 || !w[0].IsWarning() || w[0].Error() != tc.want {
+				t.Errorf("outOfScopeLabel %q: warnings %v, want\n%s", tc.outOfScope, w, tc.want)
+			}
 		}
 	})
 	t.Run("label without examples", func(t *testing.T) {

@@ -85,6 +85,11 @@ func FuzzCondition(f *testing.F) {
 					return // a condition naming a classifier the router lacks is refused (TestValidateClassifiers)
 				}
 			}
+			for _, l := range c.detect.labels {
+				if !slices.ContainsFunc(intentClassifier().Spec.Labels, func(x v1alpha1.ClassifierLabel) bool { return x.Name == l.label }) && l.label != "other" {
+					return // a label the classifier lacks is refused (TestDetectionConditionChecks)
+				}
+			}
 		}
 		req := fuzzRequest(text, agent, tagText, mdText, grow, maxTokens)
 

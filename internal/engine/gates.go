@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // setGates resolves the routes' alternates and records which gates the
@@ -85,10 +87,64 @@ func alternateCycles(routes []route) [][]int {
 
 // Ways a route serves a query (RouteMatch.MatchedBy).
 const (
+	// MatchedByAlways: the route's when is empty; it applies to every query.
+	MatchedByAlways    = "always"
 	MatchedByCondition = "condition"
 	MatchedByFallback  = "fallback"
 	MatchedByAlternate = "alternate"
 )
+
+// The routing policy of api.md §1.2, as pure functions: fallbacksServe
+// decides whether the fallback routes are evaluated, routeFailed whether a
+// route's alternate serves. Pinned context and routing are independent: a
+// route that always applies is no match for the first, and a source that
+// cannot fail no answer for the second, so a system prompt (an always-route,
+// or an Inline source on the route) never disables a fallback or an
+// alternate. The warnings of fallbacks and alternates that can never serve
+// (gateWarnings) are derived from the same rules.
+
+// fallbacksServe reports whether the fallback routes are evaluated after
+// the non-fallback routes served matches: only when none matched by its
+// condition. Routes that always apply (matched_by "always") do not count.
+func fallbacksServe(matches []RouteMatch) bool {
+	for _, m := range matches {
+		if m.MatchedBy == MatchedByCondition {
+			return false
+		}
+	}
+	return true
+}
+
+// routeFailed reports, from the outcomes of a route's sources in one query,
+// whether its alternate serves: every source that can fail and that the
+// agent may read failed, and at least one did. Sources that cannot fail
+// (outcomeFixed) and denied ones do not count either way.
+func routeFailed(outcomes iter.Seq[uint8]) bool {
+	failed := false
+	for o := range outcomes {
+		switch o {
+		case outcomeDenied, outcomeFixed:
+		case outcomeFailed:
+			failed = true
+		default:
+			return false
+		}
+	}
+	return failed
+}
+
+// sourceCanFail reports whether a source can fail for a query: Inline text
+// and an inline tool catalog are in the spec, checked at compile and held in
+// memory; every other source reads files, a repository or a server.
+func sourceCanFail(spec *v1alpha1.ContextSourceSpec) bool {
+	switch spec.Type {
+	case v1alpha1.SourceInline:
+		return false
+	case v1alpha1.SourceTools:
+		return spec.Tools == nil || spec.Tools.Directory != nil || spec.Tools.GitRepo != nil
+	}
+	return true
+}
 
 // routing is what the routes decided for one query.
 type routing struct {
@@ -135,28 +191,25 @@ func (s *Snapshot) serve(i int, matchedBy, alternateFor string, resp *Response, 
 	}
 }
 
-// Outcomes of a source in one query, for the alternates (sourceOutcome).
+// Outcomes of a source in one query, for the alternates (routeFailed).
 const (
 	outcomeNone uint8 = iota
 	outcomeAnswered
 	outcomeDenied
 	outcomeFailed
+	// outcomeFixed: the source answered and cannot fail (sourceCanFail).
+	outcomeFixed
 )
 
-// routeFailed says whether every source of route i that the agent may read
-// failed in this query, and at least one did.
-func (s *Snapshot) routeFailed(i int, outcome []uint8) bool {
-	failed := false
-	for _, n := range s.routes[i].sources {
-		switch outcome[s.sources[n].group] {
-		case outcomeDenied:
-		case outcomeFailed:
-			failed = true
-		default:
-			return false
+// outcomesOf yields the outcomes of route i's sources in this query.
+func (s *Snapshot) outcomesOf(i int, outcome []uint8) iter.Seq[uint8] {
+	return func(yield func(uint8) bool) {
+		for _, n := range s.routes[i].sources {
+			if !yield(outcome[s.sources[n].group]) {
+				return
+			}
 		}
 	}
-	return failed
 }
 
 // alternates calls the alternate of every serving route whose sources all
@@ -166,7 +219,7 @@ func (s *Snapshot) alternates(r *routing, outcome []uint8, resp *Response) []str
 	before := len(r.srcNames)
 	for _, i := range r.served { // the routes serving before any alternate
 		a := s.routes[i].alternate
-		if a < 0 || slices.Contains(resp.MatchedRoutes, s.routes[a].name) || !s.routeFailed(i, outcome) {
+		if a < 0 || slices.Contains(resp.MatchedRoutes, s.routes[a].name) || !routeFailed(s.outcomesOf(i, outcome)) {
 			continue
 		}
 		resp.Stats.Routes.Alternate++
@@ -202,4 +255,69 @@ func (s *Snapshot) MatchRoutes(ctx context.Context, req Request) ([]RouteMatch, 
 		return nil, nil, err
 	}
 	return resp.RouteMatches, resp.RouteErrors, nil
+}
+
+// gateWarnings warns about fallbacks and alternates that can never serve,
+// by asking the policy functions about the most favourable query: for a
+// fallback, one that matches no route whose condition can fail to hold; for
+// an alternate, one in which every source of its route that can fail fails.
+func (c *compileScope) gateWarnings() {
+	routes := c.s.routes
+	warn := func(i int, field, msg string) {
+		name := routes[i].name
+		c.s.warnings = append(c.s.warnings, problem.Problem{Location: c.cfg.Origin(v1alpha1.KindContextRoute, name),
+			Kind: v1alpha1.KindContextRoute, Name: name, Field: field, Severity: problem.Warning, Reason: v1alpha1.ReasonInvalidSpec, Message: msg})
+	}
+	// The matches every query makes, and the first route whose condition
+	// holds for every query; only a router with fallbacks asks.
+	var certain []RouteMatch
+	blocker := -1
+	for i, rt := range routes {
+		if !c.s.hasFallback {
+			break
+		}
+		switch {
+		case rt.fallback:
+		case rt.cond == nil:
+			certain = append(certain, RouteMatch{Route: rt.name, MatchedBy: MatchedByAlways})
+		case rt.cond.constantValue() == constTrue:
+			certain = append(certain, RouteMatch{Route: rt.name, MatchedBy: MatchedByCondition})
+			if blocker < 0 {
+				blocker = i
+			}
+		}
+	}
+	for i, rt := range routes {
+		if !rt.fallback {
+			continue
+		}
+		switch {
+		case rt.cond != nil && rt.cond.constantValue() == constFalse:
+			warn(i, "spec.fallback", fmt.Sprintf("this fallback can never serve: its own condition holds for no query (when: %q)", c.cfg.Routes[i].Spec.When))
+		case !fallbacksServe(certain):
+			warn(i, "spec.fallback", fmt.Sprintf("this fallback can never serve: the condition of ContextRoute %q holds for every query (when: %q), "+
+				"and a fallback serves only when no route matched by its condition; leave that route's when empty to make it apply "+
+				"to every query without counting as a match", routes[blocker].name, c.cfg.Routes[blocker].Spec.When))
+		}
+	}
+	for i, rt := range routes {
+		if rt.alternate < 0 {
+			continue
+		}
+		worst := func(yield func(uint8) bool) {
+			for _, n := range rt.sources {
+				o := outcomeFailed
+				if !sourceCanFail(&c.known[n].Spec) {
+					o = outcomeFixed
+				}
+				if !yield(o) {
+					return
+				}
+			}
+		}
+		if !routeFailed(worst) {
+			warn(i, "spec.alternate", fmt.Sprintf("this alternate can never serve: every source of the route (%s) is Inline or an inline tool "+
+				"catalog, which cannot fail, and an alternate serves only when every source of the route that can fail failed", strings.Join(rt.sources, ", ")))
+		}
+	}
 }

@@ -235,3 +235,193 @@ func TestAlternateReferences(t *testing.T) {
 		})
 	}
 }
+
+// TestGatePolicy: the routing policy's decisions (api.md §1.2) on their own.
+func TestGatePolicy(t *testing.T) {
+	always := func(r string) RouteMatch { return RouteMatch{Route: r, MatchedBy: MatchedByAlways} }
+	cond := func(r string) RouteMatch { return RouteMatch{Route: r, MatchedBy: MatchedByCondition} }
+	t.Run("fallbacksServe", func(t *testing.T) {
+		for _, tt := range []struct {
+			name    string
+			matches []RouteMatch
+			want    bool
+		}{
+			{"nothing matched", nil, true},
+			{"only routes that always apply", []RouteMatch{always("system"), always("style")}, true},
+			{"a match by condition", []RouteMatch{cond("hr")}, false},
+			{"an always-route and a match by condition", []RouteMatch{always("system"), cond("hr")}, false},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				if got := fallbacksServe(tt.matches); got != tt.want {
+					t.Errorf("fallbacksServe(%v) = %v, want %v", tt.matches, got, tt.want)
+				}
+			})
+		}
+	})
+	t.Run("routeFailed", func(t *testing.T) {
+		for _, tt := range []struct {
+			name     string
+			outcomes []uint8
+			want     bool
+		}{
+			{"every source failed", []uint8{outcomeFailed, outcomeFailed}, true},
+			{"an Inline source beside a failed one", []uint8{outcomeFixed, outcomeFailed}, true},
+			{"one source answered", []uint8{outcomeFailed, outcomeAnswered}, false},
+			{"a fetch not finished counts as no failure", []uint8{outcomeFailed, outcomeNone}, false},
+			{"only sources that cannot fail", []uint8{outcomeFixed, outcomeFixed}, false},
+			{"denied and fixed: nothing failed", []uint8{outcomeDenied, outcomeFixed}, false},
+			{"denied beside a failed one", []uint8{outcomeDenied, outcomeFailed}, true},
+			{"no sources", nil, false},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				if got := routeFailed(slices.Values(tt.outcomes)); got != tt.want {
+					t.Errorf("routeFailed(%v) = %v, want %v", tt.outcomes, got, tt.want)
+				}
+			})
+		}
+	})
+	t.Run("sourceCanFail", func(t *testing.T) {
+		dir := &v1alpha1.DirectorySource{Path: "x"}
+		for _, tt := range []struct {
+			spec v1alpha1.ContextSourceSpec
+			want bool
+		}{
+			{v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceInline}, false},
+			{v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceTools, Tools: &v1alpha1.ToolsSource{Catalog: billingCatalog}}, false},
+			{v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceTools, Tools: &v1alpha1.ToolsSource{Directory: dir}}, true},
+			{v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceDirectory, Directory: dir}, true},
+			{v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceGitRepo}, true},
+			{v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceHTTPAPI}, true},
+			{v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceMCP}, true},
+		} {
+			if got := sourceCanFail(&tt.spec); got != tt.want {
+				t.Errorf("sourceCanFail(%s, tools %+v) = %v, want %v", tt.spec.Type, tt.spec.Tools, got, tt.want)
+			}
+		}
+	})
+}
+
+// TestPinnedContextAndGates is issue 20's bar in the engine: a system prompt
+// on a route that always applies keeps no fallback from serving, and an
+// Inline source on a route keeps no alternate from serving.
+func TestPinnedContextAndGates(t *testing.T) {
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	defer broken.Close()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"results":[{"text":"Invoices are paid within 30 days."}]}`)
+	}))
+	defer ok.Close()
+	cfg := &Config{
+		Router: router(nil),
+		Routes: []v1alpha1.ContextRoute{
+			routeTo("system", "", "prompt"),
+			gateRoute("billing", `containsAnyWord(text, ["invoice"])`, false, 0, "wiki-route", "prompt", "kb-broken"),
+			gateRoute("orders", `containsAnyWord(text, ["order"])`, false, 0, "wiki-route", "prompt", "billing-tools", "kb-broken"),
+			gateRoute("payments", `containsAnyWord(text, ["payment"])`, false, 0, "wiki-route", "prompt", "kb-ok"),
+			routeTo("wiki-route", `"wiki" in tags`, "wiki"),
+			gateRoute("everything", "", true, 0, "", "handbook"),
+		},
+		Sources: []v1alpha1.ContextSource{
+			inlineSource("prompt", "System prompt", "You are the billing assistant."),
+			httpSource("kb-broken", broken.URL), httpSource("kb-ok", ok.URL),
+			toolsSource("billing-tools", billingCatalog...),
+			inlineSource("wiki", "Wiki", "The wiki answers when the knowledge base cannot."),
+			inlineSource("handbook", "Handbook", "The handbook covers everything else."),
+		},
+		Permissions: []v1alpha1.AgentPermission{
+			perm("no-kb", v1alpha1.AgentPermissionSpec{Agents: []string{"restricted"}, Default: v1alpha1.AccessAllow,
+				DenySources: []string{"kb-broken"}}),
+		},
+	}
+	s := compile(t, cfg)
+	always := RouteMatch{Route: "system", MatchedBy: MatchedByAlways}
+	cond := func(r string) RouteMatch { return RouteMatch{Route: r, MatchedBy: MatchedByCondition} }
+	alt := func(of string) RouteMatch {
+		return RouteMatch{Route: "wiki-route", MatchedBy: MatchedByAlternate, AlternateFor: of}
+	}
+	for _, tt := range []struct {
+		name    string
+		req     Request
+		matches []RouteMatch
+		sources []string
+		stats   RouteStats
+	}{
+		{"unmatched: the fallback serves, the system prompt kept", Request{Text: "what is for lunch"},
+			[]RouteMatch{always, {Route: "everything", MatchedBy: MatchedByFallback}}, []string{"handbook", "prompt"}, RouteStats{Fallback: 1}},
+		{"a match by condition: no fallback", Request{Text: "wiki", Tags: []string{"wiki"}},
+			[]RouteMatch{always, cond("wiki-route")}, []string{"prompt", "wiki"}, RouteStats{}},
+		{"Inline prompt and a failing HTTP source: the alternate serves", Request{Text: "where is my invoice"},
+			[]RouteMatch{always, cond("billing"), alt("billing")}, []string{"prompt", "wiki"}, RouteStats{Alternate: 1}},
+		{"an inline tool catalog cannot fail either", Request{Text: "where is my order"},
+			[]RouteMatch{always, cond("orders"), alt("orders")}, []string{"prompt", "wiki"}, RouteStats{Alternate: 1}},
+		{"the HTTP source answers: no alternate", Request{Text: "payment paid within days"},
+			[]RouteMatch{always, cond("payments")}, []string{"kb-ok", "prompt"}, RouteStats{}},
+		{"the failing source denied: nothing failed, no alternate", Request{Text: "where is my invoice", Agent: "restricted"},
+			[]RouteMatch{always, cond("billing")}, []string{"prompt"}, RouteStats{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := query(t, s, tt.req)
+			if !reflect.DeepEqual(resp.RouteMatches, tt.matches) {
+				t.Errorf("route_matches = %+v, want %+v", resp.RouteMatches, tt.matches)
+			}
+			if got := sortedSources(resp); !reflect.DeepEqual(got, tt.sources) {
+				t.Errorf("chunk sources = %v, want %v", got, tt.sources)
+			}
+			if resp.Stats.Routes != tt.stats {
+				t.Errorf("stats.routes = %+v, want %+v", resp.Stats.Routes, tt.stats)
+			}
+		})
+	}
+	// MatchRoutes applies the same fallback rule.
+	matches, _, err := s.MatchRoutes(context.Background(), Request{Text: "what is for lunch"})
+	if err != nil || !reflect.DeepEqual(matches, []RouteMatch{always, {Route: "everything", MatchedBy: MatchedByFallback}}) {
+		t.Errorf("MatchRoutes = %+v, %v", matches, err)
+	}
+}
+
+// TestGateWarnings: fallbacks and alternates that can never serve are
+// warnings naming the route and the field; the router still compiles.
+func TestGateWarnings(t *testing.T) {
+	srcs := []v1alpha1.ContextSource{
+		inlineSource("prompt", "Prompt", "Be brief."), inlineSource("wiki", "Wiki", "The wiki."),
+		toolsSource("billing-tools", billingCatalog...), httpSource("kb", "http://127.0.0.1:1"),
+	}
+	const blocked = `ContextRoute/everything: spec.fallback: this fallback can never serve: the condition of ContextRoute %q holds for every query (when: %q), ` +
+		`and a fallback serves only when no route matched by its condition; leave that route's when empty to make it apply to every query without counting as a match`
+	for _, tt := range []struct {
+		name   string
+		routes []v1alpha1.ContextRoute
+		want   []string
+	}{
+		{"an always-route and a fallback: fine", []v1alpha1.ContextRoute{routeTo("system", "", "prompt"), gateRoute("everything", "", true, 0, "", "wiki")}, nil},
+		{"a condition that is always true blocks the fallback", []v1alpha1.ContextRoute{routeTo("system", "true", "prompt"), gateRoute("everything", "", true, 0, "", "wiki")},
+			[]string{fmt.Sprintf(blocked, "system", "true")}},
+		{"folded to true", []v1alpha1.ContextRoute{routeTo("a", `"kb" in tags`, "kb"), routeTo("b", `"kb" in tags || 1 == 1`, "prompt"), gateRoute("everything", `"x" in tags`, true, 0, "", "wiki")},
+			[]string{fmt.Sprintf(blocked, "b", `"kb" in tags || 1 == 1`)}},
+		{"a fallback whose own condition never holds", []v1alpha1.ContextRoute{routeTo("a", `"kb" in tags`, "kb"), gateRoute("everything", `"x" in tags && false`, true, 0, "", "wiki")},
+			[]string{`ContextRoute/everything: spec.fallback: this fallback can never serve: its own condition holds for no query (when: "\"x\" in tags && false")`}},
+		{"a condition that depends on the query: fine", []v1alpha1.ContextRoute{routeTo("a", `size(text) >= 0`, "kb"), gateRoute("everything", "", true, 0, "", "wiki")}, nil},
+		{"an alternate of a route with only Inline sources and an inline catalog", []v1alpha1.ContextRoute{
+			gateRoute("a", `"a" in tags`, false, 0, "w", "prompt", "billing-tools"), routeTo("w", `"w" in tags`, "wiki")},
+			[]string{"ContextRoute/a: spec.alternate: this alternate can never serve: every source of the route (prompt, billing-tools) is Inline or an inline tool catalog, " +
+				"which cannot fail, and an alternate serves only when every source of the route that can fail failed"}},
+		{"an alternate of a route with a source that can fail: fine", []v1alpha1.ContextRoute{
+			gateRoute("a", `"a" in tags`, false, 0, "w", "prompt", "kb"), routeTo("w", `"w" in tags`, "wiki")}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := compile(t, &Config{Router: router(nil), Routes: tt.routes, Sources: srcs})
+			var got []string
+			for _, w := range s.Warnings() {
+				if !w.IsWarning() {
+					t.Errorf("%v is not a warning", w)
+				}
+				got = append(got, w.Error())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}

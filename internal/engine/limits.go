@@ -76,6 +76,9 @@ func validateRequest(req *Request) error {
 	if req.MaxTools < 0 || req.MaxTools > MaxToolsPerRequest {
 		return fmt.Errorf("%w: max_tools is %d; it must be between 0 and %d", ErrBadRequest, req.MaxTools, MaxToolsPerRequest)
 	}
+	if err := CheckToolFormat(req.Format); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
 	return nil
 }
 

@@ -39,6 +39,9 @@ type Request struct {
 	// Explain adds to every tool card why it scored and is trusted as it
 	// is (api.md §10.3).
 	Explain bool `json:"explain,omitempty"`
+	// Format asks POST /v1/tools for the cards as a provider's tool
+	// definitions too (api.md §10.8); "" for cards only.
+	Format string `json:"format,omitempty"`
 	// Learned is the agent's learned outcomes (Snapshot.LearnedFor), which
 	// re-rank the tools it may use; nil: none.
 	Learned *tools.Learned `json:"-"`
@@ -197,6 +200,9 @@ func (s *Snapshot) Query(ctx context.Context, req Request) (*Response, error) {
 	start := time.Now()
 	// 1. Request checks.
 	if err := validateRequest(&req); err != nil {
+		return nil, err
+	}
+	if err := queryFormat(req.Format); err != nil {
 		return nil, err
 	}
 	if err := s.checkDetect(req.Detect); err != nil {
@@ -511,7 +517,7 @@ func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det 
 	done := ctx.Done()
 	var rt routing
 	for _, fallbacks := range [2]bool{false, true} {
-		if fallbacks && (!s.hasFallback || len(resp.MatchedRoutes) > 0) {
+		if fallbacks && (!s.hasFallback || !fallbacksServe(resp.RouteMatches)) {
 			break
 		}
 		for i := range s.routes {
@@ -544,9 +550,12 @@ func (s *Snapshot) route(ctx context.Context, req *Request, resp *Response, det 
 				}
 			}
 			matchedBy := MatchedByCondition
-			if fallbacks {
+			switch {
+			case fallbacks:
 				matchedBy = MatchedByFallback
 				resp.Stats.Routes.Fallback++
+			case r.cond == nil:
+				matchedBy = MatchedByAlways
 			}
 			s.serve(i, matchedBy, "", resp, &rt)
 		}
@@ -605,6 +614,9 @@ func (s *Snapshot) admitSources(names []string, access *Access, resp *Response, 
 			g.allowed[st.group] = true
 		}
 		if g.outcome != nil {
+			if outcome == outcomeAnswered && st.fixed {
+				outcome = outcomeFixed
+			}
 			g.outcome[st.group] = outcome
 		}
 	}

@@ -38,7 +38,7 @@ func benchQuestion(b *testing.B, s *engine.Snapshot, ok func(*engine.Response) b
 
 // quickstartSnapshot compiles examples/quickstart, after edit changes the
 // loaded objects (if given).
-func quickstartSnapshot(b *testing.B, edit ...func(*manifest.Set)) *engine.Snapshot {
+func quickstartSnapshot(b testing.TB, edit ...func(*manifest.Set)) *engine.Snapshot {
 	b.Helper()
 	set, err := manifest.Load("../../examples/quickstart")
 	if err != nil {

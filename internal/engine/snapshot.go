@@ -95,12 +95,13 @@ func (ss *SourceStatus) ContentAge(now time.Time) (ageSeconds int64, stale, ok b
 
 type route struct {
 	name    string
-	cond    *condition // nil matches every query
+	cond    *condition // nil: the route always applies (pinned context)
 	sources []string
 	// The gates (api.md §1.2): fallback routes are considered only when no
-	// other route matched; timeout caps the route's fetches (0 = none);
-	// alternate is the index of the route whose sources answer when all of
-	// this one's failed (-1 = none).
+	// other route matched by its condition (fallbacksServe); timeout caps
+	// the route's fetches (0 = none); alternate is the index of the route
+	// whose sources answer when all of this one's that can fail failed
+	// (routeFailed; -1 = none).
 	fallback  bool
 	timeout   time.Duration
 	alternate int
@@ -121,7 +122,9 @@ type sourceState struct {
 	cacheKey string // SourceFingerprint of a query source ("" = not cached)
 	loadErr  error
 	// stale: loadErr is a *sources.StaleError and the source serves the chunks it last read.
-	stale  bool
+	stale bool
+	// fixed: the source cannot fail for a query (sourceCanFail), so it never keeps an alternate from serving.
+	fixed  bool
 	always []uint32 // inline chunks: candidates for every query that reaches the source
 	first  uint32   // its first doc: a source's docs are contiguous, chunks of them
 	chunks int
@@ -265,6 +268,7 @@ func (s *Snapshot) Source(name string) sources.Source {
 func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) {
 	c := newCompileScope(cfg, opts)
 	c.compileRoutes()
+	c.gateWarnings()
 	c.compilePermissions()
 	c.openSources()
 	c.fileHashes = c.s.compileDetection(ctx, cfg, opts, c.known, c.sourceEnv, c.addReason)
@@ -445,7 +449,7 @@ func (c *compileScope) openSources() {
 		spec := c.known[name]
 		st := &sourceState{
 			name: name, typ: spec.Spec.Type, group: uint16(i),
-			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity,
+			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity, fixed: !sourceCanFail(&spec.Spec),
 		}
 		st.fresh.set(spec.Spec.Freshness)
 		s.hasFreshness = s.hasFreshness || st.fresh.maxAge > 0

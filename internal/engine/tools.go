@@ -71,6 +71,8 @@ type ToolsResponse struct {
 	FailedSources []SourceFailure    `json:"failed_sources"`
 	RouteErrors   []RouteError       `json:"route_errors"`
 	Stats         ToolsResponseStats `json:"stats"`
+	// Definitions are the cards in the request's format (api.md §10.8).
+	Definitions *ToolDefinitions `json:"definitions,omitempty"`
 }
 
 // ToolsResponseStats holds the tool stats of a ToolsResponse.
@@ -300,6 +302,9 @@ func (s *Snapshot) FindTools(ctx context.Context, req Request) (*ToolsResponse, 
 		resp.Tools, resp.Stats.Tools = s.selectTools(&req, access, srcs)
 	}
 	s.setToolsReason(&resp.Stats.Tools, hasTools, srcs, resp.FailedSources)
+	if req.Format != "" {
+		resp.Definitions = s.toolDefinitions(req.Format, resp.Tools)
+	}
 	return resp, nil
 }
 

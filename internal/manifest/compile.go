@@ -2,15 +2,18 @@ package manifest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/problem"
 )
 
 // Compile loads the manifests under paths, checks them as validate does
-// (an invalid object never reaches the engine; warnings go to opts.Logger)
+// (an invalid object never reaches the engine; warnings, its own and the
+// engine's, go to opts.Logger)
 // and compiles the router named router ("" = the only one). It is the
 // one-shot path of the CLI's commands and the Go API; serve reloads through
 // its own watcher.
@@ -38,5 +41,20 @@ func Compile(ctx context.Context, paths []string, router string, opts engine.Opt
 	if err != nil {
 		return nil, err
 	}
-	return engine.Compile(ctx, cfg, opts)
+	snap, err := engine.Compile(ctx, cfg, opts)
+	if found := (problem.List)(nil); errors.As(err, &found) {
+		// At the field's line, as validate reports them.
+		set.Locate(found)
+		return nil, found
+	} else if err != nil {
+		return nil, err
+	}
+	// The engine's warnings (a fallback that can never serve, a classifier
+	// without out-of-scope examples) are the ones validate prints.
+	warnings := snap.Warnings()
+	set.Locate(warnings)
+	for _, p := range warnings {
+		log.Warn(p.Error())
+	}
+	return snap, nil
 }

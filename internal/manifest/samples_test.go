@@ -162,7 +162,7 @@ func TestSamplesCompile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	if got, want := snap.Routes(), []string{"always", "hr-policies", "engineering", "finance", "incident-help"}; !slices.Equal(got, want) {
+	if got, want := snap.Routes(), []string{"always", "hr-policies", "engineering", "finance", "incident-help", "handbook"}; !slices.Equal(got, want) {
 		t.Errorf("routes = %q, want %q", got, want)
 	}
 	if got := len(cfg.Permissions); got != 4 {

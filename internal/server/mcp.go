@@ -189,7 +189,7 @@ func (s *Server) addMCPToolTools(srv *mcp.Server) {
 	srv.AddTool(&mcp.Tool{
 		Name:        mcpToolFindTools,
 		Title:       "Find tools",
-		Description: "Shortlists the tools that fit a question or task among those this agent may use: choice cards with name, namespace, source, description, score, confidence and side effects, never the input schema (ask describe_tool for it).",
+		Description: "Shortlists the tools that fit a question or task among those this agent may use: choice cards with name, namespace, source, description, score, confidence and side effects, never the input schema (ask describe_tool for it). With format (openai, openai-responses, anthropic) it adds the cards as that provider's tool definitions, input schemas included, and the map from their names back to the tools.",
 		InputSchema: findToolsSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
 	}, s.mcpHandler(mcpToolFindTools, s.findTools))
@@ -272,7 +272,7 @@ func (s *Server) describeTool(_ context.Context, call *mcp.CallToolRequest, _ ti
 	}
 	t := e.Tool
 	if t.InputSchema == nil {
-		t.InputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}
+		t.InputSchema = &apiextensionsv1.JSON{Raw: []byte(engine.DefaultInputSchema)}
 	}
 	return jsonResult(struct {
 		Source string `json:"source"`
@@ -348,7 +348,8 @@ var (
 		`"max_tokens": {"type": "integer", "minimum": 0, "description": "Lowers the router's token budget."}`,
 		`"max_chunks": {"type": "integer", "minimum": 0, "description": "At most this many chunks (0: no cap)."}`)
 	findToolsSchema = objectSchema("text", argQuestion, argAgent,
-		`"explain": {"type": "boolean", "description": "Add to every card why it scored and is trusted as it is: matched words and fields, closest example, score parts, confidence before and after calibration."}`)
+		`"explain": {"type": "boolean", "description": "Add to every card why it scored and is trusted as it is: matched words and fields, closest example, score parts, confidence before and after calibration."}`,
+		`"format": {"type": "string", "enum": ["`+strings.Join(engine.ToolFormats, `", "`)+`"], "description": "Also give the cards as this provider's tool definitions (definitions.tools, ready to send as the request's tools; definitions.names maps their names back to the tools)."}`)
 	describeToolSchema = objectSchema("name",
 		`"name": {"type": "string", "description": "The tool's id, as in its card: <namespace>.<name>, or the name."}`,
 		`"source": {"type": "string", "description": "The card's source, when two sources have a tool of that id."}`,

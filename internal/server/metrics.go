@@ -32,10 +32,12 @@ type metrics struct {
 	lastReload      *prometheus.GaugeVec
 	gitSyncFailures *prometheus.CounterVec
 	mcpSyncFailures *prometheus.CounterVec
-	mcpToolCalls    *prometheus.CounterVec
-	toolOutcomes    *prometheus.CounterVec
-	tokenReviews    *prometheus.CounterVec
-	toolsReturned   prometheus.Histogram
+	// catalogFetchFailures: failed fetches of a tool catalog over HTTP.
+	catalogFetchFailures *prometheus.CounterVec
+	mcpToolCalls         *prometheus.CounterVec
+	toolOutcomes         *prometheus.CounterVec
+	tokenReviews         *prometheus.CounterVec
+	toolsReturned        prometheus.Histogram
 	// classifierConfidence: the confidence of each classifier that ran, by classifier.
 	classifierConfidence *prometheus.HistogramVec
 	sessionPacks         *prometheus.CounterVec
@@ -120,6 +122,10 @@ func newMetrics(s *Server) *metrics {
 		Namespace: metricsNamespace, Name: "mcp_sync_failures_total",
 		Help: "Failed listings of an MCP source; it keeps serving its last good catalog.",
 	}, []string{"source"})
+	m.catalogFetchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "catalog_fetch_failures_total",
+		Help: "Failed fetches of a tool catalog or OpenAPI document over HTTP (spec.tools.http); it keeps serving its last good catalog.",
+	}, []string{"source"})
 	m.mcpToolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Name: "mcp_tool_calls_total",
 		Help: "Calls of the /mcp endpoint's tools by tool and result (success, refused: a bad request or another agent, failure).",
@@ -161,7 +167,7 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.queryDuration, m.queryTimeouts, m.requests, m.routeMatches, m.routeErrors, m.fetchDuration, m.sourceFailures,
 		m.routeDuration, m.routeFallbacks, m.routeAlternates,
-		m.reloads, m.lastReload, m.gitSyncFailures, m.mcpSyncFailures, m.mcpToolCalls, m.tokenReviews, m.toolsReturned,
+		m.reloads, m.lastReload, m.gitSyncFailures, m.mcpSyncFailures, m.catalogFetchFailures, m.mcpToolCalls, m.tokenReviews, m.toolsReturned,
 		&snapshotCollector{s: s},
 	)
 	m.reg.MustRegister(m.classifierConfidence)
@@ -284,6 +290,7 @@ func (m *metrics) retire(old, cur *state) {
 			m.fetchDuration.DeleteLabelValues(name)
 			m.gitSyncFailures.DeleteLabelValues(name)
 			m.mcpSyncFailures.DeleteLabelValues(name)
+			m.catalogFetchFailures.DeleteLabelValues(name)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
-// Learning from outcomes (api.md §10.8): POST, GET and DELETE
+// Learning from outcomes (api.md §10.9): POST, GET and DELETE
 // /v1/tools/outcomes and the MCP tool report_tool_outcome.
 
 const (

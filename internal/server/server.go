@@ -448,6 +448,10 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 	if err != nil {
 		return false, fmt.Errorf("%s %q: %w", v1alpha1.KindContextRouter, cfg.Router.Name, err)
 	}
+	// The engine's warnings, as validate prints them; once per new configuration.
+	for _, p := range snap.Warnings() {
+		s.log.Warn("manifest warning", "problem", p.Error())
+	}
 	st := &state{snap: snap, cfg: cfg, tokens: tokens, secrets: s.secretsDigest(cfg), policy: policy, counters: s.metrics.forSnapshot(snap),
 		audit: s.auditPolicyFor(cfg), deliveries: newDeliveryCounters(s.audit.deliveries, snap)}
 	s.state.Store(st)

@@ -177,7 +177,7 @@ func TestStatus(t *testing.T) {
 		st.LastReloadAt == nil || st.LastSuccessAt == nil || st.LastReloadError != "" || st.Auth != "none" {
 		t.Errorf("status: %+v", st)
 	}
-	if want := []string{"always", "hr-policies", "engineering", "finance", "incident-help"}; !slices.Equal(st.Routes, want) {
+	if want := []string{"always", "hr-policies", "engineering", "finance", "incident-help", "handbook"}; !slices.Equal(st.Routes, want) {
 		t.Errorf("routes %v, want %v", st.Routes, want)
 	}
 	if len(st.Classifiers) != 1 || st.Classifiers[0].Name != "intent" || !st.Classifiers[0].Trained ||

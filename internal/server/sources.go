@@ -179,8 +179,11 @@ type syncKind struct {
 }
 
 func (s *Server) syncKind(src sources.Source) syncKind {
-	if _, ok := src.(sources.Notifier); ok { // MCP
+	switch src.(type) {
+	case sources.Notifier: // MCP
 		return syncKind{s.metrics.mcpSyncFailures, "MCP listing failed; serving the last good catalog"}
+	case sources.Fetcher: // spec.tools.http
+		return syncKind{s.metrics.catalogFetchFailures, "tool catalog fetch failed; serving the last good catalog"}
 	}
 	return syncKind{s.metrics.gitSyncFailures, "git sync failed; serving the last good commit"}
 }
@@ -239,13 +242,17 @@ func closeSource(src any) {
 // debounces its notifications), and once at the start: its first sync,
 // made while nothing listened, did not keep the session that notifications
 // arrive on, and a source built while a configuration served has not
-// listed at all (sourcePool.begin).
+// listed at all (sourcePool.begin). A Fetcher that has not fetched (built
+// while a configuration served) fetches at the start too.
 func (s *Server) syncLoop(ctx context.Context, name string, kind syncKind, sy sources.Syncer, every time.Duration) {
 	failures := kind.failures.WithLabelValues(name)
 	first := every
 	var notify <-chan struct{}
 	if n, ok := sy.(sources.Notifier); ok {
 		notify, first = n.Changed(), 0
+	}
+	if f, ok := sy.(sources.Fetcher); ok && !f.Fetched() {
+		first = 0
 	}
 	t := time.NewTimer(first)
 	defer t.Stop()

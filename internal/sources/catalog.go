@@ -161,10 +161,27 @@ type catalogEntry struct {
 	file  string
 	line  int
 	index int // position in its document's list
+	// at is the place of an OpenAPI operation's tool (paths[/pets].get);
+	// locate gives the field path and line of a field of its tool.
+	at     string
+	locate func(field string) (string, int)
+	// cut: referenced schemas were left out of the input schema to fit it.
+	cut bool
 }
 
 func (e *catalogEntry) where() string {
+	if e.at != "" {
+		return fmt.Sprintf("%s:%d (%s)", e.file, e.line, e.at)
+	}
 	return fmt.Sprintf("%s:%d (entry %d)", e.file, e.line, e.index)
+}
+
+// place is the field path and line of a field of the entry's tool.
+func (e *catalogEntry) place(field string) (string, int) {
+	if e.locate != nil {
+		return e.locate(field)
+	}
+	return fmt.Sprintf("[%d].%s", e.index, field), e.line
 }
 
 // ParseCatalog reads one catalog file: a JSON list of tools (or several
@@ -185,10 +202,33 @@ func ParseCatalog(name string, data []byte) ([]v1alpha1.Tool, error) {
 // their tools sorted by id; a problem in any file, or a duplicate id, fails
 // them all.
 func ParseCatalogs(files []Chunk) ([]v1alpha1.Tool, error) {
+	tools, _, err := parseCatalogs(files, nil)
+	return tools, err
+}
+
+// ParseOpenAPI reads OpenAPI documents (path and content) into a catalog as
+// ParseCatalogs reads catalog files: every operation o selects is a tool.
+func ParseOpenAPI(files []Chunk, o *v1alpha1.OpenAPITools) ([]v1alpha1.Tool, error) {
+	if o == nil {
+		o = &v1alpha1.OpenAPITools{}
+	}
+	tools, _, err := parseCatalogs(files, o)
+	return tools, err
+}
+
+// parseCatalogs reads catalog files, or OpenAPI documents when o is set.
+// cut lists the operations whose input schemas were cut to fit.
+func parseCatalogs(files []Chunk, o *v1alpha1.OpenAPITools) (tools []v1alpha1.Tool, cut []string, err error) {
 	var entries []catalogEntry
 	var problems []CatalogProblem
 	for _, f := range files {
-		e, p := parseCatalogFile(f.Path, []byte(f.Content))
+		var e []catalogEntry
+		var p []CatalogProblem
+		if o != nil {
+			e, p = parseOpenAPIFile(f.Path, []byte(f.Content), o)
+		} else {
+			e, p = parseCatalogFile(f.Path, []byte(f.Content))
+		}
 		entries = append(entries, e...)
 		problems = append(problems, p...)
 	}
@@ -201,11 +241,16 @@ func ParseCatalogs(files []Chunk) ([]v1alpha1.Tool, error) {
 		slices.SortStableFunc(problems, func(a, b CatalogProblem) int {
 			return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 		})
-		return nil, &CatalogError{Problems: problems}
+		return nil, nil, &CatalogError{Problems: problems}
 	}
-	tools := entryTools(entries)
+	for i := range entries {
+		if entries[i].cut {
+			cut = append(cut, entries[i].where())
+		}
+	}
+	tools = entryTools(entries)
 	SortTools(tools)
-	return tools, nil
+	return tools, cut, nil
 }
 
 // SortTools sorts a catalog by id, the order LoadTools returns.
@@ -226,7 +271,8 @@ func checkEntries(entries []catalogEntry, all bool) []CatalogProblem {
 	var out []CatalogProblem
 	for _, p := range CheckTools(tools, all, func(i int) string { return entries[i].where() }) {
 		e := &entries[p.Index]
-		out = append(out, CatalogProblem{File: e.file, Line: e.line, Field: fmt.Sprintf("[%d].%s", e.index, p.Field), Message: p.Message})
+		field, line := e.place(p.Field)
+		out = append(out, CatalogProblem{File: e.file, Line: line, Field: field, Message: p.Message})
 	}
 	return out
 }

@@ -612,11 +612,19 @@ func (h *HTTPAPI) newRequest(ctx context.Context, query string) (*http.Request, 
 	if h.body != nil && !h.setsCT {
 		req.Header.Set("Content-Type", contentTypeJSON)
 	}
-	for i := range h.headers {
-		hd := &h.headers[i]
-		v, err := hd.value(h.getenv, h.secrets)
+	if err := setHeaders(req, h.headers, h.getenv, h.secrets); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// setHeaders resolves the spec headers and sets them on req.
+func setHeaders(req *http.Request, headers []httpHeader, getenv func(string) string, secrets SecretResolver) error {
+	for i := range headers {
+		hd := &headers[i]
+		v, err := hd.value(getenv, secrets)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if hd.name == "Host" {
 			req.Host = v // net/http ignores a Host entry in Header
@@ -624,7 +632,7 @@ func (h *HTTPAPI) newRequest(ctx context.Context, query string) (*http.Request, 
 		}
 		req.Header.Set(hd.name, v)
 	}
-	return req, nil
+	return nil
 }
 
 // transportError turns a failed request or body read into a short message.
@@ -667,15 +675,21 @@ func statusError(resp *http.Response, excerpt string) error {
 // echo its request: every spec header's value as sent, each ${VAR} value
 // and the URL's credentials (addHeaderCredentials, redact.Credentials).
 func (h *HTTPAPI) scrubber(req *http.Request) *redact.Scrubber {
+	return requestScrubber(req, h.credURL, h.headers, h.getenv)
+}
+
+// requestScrubber masks what req carried: the credentials of rawURL's user
+// part and the values of the spec headers as set on req.
+func requestScrubber(req *http.Request, rawURL string, headers []httpHeader, getenv func(string) string) *redact.Scrubber {
 	var sent redact.Credentials
-	sent.AddURL(h.credURL)
-	for i := range h.headers {
-		hd := &h.headers[i]
+	sent.AddURL(rawURL)
+	for i := range headers {
+		hd := &headers[i]
 		v := req.Header.Get(hd.name)
 		if hd.name == "Host" {
 			v = req.Host
 		}
-		addHeaderCredentials(&sent, hd, v, h.getenv)
+		addHeaderCredentials(&sent, hd, v, getenv)
 	}
 	return sent.Scrubber()
 }

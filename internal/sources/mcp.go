@@ -144,7 +144,7 @@ func newMCP(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		return nil, fmt.Errorf("%s.timeout: %s is not positive", mcpFieldPrefix, m.timeout)
 	}
 	m.deadline = max(MCPListingDeadline, 2*m.timeout)
-	u, err := checkMCPURL(s.URL)
+	u, err := checkFetchURL(s.URL)
 	if err != nil {
 		return nil, fmt.Errorf("%s.url: %w", mcpFieldPrefix, err)
 	}
@@ -165,9 +165,9 @@ func newMCP(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	return m, nil
 }
 
-// checkMCPURL checks what the schema cannot: the URL parses, is absolute
+// checkFetchURL checks what the schema cannot: the URL parses, is absolute
 // http(s) and has no white space. Errors never quote it.
-func checkMCPURL(raw string) (*url.URL, error) {
+func checkFetchURL(raw string) (*url.URL, error) {
 	if strings.ContainsAny(raw, " \t\r\n") {
 		return nil, errors.New("contains white space; write a space as %20")
 	}

@@ -16,19 +16,29 @@ import (
 func init() { Register(v1alpha1.SourceTools, newTools) }
 
 // toolsSource is a tool catalog (api.md §10.1): written inline, or read from
-// catalog files by a Directory or GitRepo source that returns each file
-// whole. It keeps its last good catalog: a catalog that changes to something
-// invalid keeps serving the old one, with a *StaleError.
+// catalog files — or OpenAPI documents — by a Directory or GitRepo source
+// that returns each file whole, or fetched from a URL. It keeps its last
+// good catalog: a catalog that changes to something invalid keeps serving
+// the old one, with a *StaleError.
 type toolsSource struct {
 	name   string
 	inline []v1alpha1.Tool
-	// files reads the catalog files (nil for an inline catalog).
+	// files reads the catalog files (nil for an inline catalog); block is
+	// their spec.tools block (directory, gitRepo, http).
 	files StaticSource
-	log   *slog.Logger
+	block string
+	// openAPI: the files are OpenAPI documents.
+	openAPI *v1alpha1.OpenAPITools
+	log     *slog.Logger
 
 	mu   sync.Mutex
 	last []v1alpha1.Tool
 	read bool
+	// parsed are the files last made into a catalog, and tools that
+	// catalog: the same files are not read again (an OpenAPI document of a
+	// few MiB takes a second).
+	parsed      []Chunk
+	parsedTools []v1alpha1.Tool
 }
 
 // gitTools is a catalog in a git repository: it syncs like a GitRepo source.
@@ -37,11 +47,29 @@ type gitTools struct {
 	git *GitRepo
 }
 
+// httpTools is a catalog fetched from a URL: it fetches again every
+// interval.
+type httpTools struct {
+	*toolsSource
+	file *httpFile
+}
+
 var (
 	_ ToolSource = (*toolsSource)(nil)
 	_ ToolSource = (*gitTools)(nil)
 	_ Syncer     = (*gitTools)(nil)
+	_ ToolSource = (*httpTools)(nil)
+	_ Fetcher    = (*httpTools)(nil)
 )
+
+// Fetcher is a Syncer that fetches a file over HTTP (spec.tools.http).
+// Fetched reports whether a fetch has ended: a source built while a
+// configuration serves fetches on its sync loop only, which then fetches
+// at once.
+type Fetcher interface {
+	Syncer
+	Fetched() bool
+}
 
 func newTools(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	ts := spec.Spec.Tools
@@ -52,7 +80,10 @@ func newTools(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &toolsSource{name: spec.Name, log: logger.With("type", string(v1alpha1.SourceTools))}
+	s := &toolsSource{name: spec.Name, log: logger.With("type", string(v1alpha1.SourceTools)), openAPI: ts.OpenAPI}
+	if ts.OpenAPI != nil && ts.Catalog != nil {
+		return nil, errors.New("spec.tools.openAPI: reads documents from directory, gitRepo or http, not an inline catalog")
+	}
 	switch {
 	case ts.Catalog != nil:
 		if err := inlineCatalogError(ts.Catalog); err != nil {
@@ -73,7 +104,7 @@ func newTools(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		}
 		d := src.(*directorySource)
 		d.chunking.Raw = true
-		s.files = d
+		s.files, s.block = d, "directory"
 		return s, nil
 	case ts.GitRepo != nil:
 		inner := spec.DeepCopy()
@@ -84,10 +115,17 @@ func newTools(spec *v1alpha1.ContextSource, env Env) (Source, error) {
 		}
 		g := src.(*GitRepo)
 		g.chunking.Raw = true
-		s.files = g
+		s.files, s.block = g, "gitRepo"
 		return &gitTools{toolsSource: s, git: g}, nil
+	case ts.HTTP != nil:
+		f, err := newHTTPFile(ts.HTTP, env)
+		if err != nil {
+			return nil, err
+		}
+		s.files, s.block = f, "http"
+		return &httpTools{toolsSource: s, file: f}, nil
 	}
-	return nil, errors.New("spec.tools: set one of catalog, directory and gitRepo")
+	return nil, errors.New("spec.tools: set one of catalog, directory, gitRepo and http")
 }
 
 // toolsFieldError moves a Directory or GitRepo factory's field path
@@ -136,7 +174,10 @@ func (s *toolsSource) LoadTools(ctx context.Context) ([]v1alpha1.Tool, error) {
 	if err != nil && !errors.As(err, &stale) {
 		return s.keep(ctx, err)
 	}
-	tools, perr := ParseCatalogs(files)
+	if err := s.skippedDocuments(); err != nil {
+		return s.keep(ctx, err)
+	}
+	tools, perr := s.parse(files)
 	if perr != nil {
 		return s.keep(ctx, perr)
 	}
@@ -146,6 +187,43 @@ func (s *toolsSource) LoadTools(ctx context.Context) ([]v1alpha1.Tool, error) {
 	// The files are the last good ones of a folder that cannot be read now:
 	// the catalog is good, and stale.
 	return slices.Clone(tools), err
+}
+
+// parse makes the files a catalog, unless they are the files of the last
+// catalog made.
+func (s *toolsSource) parse(files []Chunk) ([]v1alpha1.Tool, error) {
+	s.mu.Lock()
+	if s.parsed != nil && slices.Equal(s.parsed, files) {
+		tools := s.parsedTools
+		s.mu.Unlock()
+		return tools, nil
+	}
+	s.mu.Unlock()
+	tools, cut, err := parseCatalogs(files, s.openAPI)
+	if err != nil {
+		return nil, err
+	}
+	if len(cut) > 0 {
+		s.log.Warn("OpenAPI operations whose input schema is over 64 KiB with every schema it refers to: the farthest of those schemas are left out of it",
+			"operations", len(cut), "first", cut[:min(len(cut), maxShownProblems)])
+	}
+	s.mu.Lock()
+	s.parsed, s.parsedTools = slices.Clone(files), tools
+	s.mu.Unlock()
+	return tools, nil
+}
+
+// skippedDocuments fails an OpenAPI catalog whose folder or repository left
+// a document out for its size: an API would silently lose its tools.
+func (s *toolsSource) skippedDocuments() error {
+	sr, ok := s.files.(SkipReporter)
+	if s.openAPI == nil || !ok {
+		return nil
+	}
+	if k := sr.Skipped(); k.Reasons[SkipTooLarge] > 0 {
+		return fmt.Errorf("%s; an OpenAPI document is not skipped: raise spec.tools.%s.maxFileSize (documents may have up to 10Mi)", k.Summary(), s.block)
+	}
+	return nil
 }
 
 // keep answers a failed load with the last good catalog, if there is one.
@@ -170,3 +248,12 @@ func (g *gitTools) Status() GitStatus { return g.git.Status() }
 
 // CacheDir is the folder of the bare clone.
 func (g *gitTools) CacheDir() string { return g.git.CacheDir() }
+
+// Sync fetches the file again; see httpFile.Sync.
+func (h *httpTools) Sync(ctx context.Context) (bool, error) { return h.file.Sync(ctx) }
+
+// Interval is spec.tools.http.interval.
+func (h *httpTools) Interval() time.Duration { return h.file.Interval() }
+
+// Fetched reports whether a fetch has ended.
+func (h *httpTools) Fetched() bool { return h.file.Fetched() }

@@ -9,13 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/contextrouter/contextrouter/test/e2e/cluster"
 )
 
 // TestCluster is step 1: the node itself. A pod with a native sidecar runs
@@ -125,7 +126,7 @@ func TestCluster(t *testing.T) {
 		// Kill everything as a CI timeout would: no pod deletion, no
 		// unmounting, containers and shims left running.
 		c.crash(t)
-		if len(findProcs("containerd-shim", c.path("containerd/containerd.sock"))) == 0 {
+		if len(cluster.ShimPIDs(c.RunDir)) == 0 {
 			t.Fatal("the crash left no containerd shim: the test does not exercise the cleanup")
 		}
 		if _, err := net.InterfaceByName(bridgeName); err != nil {
@@ -267,59 +268,15 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// crash kills every component with SIGKILL and forgets them, leaving the
-// machine as a killed test run would.
+// crash kills every component and forgets them, leaving the machine as a
+// killed test run would.
 func (c *Cluster) crash(t testing.TB) {
 	t.Helper()
-	for _, p := range c.procs {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	c.procs = nil
-	c.logf("crashed: every component killed, nothing cleaned")
+	c.Kill()
 }
 
 // hostLeftovers lists what a torn-down cluster left on the host.
-func hostLeftovers(runDir string) []string {
-	var found []string
-	if _, err := net.InterfaceByName(bridgeName); err == nil {
-		found = append(found, "bridge "+bridgeName+" exists")
-	}
-	if m, _ := mountsUnder(runDir, "/run/netns"); len(m) > 0 {
-		found = append(found, "mounts: "+strings.Join(m, ", "))
-	}
-	if ns, _ := filepath.Glob("/run/netns/cni-*"); len(ns) > 0 {
-		found = append(found, "network namespaces: "+strings.Join(ns, ", "))
-	}
-	if pids := findProcs("containerd-shim", filepath.Join(runDir, "containerd", "containerd.sock")); len(pids) > 0 {
-		found = append(found, fmt.Sprintf("containerd shims: pids %v", pids))
-	}
-	for _, pattern := range []string{
-		"/var/lib/cni/results/" + cniNetworkName + "-*", "/var/lib/cni/results/cni-loopback-*",
-		"/var/lib/kubelet/device-plugins/kubelet.sock", "/run/containerd/s/*", "/run/containerd/runc/k8s.io/*",
-	} {
-		if files, _ := filepath.Glob(pattern); len(files) > 0 {
-			found = append(found, "files: "+strings.Join(files, ", "))
-		}
-	}
-	if cg := kubepodsCgroups(); len(cg) > 0 {
-		found = append(found, "cgroups: "+strings.Join(cg, ", "))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, family := range []string{"iptables", "ip6tables"} {
-		for _, table := range []string{"filter", "nat", "mangle"} {
-			out, err := execOutput(ctx, family+"-save", "-t", table)
-			if err != nil {
-				continue
-			}
-			if _, changed := dropChains(out, ourChain); changed {
-				found = append(found, fmt.Sprintf("%s %s table has KUBE-/CNI- chains or rules", family, table))
-			}
-		}
-	}
-	return found
-}
+func hostLeftovers(runDir string) []string { return cluster.Leftovers(runDir) }
 
 func fileExists(p string) bool {
 	_, err := os.Stat(p)

@@ -29,13 +29,14 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/testenv"
+	"github.com/contextrouter/contextrouter/test/e2e/cluster"
 )
 
 // The names the scenario installs under.
 const (
-	releaseName      = "contextrouter"
-	releaseNamespace = "contextrouter-system"
-	operatorName     = "contextrouter-controller-manager"
+	releaseName      = cluster.ReleaseName
+	releaseNamespace = cluster.ReleaseNamespace
+	operatorName     = cluster.OperatorName
 	samplesNamespace = "acme"
 	routerName       = "acme" // config/samples/router.yaml
 	vacationQuestion = "How many vacation days do I get, and can I carry them over?"
@@ -120,84 +121,23 @@ func (s *scenario) checkPrerequisites(t *testing.T) {
 	}
 }
 
-// runHelm runs bin/helm against the cluster with its caches under the run
-// directory, so the host's helm configuration neither leaks in nor changes.
+// runHelm runs bin/helm against the cluster (see cluster.Cluster.Helm).
 func (s *scenario) runHelm(t *testing.T, timeout time.Duration, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, s.helm, append(args, "--kubeconfig", s.c.Kubeconfig)...)
-	home := s.c.path("helm")
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
-	out, err := cmd.CombinedOutput()
+	out, err := s.c.Helm(ctx, args...)
 	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatal(err)
 	}
-	return string(out)
-}
-
-// splitImage splits "localhost/contextrouter:dev" into repository and tag.
-func splitImage(ref string) (string, string) {
-	i := strings.LastIndex(ref, ":")
-	if i < 0 || strings.Contains(ref[i:], "/") {
-		return ref, "latest"
-	}
-	return ref[:i], ref[i+1:]
+	return out
 }
 
 func (s *scenario) installChart(t *testing.T) {
 	c := s.c
-	repo, tag := splitImage(c.Image(t, "contextrouter.tar"))
-	out := s.runHelm(t, 3*time.Minute, "install", releaseName, filepath.Join(s.root, "charts", "contextrouter"),
-		"--namespace", releaseNamespace, "--create-namespace",
-		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
-		// The image is imported, not in a registry.
-		"--set", "image.pullPolicy=Never")
-	c.logf("helm install:\n%s", lastLines(out, 8))
-
-	c.WaitFor(t, "operator Deployment available", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
-		var d appsv1.Deployment
-		if err := c.getJSON(ctx, &d, "get", "deployment", operatorName, "-n", releaseNamespace); err != nil {
-			return false, err.Error(), nil
-		}
-		if d.Status.ReadyReplicas < 1 || d.Status.UpdatedReplicas != d.Status.Replicas {
-			return false, fmt.Sprintf("ready %d/%d; pods: %s", d.Status.ReadyReplicas, d.Status.Replicas, s.podStates(ctx, releaseNamespace, "")), nil
-		}
-		return true, "", nil
-	})
-
-	// The operator manages its webhook certificate itself: it writes the CA
-	// into every webhook configuration of the chart.
-	c.WaitFor(t, "webhook configurations carry the operator's CA", time.Minute, func(ctx context.Context) (bool, string, error) {
-		var missing []string
-		for _, kind := range []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"} {
-			var list struct {
-				Items []struct {
-					Metadata metav1.ObjectMeta `json:"metadata"`
-					Webhooks []struct {
-						Name         string `json:"name"`
-						ClientConfig struct {
-							CABundle []byte `json:"caBundle"`
-						} `json:"clientConfig"`
-					} `json:"webhooks"`
-				} `json:"items"`
-			}
-			if err := c.getJSON(ctx, &list, "get", kind, "-l", "app.kubernetes.io/instance="+releaseName); err != nil {
-				return false, err.Error(), nil
-			}
-			if len(list.Items) == 0 {
-				missing = append(missing, "no "+kind+" of the release")
-			}
-			for _, item := range list.Items {
-				for _, w := range item.Webhooks {
-					if len(w.ClientConfig.CABundle) == 0 {
-						missing = append(missing, item.Metadata.Name+"/"+w.Name)
-					}
-				}
-			}
-		}
-		return len(missing) == 0, "without caBundle: " + strings.Join(missing, ", "), nil
-	})
+	if err := c.InstallOperator(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 
 	// The validating webhook, not the CRD schema, compiles CEL: a route
 	// whose condition does not compile is refused only if it is serving.
@@ -220,25 +160,8 @@ spec:
 	})
 }
 
-// podStates summarises the pods of a namespace (matching selector when not
-// empty) for a wait's last-seen message.
 func (s *scenario) podStates(ctx context.Context, ns, selector string) string {
-	var pods corev1.PodList
-	args := []string{"get", "pods", "-n", ns}
-	if selector != "" {
-		args = append(args, "-l", selector)
-	}
-	if err := s.c.getJSON(ctx, &pods, args...); err != nil {
-		return err.Error()
-	}
-	var parts []string
-	for _, p := range pods.Items {
-		parts = append(parts, p.Name+": "+describePod(&p))
-	}
-	if len(parts) == 0 {
-		return "no pods"
-	}
-	return strings.Join(parts, " | ")
+	return s.c.PodStates(ctx, ns, selector)
 }
 
 func (s *scenario) applySamples(t *testing.T) {
@@ -1105,9 +1028,6 @@ spec:
 }
 
 func (s *scenario) teardown(t *testing.T) {
-	if keepCluster() {
-		t.Skip("E2E_KEEP=1: the cluster stays up")
-	}
 	if err := s.c.Down(); err != nil {
 		t.Fatalf("teardown: %v", err)
 	}

@@ -3,12 +3,14 @@
 package e2e
 
 import (
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,7 +68,7 @@ func (g *gitServer) commit(t *testing.T, message string, files map[string]string
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range sortedKeys(files) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		full := filepath.Join(g.dir, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			t.Fatal(err)

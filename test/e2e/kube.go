@@ -14,6 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/contextrouter/contextrouter/test/e2e/cluster"
 )
 
 // Namespace creates a namespace for a test and waits for its default
@@ -80,52 +82,16 @@ func (c *Cluster) WaitPodReady(t testing.TB, ns, name string, timeout time.Durat
 	return &pod
 }
 
-func podReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
-		return false
-	}
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func podReady(pod *corev1.Pod) bool { return cluster.PodReady(pod) }
 
-// describePod summarises a pod's phase and each container's state, the
-// part of `kubectl describe` that says why a pod is not ready.
-func describePod(pod *corev1.Pod) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "phase %s", pod.Status.Phase)
-	if pod.Status.Reason != "" {
-		fmt.Fprintf(&b, " (%s: %s)", pod.Status.Reason, pod.Status.Message)
-	}
-	for _, cond := range pod.Status.Conditions {
-		if cond.Status != corev1.ConditionTrue {
-			fmt.Fprintf(&b, "; %s=%s %s %s", cond.Type, cond.Status, cond.Reason, cond.Message)
-		}
-	}
-	statuses := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
-	for _, s := range statuses {
-		fmt.Fprintf(&b, "; container %s ready=%t restarts=%d", s.Name, s.Ready, s.RestartCount)
-		switch {
-		case s.State.Waiting != nil:
-			fmt.Fprintf(&b, " waiting %s %s", s.State.Waiting.Reason, s.State.Waiting.Message)
-		case s.State.Terminated != nil:
-			fmt.Fprintf(&b, " terminated %s exit %d %s", s.State.Terminated.Reason, s.State.Terminated.ExitCode, s.State.Terminated.Message)
-		case s.State.Running != nil:
-			b.WriteString(" running")
-		}
-	}
-	return b.String()
-}
+func describePod(pod *corev1.Pod) string { return cluster.DescribePod(pod) }
 
 // hostClient talks to pods and Services from the host.
 var hostClient = &http.Client{Timeout: 10 * time.Second}
 
 // GetJSONURL fetches url and decodes a 200 answer into v.
 func GetJSONURL(ctx context.Context, url string, v any) error {
-	body, err := httpGet(ctx, hostClient, url)
+	body, err := cluster.HTTPGet(ctx, hostClient, url)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ type Store struct {
 	doomed  []*memSession
 	skipped []error
 
-	// The learned tool outcomes of the router (docs/api.md §10.8) live
+	// The learned tool outcomes of the router (docs/api.md §10.9) live
 	// with its sessions, in the same directory.
 	*learning.Memory
 }

@@ -608,7 +608,7 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // TestOutcomesConformance runs the learned outcomes' table every store
-// passes (docs/api.md §10.8).
+// passes (docs/api.md §10.9).
 func TestOutcomesConformance(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{Password: "s3cret-pass"})
 	n := 0

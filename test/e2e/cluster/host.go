@@ -1,6 +1,6 @@
-//go:build e2e
+//go:build linux
 
-package e2e
+package cluster
 
 import (
 	"bufio"

@@ -1,6 +1,6 @@
-//go:build e2e
+//go:build linux
 
-package e2e
+package cluster
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func restartAndCleanContainers(ctx context.Context, runDir string) error {
 	if _, err := os.Stat(config); err != nil {
 		return fmt.Errorf("shims of an earlier run are left but not its containerd config: %w", err)
 	}
-	p, err := startProc(runDir, "containerd-cleanup", "containerd", "--config", config)
+	p, err := startProc(runDir, "containerd-cleanup", nil, "containerd", "--config", config)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func cleanupHost(ctx context.Context, runDir, kubeProxy string) error {
 	}
 	add("unmounting", unmountAll(runDir))
 	add("network namespaces", removeNetns())
-	add("bridge", deleteLink(ctx, bridgeName))
+	add("bridge", deleteLink(ctx, BridgeName))
 	if kubeProxy != "" {
 		if _, err := os.Stat(kubeProxy); err == nil {
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -1,6 +1,6 @@
-//go:build e2e
+//go:build linux
 
-package e2e
+package cluster
 
 import (
 	"crypto"
@@ -20,8 +20,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// certLifetime covers any test run; the CA is made anew for every cluster.
-const certLifetime = 24 * time.Hour
+// certLifetime covers a cluster kept running for a while (make cluster-up)
+// as well as any test run; the CA is made anew for every cluster.
+const certLifetime = 90 * 24 * time.Hour
 
 // identity is one client of the API server: the certificate's CN is the user
 // name and O the groups, as the API server's x509 authenticator reads them.

@@ -1,6 +1,6 @@
-//go:build e2e
+//go:build linux
 
-package e2e
+package cluster
 
 import (
 	"archive/tar"
@@ -94,7 +94,7 @@ func (c *Cluster) cniConfig() string {
 		"plugins": []any{
 			map[string]any{
 				"type":        "bridge",
-				"bridge":      bridgeName,
+				"bridge":      BridgeName,
 				"isGateway":   true,
 				"ipMasq":      true,
 				"hairpinMode": true,
@@ -152,7 +152,7 @@ func (c *Cluster) kubeletArgs() []string {
 		"--kubeconfig", filepath.Join(c.pki, "kubelet.kubeconfig"),
 		"--root-dir", c.path("kubelet/root"),
 		"--cert-dir", c.path("kubelet/pki"),
-		"--hostname-override", NodeName,
+		"--hostname-override", c.NodeName,
 		"--node-ip", c.NodeIP.String(),
 	}
 }
@@ -163,7 +163,7 @@ func (c *Cluster) kubeProxyConfig() map[string]any {
 		"kind":             "KubeProxyConfiguration",
 		"mode":             "iptables",
 		"clusterCIDR":      clusterCIDR,
-		"hostnameOverride": NodeName,
+		"hostnameOverride": c.NodeName,
 		"clientConnection": map[string]string{"kubeconfig": filepath.Join(c.pki, "kube-proxy.kubeconfig")},
 		// 0 leaves nf_conntrack_max alone instead of raising it.
 		"conntrack":          map[string]any{"maxPerCore": 0},

@@ -1,6 +1,6 @@
-//go:build e2e
+//go:build linux
 
-package e2e
+package cluster
 
 import (
 	"bytes"
@@ -17,13 +17,14 @@ import (
 	"time"
 )
 
-// proc is a component process the harness started. Its PID and start time
-// are recorded in <run>/pids/<name>.json so that a later run can stop it by
-// PID if this one dies before tearing down.
+// proc is a component process. Its PID and start time are recorded in
+// <run>/pids/<name>.json so that a later run can stop it by PID: a kept
+// cluster's, or one whose starter died before tearing down.
 type proc struct {
 	name    string
 	logPath string
-	cmd     *exec.Cmd
+	rec     pidRecord
+	cmd     *exec.Cmd     // nil for a process of an earlier run (Attach)
 	done    chan struct{} // closed once the process has exited
 	err     error         // exit status, valid after done
 	stopped bool          // stop was called: an exit is expected
@@ -39,10 +40,12 @@ type pidRecord struct {
 }
 
 // startProc runs args with stdout and stderr appended to <logDir>/<name>.log.
-// The process gets its own process group, so a signal to the test does not
-// reach it half-way, and dies with the test process (Pdeathsig) if the test
-// binary is killed before it can tear down; Cleanup handles what it leaves.
-func startProc(runDir, name string, args ...string) (*proc, error) {
+// The process gets its own process group, so a signal to the starter (^C,
+// a test's timeout) does not reach it half-way. Without keep it dies with
+// the starter (Pdeathsig) if that is killed before it can tear down; Cleanup
+// handles what it leaves. With keep it outlives the starter and inherits
+// keep, the locked lock file, as fd 3.
+func startProc(runDir, name string, keep *os.File, args ...string) (*proc, error) {
 	logPath := filepath.Join(runDir, "logs", name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -53,6 +56,10 @@ func startProc(runDir, name string, args ...string) (*proc, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if keep != nil {
+		cmd.SysProcAttr.Pdeathsig = 0
+		cmd.ExtraFiles = []*os.File{keep}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -63,6 +70,7 @@ func startProc(runDir, name string, args ...string) (*proc, error) {
 	}()
 	rec := pidRecord{Name: name, PID: cmd.Process.Pid, Args: args}
 	rec.Start, _ = procStartTime(rec.PID)
+	p.rec = rec
 	b, _ := json.Marshal(rec)
 	if err := os.WriteFile(filepath.Join(runDir, "pids", name+".json"), b, 0o644); err != nil {
 		return p, err
@@ -72,6 +80,9 @@ func startProc(runDir, name string, args ...string) (*proc, error) {
 
 // exited reports whether the process ended, and how.
 func (p *proc) exited() (bool, error) {
+	if p.cmd == nil {
+		return !p.rec.alive(), nil
+	}
 	select {
 	case <-p.done:
 		return true, p.err
@@ -84,6 +95,9 @@ func (p *proc) exited() (bool, error) {
 // killing it.
 func (p *proc) stop(grace time.Duration) error {
 	p.stopped = true
+	if p.cmd == nil {
+		return stopRecorded(p.rec, grace)
+	}
 	if done, _ := p.exited(); done {
 		return nil
 	}
@@ -102,31 +116,39 @@ func (p *proc) stop(grace time.Duration) error {
 	}
 }
 
-// procStartTime reads a process's start time from /proc/PID/stat. The
+// procStartTime reads a process's start time from /proc/PID/stat.
+func procStartTime(pid int) (uint64, error) {
+	start, _, err := procStat(pid)
+	return start, err
+}
+
+// procStat reads a process's start time and state from /proc/PID/stat. The
 // command name (field 2) may contain spaces and parentheses, so the fields
 // are counted from the last ')'.
-func procStartTime(pid int) (uint64, error) {
+func procStat(pid int) (start uint64, state string, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return 0, "", fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	fields := strings.Fields(string(b[i+1:]))
 	// fields[0] is field 3 (state); the start time is field 22.
 	if len(fields) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields)+2)
+		return 0, "", fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields)+2)
 	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	start, err = strconv.ParseUint(fields[19], 10, 64)
+	return start, fields[0], err
 }
 
 // alive reports whether the recorded process still runs: same PID and same
-// start time.
+// start time, and not a zombie (dead, waiting for a parent to reap it: the
+// starter of a kept cluster is gone, and init may take a while).
 func (r pidRecord) alive() bool {
-	start, err := procStartTime(r.PID)
-	return err == nil && start == r.Start
+	start, state, err := procStat(r.PID)
+	return err == nil && start == r.Start && state != "Z" && state != "X"
 }
 
 // stopRecorded stops a process of an earlier run by its record: SIGTERM,
