@@ -177,7 +177,7 @@ func (s *Snapshot) selectTools(req *Request, access *Access, srcs []*sourceState
 		stats.BelowThreshold = scored - len(hits)
 		var exps []tools.Explanation
 		if req.Explain {
-			exps = s.toolIx.Explain(req.Text, hits, allowed)
+			exps = s.toolIx.ExplainLearned(req.Text, hits, allowed, req.Learned)
 		}
 		for i, h := range hits {
 			// The gate compares the best card's confidence: cards left out do not count.

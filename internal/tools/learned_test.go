@@ -69,3 +69,27 @@ func TestLearnedOverlay(t *testing.T) {
 		t.Errorf("another index's overlay was used: %v", got)
 	}
 }
+
+// Explaining a learned card: the example part holds the learned example,
+// the learned part the learned profile, and the parts make the score.
+func TestExplainLearned(t *testing.T) {
+	ix := NewIndex(learnCatalog(), Options{})
+	l := ix.Learn([]LearnedExample{{Entry: 0, Text: "do I need an umbrella tomorrow", Success: true}})
+	q := "will I need an umbrella in the city"
+	hits := ix.SearchLearned(q, 3, nil, l)
+	if len(hits) == 0 || hits[0].Entry != 0 {
+		t.Fatalf("hits %+v", hits)
+	}
+	exp := ix.ExplainLearned(q, hits, nil, l)
+	p := exp[0].Parts
+	if p.Learned <= 0 || p.Example <= 0 {
+		t.Errorf("parts %+v: want a learned profile part and a learned example part", p)
+	}
+	if got := (p.Terms + p.Related + p.Learned + p.Example) * p.AntiPattern; got < hits[0].Score*0.999 || got > hits[0].Score*1.001 {
+		t.Errorf("parts make %.4f, the score is %.4f", got, hits[0].Score)
+	}
+	// Without the overlay, explaining gives the catalog's parts only.
+	if p := ix.Explain(q, hits, nil)[0].Parts; p.Learned != 0 {
+		t.Errorf("Explain without the overlay has a learned part: %+v", p)
+	}
+}
