@@ -356,6 +356,64 @@ type ContextSourceStatus struct {
 	// +listMapKey=router
 	// +kubebuilder:validation:MaxItems=32
 	ExcludedBy []SourceExclusion `json:"excludedBy,omitempty"`
+	// Tools is what each router's pods make of a Tools or MCP source's
+	// catalog (api.md §10.9), sorted by router; each router writes its own
+	// entry. At most 32.
+	// +optional
+	// +listType=map
+	// +listMapKey=router
+	// +kubebuilder:validation:MaxItems=32
+	Tools []SourceToolsStatus `json:"tools,omitempty"`
+}
+
+// SourceToolsStatus is one router's reading of a tool source's catalog.
+type SourceToolsStatus struct {
+	// Router is the name of the ContextRouter whose pods read the catalog.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Router string `json:"router"`
+	// Approval is the source's approval as the router serves it.
+	// +optional
+	Approval ToolApproval `json:"approval,omitempty"`
+	// Digest is the catalog digest, tools held back included ("" before
+	// the catalog was read).
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	Digest string `json:"digest,omitempty"`
+	// Tools is the number of tools the router serves.
+	// +optional
+	Tools int32 `json:"tools,omitempty"`
+	// PendingTools counts the tools held back under approval Manual.
+	// +optional
+	PendingTools int32 `json:"pendingTools,omitempty"`
+	// Pending lists the first 100 tools held back, by id.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	Pending []PendingTool `json:"pending,omitempty"`
+}
+
+// PendingTool is a tool a source holds back under approval Manual: new, or
+// changed since its approved digest (api.md §10.9).
+type PendingTool struct {
+	// ID is the tool's id.
+	// +required
+	// +kubebuilder:validation:MaxLength=382
+	ID string `json:"id"`
+	// Digest is the tool's current digest: the value that approves it.
+	// +required
+	// +kubebuilder:validation:MaxLength=41
+	Digest string `json:"digest"`
+	// Change is New (no approved digest) or Changed.
+	// +required
+	// +kubebuilder:validation:Enum=New;Changed
+	Change string `json:"change"`
+	// Fields names the parts that changed (description, inputSchema,
+	// annotations, examples); absent for a new tool, and when the digests
+	// cannot tell.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	Fields []string `json:"fields,omitempty"`
 }
 
 // ContextSource is a place chunks come from.

@@ -173,6 +173,7 @@ func (r *ContextSource) Default() {
 			defaultDuration(&h.Timeout, defaultFetchTimeout)
 			setDefault(&h.FollowRedirects.Policy, RedirectSameHost)
 		}
+		setDefault(&t.Approval, ToolApprovalAuto)
 		for i := range t.Catalog {
 			t.Catalog[i].Default()
 		}
@@ -182,6 +183,7 @@ func (r *ContextSource) Default() {
 		defaultDuration(&m.Timeout, defaultFetchTimeout)
 		setDefault(&m.MaxTools, defaultMCPMaxTools)
 		setDefault(&m.FollowRedirects.Policy, RedirectSameHost)
+		setDefault(&m.Approval, ToolApprovalAuto)
 	}
 }
 

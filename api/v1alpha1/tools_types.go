@@ -71,6 +71,13 @@ type ToolsSource struct {
 	// become tools; {} takes the defaults.
 	// +optional
 	OpenAPI *OpenAPITools `json:"openAPI,omitempty"`
+
+	// Approval: Auto serves every tool of the catalog; Manual serves a tool
+	// only while the contextrouter.dev/approved-tools annotation holds its
+	// current digest (api.md §10.9).
+	// +optional
+	// +kubebuilder:default=Auto
+	Approval ToolApproval `json:"approval,omitempty"`
 }
 
 // CatalogHTTPSource fetches a catalog file or an OpenAPI document from a
@@ -172,6 +179,19 @@ type OperationOverride struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	SafetyTags []string `json:"safetyTags,omitempty"`
 }
+
+// ToolApproval says whether a tool source serves tools nobody approved.
+// +kubebuilder:validation:Enum=Auto;Manual
+type ToolApproval string
+
+const (
+	// ToolApprovalAuto serves every tool the catalog holds, and reports
+	// their digests.
+	ToolApprovalAuto ToolApproval = "Auto"
+	// ToolApprovalManual holds back a tool that is new or changed since its
+	// approved digest until the annotation approves the new one.
+	ToolApprovalManual ToolApproval = "Manual"
+)
 
 // Tool is one entry of a tool catalog. Its id is "<namespace>.<name>", or
 // the name when the namespace is empty; ids are unique within a source.
@@ -299,6 +319,13 @@ type MCPSource struct {
 	// +optional
 	// +kubebuilder:default={}
 	FollowRedirects FollowRedirects `json:"followRedirects,omitempty"`
+
+	// Approval: Auto serves every tool the server lists; Manual serves a
+	// tool only while the contextrouter.dev/approved-tools annotation holds
+	// its current digest (api.md §10.9).
+	// +optional
+	// +kubebuilder:default=Auto
+	Approval ToolApproval `json:"approval,omitempty"`
 }
 
 // ToolExpansion says which words besides a question's own count as evidence
@@ -369,7 +396,7 @@ type RouterToolsSpec struct {
 	// +kubebuilder:default=Synonyms
 	Expansion ToolExpansion `json:"expansion,omitempty"`
 
-	// Learning says whom the outcomes agents report teach (api.md §10.9).
+	// Learning says whom the outcomes agents report teach (api.md §10.10).
 	// +optional
 	// +kubebuilder:default={}
 	Learning ToolLearning `json:"learning,omitempty"`
@@ -454,7 +481,7 @@ type ToolRules struct {
 	DenySafetyTags []string `json:"denySafetyTags,omitempty"`
 
 	// Teach lets the agent's outcomes teach every agent when the router's
-	// spec.tools.learning.scope is Shared (api.md §10.9).
+	// spec.tools.learning.scope is Shared (api.md §10.10).
 	// +optional
 	Teach bool `json:"teach,omitempty"`
 }

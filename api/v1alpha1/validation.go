@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -70,6 +71,7 @@ var (
 	chunkingStrategies = []ChunkingStrategy{ChunkingMarkdownSections, ChunkingWholeFile}
 	httpMethods        = []HTTPMethod{HTTPMethodGet, HTTPMethodPost}
 	redirectPolicies   = []RedirectPolicy{RedirectNone, RedirectSameHost, RedirectAllowedHosts}
+	toolApprovals      = []ToolApproval{ToolApprovalAuto, ToolApprovalManual}
 
 	// dedupThresholdPattern is the marker's pattern: a decimal in [0, 1].
 	dedupThresholdPattern = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
@@ -298,6 +300,7 @@ func (r *ContextSource) Validate() field.ErrorList {
 	if m := s.MCP; m != nil {
 		allErrs = append(allErrs, validateMCP(spec.Child("mcp"), m)...)
 	}
+	allErrs = append(allErrs, validateApprovedTools(field.NewPath("metadata", "annotations"), r)...)
 	return allErrs
 }
 
@@ -335,6 +338,10 @@ func validateObjectMeta(m *metav1.ObjectMeta, p *field.Path) field.ErrorList {
 		if msgs := validation.IsDNS1123Label(m.Namespace); len(msgs) > 0 {
 			allErrs = append(allErrs, field.Invalid(p.Child("namespace"), m.Namespace, strings.Join(msgs, "; ")))
 		}
+	}
+	// The API server's rule, so that standalone manifests keep it too.
+	if err := apivalidation.ValidateAnnotationsSize(m.Annotations); err != nil {
+		allErrs = append(allErrs, field.TooLong(p.Child("annotations"), "", apivalidation.TotalAnnotationSizeLimitB))
 	}
 	return allErrs
 }

@@ -26,7 +26,7 @@ func TestFreshnessValidate(t *testing.T) {
 			s.Spec.Type, s.Spec.Directory, s.Spec.Inline = SourceInline, nil, &InlineSource{Content: "x"}
 		}, "spec.freshness", "Directory, GitRepo and HTTPAPI sources only (type is Inline)"},
 		{"not for Tools", func(s *ContextSource) {
-			s.Spec.Type, s.Spec.Directory, s.Spec.Tools = SourceTools, nil, &ToolsSource{Catalog: []Tool{{Name: "t", Description: "d", SideEffects: SideEffectsNone}}}
+			s.Spec.Type, s.Spec.Directory, s.Spec.Tools = SourceTools, nil, &ToolsSource{Approval: ToolApprovalAuto, Catalog: []Tool{{Name: "t", Description: "d", SideEffects: SideEffectsNone}}}
 		}, "spec.freshness", "(type is Tools)"},
 	})
 	for _, typ := range []SourceType{SourceGitRepo, SourceHTTPAPI} {

@@ -61,6 +61,7 @@ func validateToolsSource(p *field.Path, t *ToolsSource) field.ErrorList {
 	if t.GitRepo != nil {
 		allErrs = append(allErrs, validateGitRepo(p.Child("gitRepo"), t.GitRepo)...)
 	}
+	allErrs = append(allErrs, validateEnum(p.Child("approval"), t.Approval, toolApprovals)...)
 	if h := t.HTTP; h != nil {
 		allErrs = append(allErrs, validateFetch(p.Child("http"), h.URL, h.Headers, h.Interval, h.Timeout, &h.FollowRedirects)...)
 	}
@@ -247,6 +248,7 @@ func validateMCP(p *field.Path, m *MCPSource) field.ErrorList {
 	if m.MaxTools < 1 || m.MaxTools > MaxCatalogTools {
 		allErrs = append(allErrs, field.Invalid(p.Child("maxTools"), m.MaxTools, fmt.Sprintf("must be between 1 and %d", MaxCatalogTools)))
 	}
+	allErrs = append(allErrs, validateEnum(p.Child("approval"), m.Approval, toolApprovals)...)
 	return allErrs
 }
 

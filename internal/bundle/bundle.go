@@ -124,6 +124,9 @@ type Bundle struct {
 	Secrets []string
 	// Directories are the volumes of Directory sources, sorted by source.
 	Directories []DirectoryMount
+	// ToolSources: the bundle holds a Tools or MCP source, whose status
+	// the router pods report (api.md §10.9).
+	ToolSources bool
 	// CompileTime is how long checking and compiling took (all passes).
 	CompileTime time.Duration
 }
@@ -577,9 +580,15 @@ func (b *builder) objects() *objects {
 			d, _ := (&v1alpha1.ContextSource{Spec: *spec}).DirectoryBlock()
 			d.Path = m.MountPath
 		}
+		meta := bundleMeta(src.Name, src.Namespace)
+		// The approvals decide which tools the router serves (api.md §10.9):
+		// the one annotation a bundle keeps.
+		if v, ok := src.Annotations[v1alpha1.AnnotationApprovedTools]; ok && spec.HoldsTools() {
+			meta.Annotations = map[string]string{v1alpha1.AnnotationApprovedTools: v}
+		}
 		o.sources = append(o.sources, v1alpha1.ContextSource{
 			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindContextSource},
-			ObjectMeta: bundleMeta(src.Name, src.Namespace), Spec: *spec,
+			ObjectMeta: meta, Spec: *spec,
 		})
 	}
 	for _, p := range b.perms {
@@ -598,15 +607,15 @@ func (b *builder) objects() *objects {
 	return o
 }
 
-// bundleMeta is all the metadata a bundle keeps: no labels, annotations,
-// UIDs or managed fields, which would change the hash without changing
-// what the router does.
+// bundleMeta is all the metadata a bundle keeps: no labels, annotations
+// (but a source's tool approvals), UIDs or managed fields, which would
+// change the hash without changing what the router does.
 func bundleMeta(name, namespace string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: namespace}
 }
 
 // document is how an object is written to the bundle: no status, no
-// metadata but the name and namespace.
+// metadata but the name, namespace and a source's tool approvals.
 type document struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
@@ -615,8 +624,9 @@ type document struct {
 }
 
 type metadata struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace,omitempty"`
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // encode renders the objects: kinds in kindOrder, names sorted.
@@ -625,7 +635,7 @@ func (o *objects) encode() ([]byte, error) {
 	add := func(kind string, meta metav1.ObjectMeta, spec any) error {
 		y, err := yaml.Marshal(document{
 			APIVersion: v1alpha1.GroupVersion.String(), Kind: kind,
-			Metadata: metadata{Name: meta.Name, Namespace: meta.Namespace}, Spec: spec,
+			Metadata: metadata{Name: meta.Name, Namespace: meta.Namespace, Annotations: meta.Annotations}, Spec: spec,
 		})
 		if err != nil {
 			return fmt.Errorf("bundle: encoding %s/%s: %w", kind, meta.Name, err)
@@ -740,6 +750,7 @@ func (b *builder) finish(data []byte, trained []engine.ClassifierStatus, took ti
 		srcs := make([]*v1alpha1.ContextSource, len(out.Sources))
 		for i, name := range out.Sources {
 			srcs[i] = b.sources[name]
+			out.ToolSources = out.ToolSources || srcs[i].Spec.HoldsTools()
 			if m, ok := b.mounts[name]; ok {
 				out.Directories = append(out.Directories, m)
 			}

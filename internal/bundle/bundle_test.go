@@ -821,3 +821,54 @@ func TestBuildAlternates(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildKeepsToolApprovals: a Tools source's approved-tools annotation is
+// the one annotation a bundle keeps (it decides what the pod serves); other
+// annotations stay out of the bytes and the hash.
+func TestBuildKeepsToolApprovals(t *testing.T) {
+	tools := func(ann map[string]string) v1alpha1.ContextSource {
+		return v1alpha1.ContextSource{
+			ObjectMeta: metav1.ObjectMeta{Name: "ops", Namespace: ns, Annotations: ann},
+			Spec: v1alpha1.ContextSourceSpec{Type: v1alpha1.SourceTools, Tools: &v1alpha1.ToolsSource{
+				Approval: v1alpha1.ToolApprovalManual,
+				Catalog: []v1alpha1.Tool{
+					{Name: "restart_pod", Description: "Restart a pod of a service."},
+					{Name: "page_oncall", Description: "Page the engineer on call."},
+				},
+			}},
+		}
+	}
+	in := func(ann map[string]string) Input {
+		return Input{Router: router("acme"), Routes: []v1alpha1.ContextRoute{route("all", "", "ops")},
+			Sources: []v1alpha1.ContextSource{tools(ann)}}
+	}
+	served := func(b *Bundle) []string {
+		_, snap := load(t, b)
+		for _, s := range snap.Sources() {
+			if s.Name == "ops" {
+				var ids []string
+				for _, p := range s.Pending {
+					ids = append(ids, "pending "+p.ID)
+				}
+				return append(ids, fmt.Sprintf("served %d", s.Tools))
+			}
+		}
+		t.Fatal("no source ops")
+		return nil
+	}
+	none := mustBuild(t, in(map[string]string{"team": "ops"}))
+	if strings.Contains(string(none.Data), "team: ops") || strings.Contains(string(none.Data), "annotations") {
+		t.Errorf("a bundle kept an unrelated annotation:\n%s", none.Data)
+	}
+	if got := served(none); !slices.Equal(got, []string{"pending page_oncall", "pending restart_pod", "served 0"}) {
+		t.Errorf("without approvals: %q", got)
+	}
+	digest := v1alpha1.ToolDigest(&tools(nil).Spec.Tools.Catalog[0])
+	approved := mustBuild(t, in(map[string]string{"team": "ops", v1alpha1.AnnotationApprovedTools: "restart_pod=" + digest}))
+	if approved.Hash == none.Hash || !strings.Contains(string(approved.Data), v1alpha1.AnnotationApprovedTools+": restart_pod="+digest) {
+		t.Errorf("the approval is not in the bundle:\n%s", approved.Data)
+	}
+	if got := served(approved); !slices.Equal(got, []string{"pending page_oncall", "served 1"}) {
+		t.Errorf("with restart_pod approved: %q", got)
+	}
+}

@@ -44,6 +44,7 @@ func Decode(data []byte) (*Bundle, error) {
 	slices.SortFunc(srcs, func(x, y *v1alpha1.ContextSource) int { return strings.Compare(x.Name, y.Name) })
 	for _, s := range srcs {
 		out.Sources = append(out.Sources, s.Name)
+		out.ToolSources = out.ToolSources || s.Spec.HoldsTools()
 		// Build rewrote the path of every mounted source to its mount path.
 		if m, ok := mountOf(s); ok {
 			out.Directories = append(out.Directories, m)

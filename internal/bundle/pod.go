@@ -1,7 +1,6 @@
 package bundle
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"path"
 	"strings"
@@ -9,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+
+	"github.com/contextrouter/contextrouter/internal/digest"
 )
 
 // ConfigMapName is the name of the ConfigMap holding a router's bundle.
@@ -77,7 +78,7 @@ func VolumeName(prefix, name string) string {
 	if n := prefix + name; len(validation.IsDNS1123Label(n)) == 0 {
 		return n
 	}
-	sum := sha256.Sum256([]byte(name))
+	sum := digest.SHA256(name)
 	suffix := "-" + hex.EncodeToString(sum[:])[:10]
 	s := strings.ReplaceAll(name, ".", "-")
 	if max := validation.DNS1123LabelMaxLength - len(prefix) - len(suffix); len(s) > max {

@@ -11,16 +11,21 @@
 package classify
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/contextrouter/contextrouter/internal/textutil"
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
@@ -75,6 +80,57 @@ type Options struct {
 	// Seed seeds the example shuffles and the hold-out split; the same
 	// examples, options and seed give the same model.
 	Seed uint64
+}
+
+// Key names a training run: a SHA-256, in hex, of examples and of every
+// field of o. Train is deterministic, so equal keys train equal models and
+// a cache of trained models can be keyed by it. A field added to Options
+// must be written here: TestOptionsKeyCoversEveryField sets each field in
+// turn and fails when the key does not change.
+func (o Options) Key(examples []Example) string {
+	k := keyWriter{h: sha256.New()}
+	k.str(o.OutOfScopeLabel)
+	k.uint(math.Float64bits(o.Threshold))
+	k.uint(uint64(o.MaxAlternatives))
+	k.uint(uint64(len(o.Labels)))
+	for _, l := range o.Labels {
+		k.str(l)
+	}
+	k.examples(o.Validation)
+	k.bool(o.TuneThreshold)
+	k.uint(o.Seed)
+	k.examples(examples)
+	return hex.EncodeToString(k.h.Sum(nil))
+}
+
+// keyWriter writes Key's fields, each string after its length, so no two
+// different runs write the same bytes ("ab","c" and "a","bc" differ).
+type keyWriter struct {
+	h   hash.Hash
+	buf [binary.MaxVarintLen64]byte
+}
+
+func (k *keyWriter) uint(v uint64) { k.h.Write(binary.AppendUvarint(k.buf[:0], v)) }
+
+func (k *keyWriter) str(s string) {
+	k.uint(uint64(len(s)))
+	io.WriteString(k.h, s)
+}
+
+func (k *keyWriter) bool(b bool) {
+	if b {
+		k.uint(1)
+	} else {
+		k.uint(0)
+	}
+}
+
+func (k *keyWriter) examples(exs []Example) {
+	k.uint(uint64(len(exs)))
+	for _, ex := range exs {
+		k.str(ex.Label)
+		k.str(ex.Text)
+	}
 }
 
 // Alternative is a runner-up label.
@@ -151,7 +207,7 @@ func checkExamples(what string, examples []Example, known map[string]bool) error
 			err = fmt.Errorf("%w %v", ErrUnknownLabel, sortedKeys(known))
 		}
 		if err != nil {
-			return fmt.Errorf("%s: example %d (label %q): %w", what, i+1, truncate(ex.Label, 64), err)
+			return fmt.Errorf("%s: example %d (label %q): %w", what, i+1, textutil.CutBytes(ex.Label, 64, ""), err)
 		}
 	}
 	return nil
@@ -223,7 +279,7 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	if err := checkExamples("validation", opts.Validation, known); err != nil {
 		return nil, err
 	}
-	m.buildVocabulary(examples, defaultHyper.minDF, MaxParameters)
+	m.buildVocabulary(examples, minDocFreq, MaxParameters)
 
 	all := m.dataset(examples, labelIdx)
 	var cal *dataset
@@ -238,9 +294,9 @@ func Train(examples []Example, opts Options) (*Model, error) {
 	var wg sync.WaitGroup
 	if fitOn != nil {
 		// The two fits are independent: use both cores, each deterministic.
-		wg.Go(func() { calModel = trainSoftmax(fitOn, nFeat, k, defaultHyper, opts.Seed+1) })
+		wg.Go(func() { calModel = trainSoftmax(fitOn, nFeat, k, opts.Seed+1) })
 	}
-	m.lin = trainSoftmax(all, nFeat, k, defaultHyper, opts.Seed)
+	m.lin = trainSoftmax(all, nFeat, k, opts.Seed)
 	wg.Wait()
 	if calModel == nil {
 		calModel = m.lin
@@ -496,7 +552,7 @@ func (m *Model) scratch() *scratch {
 }
 
 func (m *Model) probabilities(s *scratch, text string) []float64 {
-	s.x = s.e.vectorize(s.x, truncate(text, MaxTextBytes), m.index, m.idf)
+	s.x = s.e.vectorize(s.x, textutil.CutBytes(text, MaxTextBytes, ""), m.index, m.idf)
 	m.lin.scores(s.z, s.acc, s.x)
 	for c := range s.z {
 		s.z[c] /= m.temperature
@@ -544,17 +600,6 @@ func (m *Model) Classify(text string) Result {
 		r.Alternatives = nil
 	}
 	return r
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -23,16 +23,16 @@ const (
 	kindRaw
 )
 
-// featureSet selects the feature families (fixed after tuning; a var so
-// the tuning experiment can vary it).
-type featureSet struct {
-	raw         bool // unstemmed word unigrams too
-	minN, maxN  int  // char n-gram lengths
-	cross       bool // char n-grams over the whole text, not per word
-	groupWeight float64
-}
-
-var features = featureSet{minN: minGram, maxN: maxGram, groupWeight: groupWeight}
+// The feature families, fixed after tuning on the CLINC150 val split
+// (docs/benchmarks.md, "Intent detection"): both alternatives below lost.
+// Constants, as the hyper-parameters are (softmax.go).
+const (
+	// rawWords adds unstemmed word unigrams.
+	rawWords = false
+	// crossWords takes char n-grams over the whole text, across word
+	// boundaries, instead of per word.
+	crossWords = false
+)
 
 // Char n-gram lengths (2–5 beat 3–5 on CLINC150 val), taken inside "<word>" (boundaries marked).
 const minGram, maxGram = 2, 5
@@ -136,7 +136,7 @@ func fnvFull[T string | []byte](kind byte, parts ...T) uint32 {
 func (e *extractor) hash(text string) {
 	e.hashWords(text)
 	e.char = e.char[:0]
-	if features.cross {
+	if crossWords {
 		e.crossGrams()
 		return
 	}
@@ -165,7 +165,7 @@ func (e *extractor) hashWords(text string) {
 		e.word = append(e.word, fnv(kindWord, s), fnv(kindBigram, prev, s))
 		prev = s
 	}
-	if features.raw {
+	if rawWords {
 		for i := range e.ends {
 			e.word = append(e.word, fnv(kindRaw, e.wordAt(i)))
 		}
@@ -220,9 +220,9 @@ func (e *extractor) grams() {
 	start := fnvFull[string](kindChar) // the kind byte hashed, no gram byte yet
 	for i := range p {
 		h := start
-		for n := 1; n <= features.maxN && i+n <= len(p); n++ {
+		for n := 1; n <= maxGram && i+n <= len(p); n++ {
 			h = (h ^ uint32(p[i+n-1])) * 16777619
-			if n >= features.minN {
+			if n >= minGram {
 				e.char = append(e.char, h&(1<<hashBits-1))
 			}
 		}
@@ -244,9 +244,9 @@ func (e *extractor) vectorize(dst []feat, text string, index *vocabulary, idf []
 			e.count(f)
 		}
 	}
-	dst = e.endGroup(dst, idf, float32(math.Sqrt(features.groupWeight)))
+	dst = e.endGroup(dst, idf, float32(math.Sqrt(groupWeight)))
 	e.startGroup(len(idf))
-	if features.cross {
+	if crossWords {
 		e.char = e.char[:0]
 		e.crossGrams()
 		for _, id := range e.char {
@@ -261,7 +261,7 @@ func (e *extractor) vectorize(dst []feat, text string, index *vocabulary, idf []
 			}
 		}
 	}
-	return e.endGroup(dst, idf, float32(math.Sqrt(1-features.groupWeight)))
+	return e.endGroup(dst, idf, float32(math.Sqrt(1-groupWeight)))
 }
 
 // startGroup readies the term counts of a feature group. Unknown ids are

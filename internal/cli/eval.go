@@ -21,6 +21,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/index"
 	"github.com/contextrouter/contextrouter/internal/learning"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
@@ -372,7 +373,7 @@ func runRetrieval(cmd *cobra.Command, ds *eval.Dataset, ranking v1alpha1.Ranking
 		name := fmt.Sprintf("d%07d.md", i)
 		var b strings.Builder
 		if d.Title != "" {
-			b.WriteString("# " + strings.ReplaceAll(d.Title, "\n", " ") + "\n\n")
+			b.WriteString("# " + textutil.OneLine(d.Title) + "\n\n")
 		}
 		b.WriteString(d.Text)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {

@@ -9,12 +9,12 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/server"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 func newQueryCommand() *cobra.Command {
@@ -208,11 +208,10 @@ func preview(s string, n int) string {
 		}
 	}
 	p := strings.Join(parts, " ")
-	if utf8.RuneCountInString(p) <= n {
-		return p
+	if cut := textutil.CutRunes(p, n, ""); len(cut) < len(p) {
+		return strings.TrimRight(cut, " ") + textutil.Ellipsis
 	}
-	r := []rune(p)[:n]
-	return strings.TrimRight(string(r), " ") + "…"
+	return p
 }
 
 // printWarnings writes an answer's warnings to stderr. For an agent no

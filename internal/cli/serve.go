@@ -31,6 +31,7 @@ type serveFlags struct {
 	listen          string
 	agent           string
 	kubeconfig      string
+	reportTools     bool
 	maxBody         string
 	memoryLimit     string
 	gcHeadroom      string
@@ -121,6 +122,7 @@ heap between collections, which saves CPU when the live heap is small.`,
 	fl.BoolVar(&f.expandEnv, "expand-env", true, "replace ${NAME} in the manifest fields that take it from the environment (api.md §1.0); router pods set it to false")
 	fl.StringVar(&f.auditLog, "audit-log", "", `write the audit log (one JSON line per delivery, api.md §6.5) to this file, or "-" for standard output, whatever the router's spec.audit.enabled says; the file is reopened on SIGHUP (log rotation)`)
 	fl.StringVar(&f.sessionDir, "session-dir", "", "keep the sessions of the embedded session store in files in this directory, so a restart loses none (api.md §11.9); default: memory only")
+	fl.BoolVar(&f.reportTools, "report-tools-status", false, "write the router's entry of each Tools and MCP source's status.tools in the cluster (catalog digest, tools held back) and an Event per tool newly held back (api.md §10.9), through --kubeconfig or the in-cluster config")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "serve a configuration that no ContextRoute attaches to (it answers every query with no context); without it such a configuration is refused like an invalid one")
 	return cmd
 }
@@ -183,25 +185,26 @@ func (f *serveFlags) options(cmd *cobra.Command) (server.Options, error) {
 	kubeconfig := f.kubeconfig
 	f.cache = &routerCache{base: f.cacheDir}
 	return server.Options{
-		Paths:            f.files,
-		Router:           f.router,
-		Engine:           f.sourceFlags.options(),
-		Agent:            f.agent,
-		MaxBodyBytes:     q.Value(),
-		QueryTimeout:     f.queryTimeout,
-		ShutdownTimeout:  f.shutdownTimeout,
-		ShutdownDelay:    f.shutdownDelay,
-		PollInterval:     poll,
-		AllowEmpty:       f.allowEmpty,
-		LiteralManifests: !f.expandEnv,
-		Logger:           slog.Default(),
-		Version:          Version,
-		Configure:        f.cache.configure,
-		Cache:            f.cache,
-		Kube:             func() (*rest.Config, error) { return restConfig(kubeconfig) },
-		AuditLog:         f.auditLog,
-		AuditOutput:      cmd.OutOrStdout(),
-		Sessions:         memstore.Config{Dir: f.sessionDir},
+		Paths:             f.files,
+		Router:            f.router,
+		Engine:            f.sourceFlags.options(),
+		Agent:             f.agent,
+		MaxBodyBytes:      q.Value(),
+		QueryTimeout:      f.queryTimeout,
+		ShutdownTimeout:   f.shutdownTimeout,
+		ShutdownDelay:     f.shutdownDelay,
+		PollInterval:      poll,
+		AllowEmpty:        f.allowEmpty,
+		LiteralManifests:  !f.expandEnv,
+		Logger:            slog.Default(),
+		Version:           Version,
+		Configure:         f.cache.configure,
+		Cache:             f.cache,
+		Kube:              func() (*rest.Config, error) { return restConfig(kubeconfig) },
+		ReportToolsStatus: f.reportTools,
+		AuditLog:          f.auditLog,
+		AuditOutput:       cmd.OutOrStdout(),
+		Sessions:          memstore.Config{Dir: f.sessionDir},
 	}, nil
 }
 

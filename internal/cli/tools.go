@@ -30,8 +30,9 @@ func newToolsCommand() *cobra.Command {
 		Use:   "tools -f PATH... [-a AGENT] [-t TAG]... [-m KEY=VALUE]... [--max-tools N] [--explain] [--format openai|openai-responses|anthropic] [-o text|json] TEXT",
 		Short: "Shortlist the tools for one question from manifest files",
 		Long: `Shortlist the tools for one question: the tool cards of POST /v1/tools
-(api.md §10). No document is read. A question whose first word is "tree"
-must be quoted with another word first, or "tree" is the subcommand.`,
+(api.md §10). No document is read. A question whose first word is "tree",
+"snapshot", "diff" or "approve" needs another word first, or that word is
+the subcommand.`,
 		Example: `  contextrouter tools -f examples/quickstart -a eng-assistant "roll back the last deploy"
   contextrouter tools -f examples/quickstart --max-tools 2 -o json "open a ticket"
   contextrouter tools -f examples/quickstart --explain "who is on call for payments"
@@ -73,7 +74,7 @@ must be quoted with another word first, or "tree" is the subcommand.`,
 	cmd.Flags().StringVar(&req.Format, "format", "", "also give the cards as a provider's tool definitions, input schemas included: "+strings.Join(engine.ToolFormats, ", "))
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().DurationVar(&timeout, "query-timeout", server.DefaultQueryTimeout, "longest the question may take once the manifests are loaded")
-	cmd.AddCommand(newToolsTreeCommand())
+	cmd.AddCommand(newToolsTreeCommand(), newToolsSnapshotCommand(), newToolsDiffCommand(), newToolsApproveCommand())
 	return cmd
 }
 
@@ -95,8 +96,8 @@ split by similarity. No route is evaluated.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			if n := len(agent); n > engine.MaxAgentBytes {
-				return fmt.Errorf("--agent is %d bytes; it is limited to %d bytes", n, engine.MaxAgentBytes)
+			if err := engine.CheckAgent(agent); err != nil {
+				return fmt.Errorf("--agent: %w", err)
 			}
 			snap, err := sf.compile(cmd.Context())
 			if err != nil {

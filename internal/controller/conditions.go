@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // The functions in this file compute conditions from facts the reconcilers
@@ -519,11 +519,7 @@ func truncateMessage(msg string) string {
 		return msg
 	}
 	const more = " …(truncated)"
-	cut := maxConditionMessage - len(more)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + more
+	return textutil.CutBytes(msg, maxConditionMessage-len(more), more)
 }
 
 func newCondition(typ string, ok bool, reason v1alpha1.ConditionReason, gen int64, msg string) metav1.Condition {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/bundle"
@@ -271,6 +273,38 @@ func TestRouterSecretProblems(t *testing.T) {
 			c := routerReady(7, programmed, routerFacts{Deployment: healthy, Replicas: 2, SecretProblems: ps})
 			if c.Reason != string(tt.reason) || !strings.Contains(c.Message, tt.message) {
 				t.Errorf("Ready %s %s %q; want reason %s and %q", c.Status, c.Reason, c.Message, tt.reason, tt.message)
+			}
+		})
+	}
+}
+
+// TestTransitionEventNote: an event repeats at most maxEventNote bytes of
+// its condition's message, cut on a character boundary and marked (a cut
+// at byte 1000 split a character, so the note was not valid UTF-8).
+func TestTransitionEventNote(t *testing.T) {
+	for _, tc := range []struct {
+		name, msg, want string
+	}{
+		{"short", "bundle is fine", "bundle is fine"},
+		{"a character across the bound", strings.Repeat("x", maxEventNote-1) + "é" + strings.Repeat("y", 50), strings.Repeat("x", maxEventNote-1) + "…"},
+		{"at the bound", strings.Repeat("z", maxEventNote), strings.Repeat("z", maxEventNote)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &events.FakeRecorder{Events: make(chan string, 4)}
+			r := &RouterReconciler{Recorder: rec}
+			before := &v1alpha1.ContextRouter{}
+			after := before.DeepCopy()
+			after.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionFalse,
+				Reason: string(v1alpha1.ReasonBundleTooLarge), Message: tc.msg}}
+			r.recordTransitions(before, after)
+			select {
+			case got := <-rec.Events:
+				note := strings.TrimPrefix(got, "Warning "+string(v1alpha1.ReasonBundleTooLarge)+" ")
+				if note != tc.want || !utf8.ValidString(note) {
+					t.Errorf("note %q (valid UTF-8: %v), want %q", note, utf8.ValidString(note), tc.want)
+				}
+			default:
+				t.Fatal("no event")
 			}
 		})
 	}

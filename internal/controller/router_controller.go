@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/bundle"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // RouterReconciler turns a ContextRouter and what is attached to it into a
@@ -75,6 +77,7 @@ const verdictWriters = 8
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=system:auth-delegator
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -270,6 +273,10 @@ func (r *RouterReconciler) writeWorkload(ctx context.Context, s *routerScope) (b
 		return fail(err)
 	}
 
+	if err := r.writeToolStatusRBAC(ctx, router, reportsToolStatus(s.facts.Bundle)); err != nil {
+		return fail(err)
+	}
+
 	hash, err := r.inputsHash(ctx, router.Namespace, s.facts.Bundle)
 	if err != nil {
 		return fail(err)
@@ -342,6 +349,31 @@ func (r *RouterReconciler) deleteOwnedServiceAccount(ctx context.Context, router
 	}
 	if err := r.Client.Delete(ctx, sa, client.Preconditions{UID: &sa.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete ServiceAccount %s/%s: %w", router.Namespace, router.Name, err)
+	}
+	return nil
+}
+
+// writeToolStatusRBAC applies the Role and RoleBinding that let the router
+// pods report their tool sources, or deletes them when the bundle holds
+// none.
+func (r *RouterReconciler) writeToolStatusRBAC(ctx context.Context, router *v1alpha1.ContextRouter, want bool) error {
+	if want {
+		if err := r.apply(ctx, desiredToolStatusRole(router)); err != nil {
+			return err
+		}
+		return r.apply(ctx, desiredToolStatusRoleBinding(router))
+	}
+	for _, obj := range []client.Object{&rbacv1.RoleBinding{}, &rbacv1.Role{}} {
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: router.Namespace, Name: router.Name}, obj)
+		if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(obj, router)) {
+			continue
+		}
+		if err == nil {
+			err = r.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())})
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete %T %s/%s: %w", obj, router.Namespace, router.Name, err)
+		}
 	}
 	return nil
 }
@@ -504,6 +536,10 @@ func (r *RouterReconciler) patchStatus(ctx context.Context, s *routerScope) erro
 	return nil
 }
 
+// maxEventNote bounds the part of a condition's message an event repeats
+// (the condition holds it whole).
+const maxEventNote = 1000
+
 // recordTransitions emits an event when Programmed or Ready changes status
 // or reason, so `kubectl describe` tells the story without an event per reconcile.
 func (r *RouterReconciler) recordTransitions(before, after *v1alpha1.ContextRouter) {
@@ -521,10 +557,7 @@ func (r *RouterReconciler) recordTransitions(before, after *v1alpha1.ContextRout
 		if now.Status != metav1.ConditionTrue {
 			kind = corev1.EventTypeWarning
 		}
-		note := now.Message
-		if len(note) > 1000 {
-			note = note[:1000] + "…"
-		}
+		note := textutil.CutBytes(now.Message, maxEventNote, textutil.Ellipsis)
 		r.Recorder.Eventf(after, nil, kind, now.Reason, "Reconcile", "%s", note)
 	}
 }
@@ -569,8 +602,11 @@ func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
 		Watches(&v1alpha1.ContextRoute{}, handler.EnqueueRequestsFromMapFunc(m.forRoute), specChanged).
-		Watches(&v1alpha1.ContextSource{}, handler.EnqueueRequestsFromMapFunc(m.forSource), specChanged).
+		Watches(&v1alpha1.ContextSource{}, handler.EnqueueRequestsFromMapFunc(m.forSource),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, toolApprovalsChanged))).
 		Watches(&v1alpha1.AgentPermission{}, handler.EnqueueRequestsFromMapFunc(m.forPermission), specChanged).
 		Watches(&v1alpha1.ContextClassifier{}, handler.EnqueueRequestsFromMapFunc(m.forClassifier), specChanged).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(m.forSecret),
@@ -580,6 +616,23 @@ func (r *RouterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.OnlyMetadata, builder.WithPredicates(updateOnly)).
 		WatchesRawSource(watchDocumentConfigMaps(docs, m.forConfigMap)).
 		Complete(r)
+}
+
+// toolApprovalsChanged passes source updates that change the tool
+// approvals, the one annotation a bundle carries (api.md §10.9): approving
+// a tool changes no generation.
+var toolApprovalsChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return true
+		}
+		o, okOld := e.ObjectOld.GetAnnotations()[v1alpha1.AnnotationApprovedTools]
+		n, okNew := e.ObjectNew.GetAnnotations()[v1alpha1.AnnotationApprovedTools]
+		return o != n || okOld != okNew
+	},
 }
 
 // specOrDeletionChanged passes router updates that change the spec or start

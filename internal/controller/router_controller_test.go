@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -549,6 +550,105 @@ func TestRouterController(t *testing.T) {
 				data, _ := readBundle(t, c, ns, name)
 				return wantNames(name+" permissions", permissionNames(compileBundle(t, data)), perms)
 			})
+		}
+	})
+
+	t.Run("a tool approval, an annotation only, reaches the bundle", func(t *testing.T) {
+		ns := env.Namespace(t)
+		src := &v1alpha1.ContextSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"}, Spec: v1alpha1.ContextSourceSpec{
+			Type: v1alpha1.SourceTools, Tools: &v1alpha1.ToolsSource{Approval: v1alpha1.ToolApprovalManual, Catalog: []v1alpha1.Tool{
+				{Name: "restart_pod", Description: "Restart a pod of a service."},
+				{Name: "page_oncall", Description: "Page the engineer on call."},
+			}}}}
+		mustCreate(t, c, tRouter(ns, "acme"), src, tRoute(ns, "all", "", nil, "ops"))
+		router := waitRouter(t, c, ns, "acme", programmed)
+		// What a router pod serving the bundle makes of the catalog.
+		served := func() (string, error) {
+			data, _ := readBundle(t, c, ns, "acme")
+			snap, err := engine.Compile(context.Background(), compileBundle(t, data), engine.Options{})
+			if err != nil {
+				return "", err
+			}
+			for _, s := range snap.Sources() {
+				if s.Name == "ops" {
+					var pending []string
+					for _, p := range s.Pending {
+						pending = append(pending, p.ID)
+					}
+					return fmt.Sprintf("served %d, pending %v", s.Tools, pending), nil
+				}
+			}
+			return "", errors.New("no source ops in the bundle")
+		}
+		wantServed := func(want string) func() error {
+			return func() error {
+				got, err := served()
+				if err == nil && got != want {
+					err = fmt.Errorf("%s, want %s", got, want)
+				}
+				return err
+			}
+		}
+		eventually(t, "both tools held back", wantServed("served 0, pending [page_oncall restart_pod]"))
+		// The Deployment follows the bundle (its pods report the source's
+		// status); then nothing else is in flight that would rebuild the
+		// bundle anyway.
+		dep := &appsv1.Deployment{}
+		eventually(t, "the router pods report tool status", func() error {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "acme"}, dep); err != nil {
+				return err
+			}
+			if pod := dep.Spec.Template.Spec; !slices.Contains(pod.Containers[0].Args, "--report-tools-status") || !ptr.Deref(pod.AutomountServiceAccountToken, false) {
+				return fmt.Errorf("router pod args %v, automount %v", pod.Containers[0].Args, pod.AutomountServiceAccountToken)
+			}
+			return nil
+		})
+		settles(t, c, router)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+			t.Fatal(err)
+		}
+		gen := src.Generation
+		digest := v1alpha1.ToolDigest(&src.Spec.Tools.Catalog[0])
+		mustChange(t, c, src, func(s *v1alpha1.ContextSource) {
+			s.Annotations = map[string]string{v1alpha1.AnnotationApprovedTools: "restart_pod=" + digest + "\n"}
+		})
+		if src.Generation != gen {
+			t.Fatalf("the annotation moved the generation %d -> %d; the test needs it unchanged", gen, src.Generation)
+		}
+		eventually(t, "the approved tool served", wantServed("served 1, pending [page_oncall]"))
+
+		// The pods' account may write the source's status.tools and
+		// Events, and no more.
+		role, binding := &rbacv1.Role{}, &rbacv1.RoleBinding{}
+		eventually(t, "the router's Role and RoleBinding", func() error {
+			return errors.Join(c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "acme"}, role),
+				c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "acme"}, binding))
+		})
+		if err := errors.Join(wantOwned(role, router), wantOwned(binding, router)); err != nil {
+			t.Error(err)
+		}
+		for _, tc := range []struct {
+			group, resource, sub, verb string
+			allowed                    bool
+		}{
+			{"contextrouter.dev", "contextsources", "status", "patch", true},
+			{"contextrouter.dev", "contextsources", "", "get", true},
+			{"events.k8s.io", "events", "", "create", true},
+			{"contextrouter.dev", "contextsources", "", "update", false},
+			{"contextrouter.dev", "contextroutes", "status", "patch", false},
+		} {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   "system:serviceaccount:" + ns + ":acme",
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Group: tc.group,
+					Resource: tc.resource, Subresource: tc.sub, Verb: tc.verb, Name: "ops"},
+			}}
+			if err := c.Create(ctx, sar); err != nil {
+				t.Fatal(err)
+			}
+			if sar.Status.Allowed != tc.allowed {
+				t.Errorf("router account %s %s/%s %s: allowed %v, want %v (%s)", tc.verb, tc.resource, tc.sub, tc.group, sar.Status.Allowed, tc.allowed, sar.Status.Reason)
+			}
 		}
 	})
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/bundle"
+	"github.com/contextrouter/contextrouter/internal/digest"
 )
 
 // The functions in this file compute the objects a ContextRouter owns. They
@@ -159,7 +160,7 @@ func desiredService(router *v1alpha1.ContextRouter) *corev1.Service {
 func tokenReviewBindingName(router *v1alpha1.ContextRouter) string {
 	name := "contextrouter:" + router.Namespace + ":" + router.Name
 	if len(name) > 253 {
-		sum := sha256.Sum256([]byte(router.Namespace + "/" + router.Name))
+		sum := digest.SHA256(router.Namespace + "/" + router.Name)
 		name = "contextrouter:" + hex.EncodeToString(sum[:16])
 	}
 	return name
@@ -177,6 +178,47 @@ func desiredTokenReviewBinding(router *v1alpha1.ContextRouter) *rbacv1.ClusterRo
 			Annotations: map[string]string{AnnotationRouter: router.Namespace + "/" + router.Name},
 		},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: authDelegatorRole},
+		Subjects: []rbacv1.Subject{{
+			Kind: rbacv1.ServiceAccountKind, Name: serviceAccountName(router), Namespace: router.Namespace,
+		}},
+	}
+}
+
+// routerArgs are the router container's arguments.
+func routerArgs(b *bundle.Bundle) []string {
+	args := bundle.ServeArgs()
+	if reportsToolStatus(b) {
+		args = append(args, "--report-tools-status")
+	}
+	return args
+}
+
+// reportsToolStatus: the router pods write the status.tools entries and
+// Events of the bundle's Tools and MCP sources (api.md §10.9).
+func reportsToolStatus(b *bundle.Bundle) bool { return b.ToolSources }
+
+// toolStatusRules are what serve --report-tools-status needs in the
+// router's namespace, and no more.
+var toolStatusRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contextsources"}, Verbs: []string{"get"}},
+	{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contextsources/status"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
+}
+
+// desiredToolStatusRole lets the router's account report its tool sources.
+func desiredToolStatusRole(router *v1alpha1.ContextRouter) *rbacv1.Role {
+	return &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+		ObjectMeta: childMeta(router, router.Name, "router"),
+		Rules:      toolStatusRules,
+	}
+}
+
+func desiredToolStatusRoleBinding(router *v1alpha1.ContextRouter) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+		ObjectMeta: childMeta(router, router.Name, "router"),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: router.Name},
 		Subjects: []rbacv1.Subject{{
 			Kind: rbacv1.ServiceAccountKind, Name: serviceAccountName(router), Namespace: router.Namespace,
 		}},
@@ -202,7 +244,7 @@ func desiredDeployment(router *v1alpha1.ContextRouter, b *bundle.Bundle, image, 
 	container := corev1.Container{
 		Name:  "router",
 		Image: image,
-		Args:  bundle.ServeArgs(),
+		Args:  routerArgs(b),
 		Env:   bundle.ContainerEnv(),
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: HTTPPort, Protocol: corev1.ProtocolTCP}},
 		// A pod whose snapshot cannot be built never becomes ready, so a
@@ -215,8 +257,9 @@ func desiredDeployment(router *v1alpha1.ContextRouter, b *bundle.Bundle, image, 
 	}
 	pod := corev1.PodSpec{
 		ServiceAccountName: serviceAccountName(router),
-		// Only TokenReview needs the API server; without it the pod holds no token.
-		AutomountServiceAccountToken: ptr.To(usesTokenReview(router)),
+		// Only TokenReview and the tool sources' status need the API
+		// server; without them the pod holds no token.
+		AutomountServiceAccountToken: ptr.To(usesTokenReview(router) || reportsToolStatus(b)),
 		EnableServiceLinks:           ptr.To(false),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptr.To(true),

@@ -238,8 +238,8 @@ func TestCacheOptions(t *testing.T) {
 	if all.DefaultNamespaces != nil {
 		t.Errorf("no namespaces should cache every namespace, got %v", all.DefaultNamespaces)
 	}
-	if len(all.ByObject) != 4 {
-		t.Errorf("ByObject has %d entries, want Deployment, Service, ServiceAccount, ConfigMap", len(all.ByObject))
+	if len(all.ByObject) != 6 {
+		t.Errorf("ByObject has %d entries, want Deployment, Service, ServiceAccount, ConfigMap, Role, RoleBinding", len(all.ByObject))
 	}
 	for obj, by := range all.ByObject {
 		if by.Label == nil || by.Label.String() != LabelManagedBy+"="+ManagedByValue {

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -63,6 +64,8 @@ func CacheOptions(namespaces []string) cache.Options {
 			&corev1.Service{}:        {Label: managed},
 			&corev1.ServiceAccount{}: {Label: managed},
 			&corev1.ConfigMap{}:      {Label: managed},
+			&rbacv1.Role{}:           {Label: managed},
+			&rbacv1.RoleBinding{}:    {Label: managed},
 		},
 	}
 	if len(namespaces) > 0 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // Files are the output files of -o DIR, by kind, in this order.
@@ -58,11 +60,11 @@ func (r *Result) FileFor(kind string) []byte {
 
 func (r *Result) render(objs []*object, notes []Issue) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Converted by `contextrouter convert --from theaios` from %s.\n", oneLine(r.File))
+	fmt.Fprintf(&b, "# Converted by `contextrouter convert --from theaios` from %s.\n", textutil.OneLine(r.File))
 	if len(notes) > 0 {
 		b.WriteString("# Notes (what could not be translated as is):\n")
 		for _, n := range notes {
-			fmt.Fprintf(&b, "#   %s\n", oneLine(n.String()))
+			fmt.Fprintf(&b, "#   %s\n", textutil.OneLine(n.String()))
 		}
 	}
 	for i, o := range objs {
@@ -82,8 +84,6 @@ func (r *Result) render(objs []*object, notes []Issue) []byte {
 }
 
 var yaml11Bool = regexp.MustCompile(`^(?i:y|yes|n|no|on|off|true|false)$`)
-
-func oneLine(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ") }
 
 func toNode(v any) *yamlv3.Node {
 	switch v := v.(type) {

@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 )
 
 // Key identifies a text by the SHA-256 of what is sent for it (the text cut
@@ -23,19 +24,19 @@ import (
 type Key [sha256.Size]byte
 
 // KeyOf is the key of text.
-func KeyOf(text string) Key { return sha256.Sum256([]byte(Cut(text))) }
+func KeyOf(text string) Key { return digest.SHA256(Cut(text)) }
 
 // CachePath is the file that keeps a router's chunk vectors under the cache
 // folder base: one file per router, endpoint, model and configured
 // dimensions, so a change of any of them never reads vectors of another.
 func (e *Embedder) CachePath(base, router string) string {
-	h := sha256.Sum256([]byte(router + "\x00" + e.URL + "\x00" + e.Model + "\x00" + strconv.Itoa(e.Dimensions)))
+	h := digest.SHA256(router + "\x00" + e.URL + "\x00" + e.Model + "\x00" + strconv.Itoa(e.Dimensions))
 	return filepath.Join(base, "embeddings", hex.EncodeToString(h[:12])+".vec")
 }
 
 // origin identifies the endpoint and model whose vectors a file holds (a
 // digest: the URL may carry a user part).
-func (e *Embedder) origin() Key { return sha256.Sum256([]byte(e.URL + "\x00" + e.Model)) }
+func (e *Embedder) origin() Key { return digest.SHA256(e.URL + "\x00" + e.Model) }
 
 // cacheMagic starts a vector file; the layout is magic, the origin (a Key),
 // dims (uint32), count (uint32), then count records of a Key and dims

@@ -16,10 +16,10 @@ import (
 	"net/url"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // Limits of one request (api.md §5.3).
@@ -249,13 +249,4 @@ func retryAfter(v string) time.Duration {
 }
 
 // Cut shortens text to MaxInputBytes at a character boundary.
-func Cut(text string) string {
-	if len(text) <= MaxInputBytes {
-		return text
-	}
-	n := MaxInputBytes
-	for n > 0 && !utf8.RuneStart(text[n]) {
-		n--
-	}
-	return text[:n]
-}
+func Cut(text string) string { return textutil.CutBytes(text, MaxInputBytes, "") }

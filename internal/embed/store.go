@@ -1,9 +1,10 @@
 package embed
 
 import (
-	"container/heap"
 	"runtime"
 	"sync"
+
+	"github.com/contextrouter/contextrouter/internal/topk"
 )
 
 // Store holds unit vectors of equal length in one slice, row by row, so an
@@ -82,11 +83,11 @@ func (s *Store) Search(q []float32, ranges []Range, k int) []Hit {
 	workers := min(runtime.GOMAXPROCS(0), max(1, total/parallelRows))
 	// Each worker takes an equal share of the rows of all ranges.
 	share := (total + workers - 1) / workers
-	tops := make([]topK, workers)
+	tops := make([]topk.Best[Hit], workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		from, to := w*share, min((w+1)*share, total)
-		tops[w] = topK{k: k}
+		tops[w].Reset(k, better, nil)
 		run := func() { s.scan(q, ranges, from, to, &tops[w]) }
 		if w == workers-1 {
 			run()
@@ -96,65 +97,33 @@ func (s *Store) Search(q []float32, ranges []Range, k int) []Hit {
 		go func() { defer wg.Done(); run() }()
 	}
 	wg.Wait()
-	all := tops[0]
-	for _, t := range tops[1:] {
-		for _, h := range t.h {
-			all.push(h)
+	all := &tops[0]
+	for i := range tops[1:] {
+		for _, h := range tops[1+i].Items() {
+			all.Push(h)
 		}
 	}
-	out := make([]Hit, len(all.h))
-	for i := len(out) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(&all).(Hit)
-	}
-	return out
+	return all.Sorted()
 }
 
 // scan scores the rows at positions [from, to) of the concatenated ranges.
-func (s *Store) scan(q []float32, ranges []Range, from, to int, t *topK) {
+func (s *Store) scan(q []float32, ranges []Range, from, to int, t *topk.Best[Hit]) {
 	pos := 0
 	for _, r := range ranges {
 		n := int(r.Hi - r.Lo)
 		lo, hi := max(from-pos, 0), min(to-pos, n)
 		for i := lo; i < hi; i++ {
 			row := int(r.Lo) + i
-			t.push(Hit{Row: uint32(row), Score: dot(q, s.data[row*s.dims:(row+1)*s.dims])})
+			t.Push(Hit{Row: uint32(row), Score: dot(q, s.data[row*s.dims:(row+1)*s.dims])})
 		}
 		pos += n
 	}
 }
 
-// worse orders hits worst first: lower score, then higher row.
-func worse(a, b Hit) bool {
+// better ranks hits: higher score, then lower row.
+func better(a, b Hit) bool {
 	if a.Score != b.Score {
-		return a.Score < b.Score
+		return a.Score > b.Score
 	}
-	return a.Row > b.Row
-}
-
-// topK keeps the k best hits in a min-heap (the worst on top).
-type topK struct {
-	k int
-	h []Hit
-}
-
-func (t *topK) push(h Hit) {
-	if len(t.h) < t.k {
-		heap.Push(t, h)
-		return
-	}
-	if worse(t.h[0], h) {
-		t.h[0] = h
-		heap.Fix(t, 0)
-	}
-}
-
-func (t *topK) Len() int           { return len(t.h) }
-func (t *topK) Less(i, j int) bool { return worse(t.h[i], t.h[j]) }
-func (t *topK) Swap(i, j int)      { t.h[i], t.h[j] = t.h[j], t.h[i] }
-func (t *topK) Push(x any)         { t.h = append(t.h, x.(Hit)) }
-func (t *topK) Pop() any {
-	n := len(t.h) - 1
-	x := t.h[n]
-	t.h = t.h[:n]
-	return x
+	return a.Row < b.Row
 }

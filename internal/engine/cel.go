@@ -16,6 +16,7 @@ import (
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
 
+	"github.com/contextrouter/contextrouter/internal/lru"
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
@@ -159,11 +160,9 @@ func constantOf(ast *cel.Ast) constValue {
 
 // compiled caches conditions by expression text. The operator recompiles a
 // namespace's routes on every reconcile and most conditions are unchanged;
-// a cel.Program is immutable and safe to share.
-var compiled = struct {
-	sync.Mutex
-	m map[string]compileResult
-}{m: map[string]compileResult{}}
+// a cel.Program is immutable and safe to share. Past maxCompiledCache the
+// condition used longest ago is dropped, not all of them.
+var compiled = lru.New[string, compileResult](maxCompiledCache)
 
 type compileResult struct {
 	cond *condition
@@ -186,19 +185,11 @@ func compileCached(expr string) (*condition, error) {
 	if expr == "" {
 		return nil, nil
 	}
-	compiled.Lock()
-	r, ok := compiled.m[expr]
-	compiled.Unlock()
-	if ok {
+	if r, ok := compiled.Get(expr); ok {
 		return r.cond, r.err
 	}
 	c, err := compileCondition(expr)
-	compiled.Lock()
-	if len(compiled.m) >= maxCompiledCache {
-		clear(compiled.m) // crude but bounded; real configurations stay far below
-	}
-	compiled.m[expr] = compileResult{c, err}
-	compiled.Unlock()
+	compiled.Add(expr, compileResult{c, err})
 	return c, err
 }
 
@@ -581,8 +572,4 @@ func containsWords(textVal, wordsVal ref.Val, all bool) ref.Val {
 }
 
 // resetCompiledCache empties the program cache (benchmarks of cold compiles).
-func resetCompiledCache() {
-	compiled.Lock()
-	clear(compiled.m)
-	compiled.Unlock()
-}
+func resetCompiledCache() { compiled.Purge() }

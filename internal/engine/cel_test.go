@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/cel-go/common/types"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/lru"
 )
 
 func TestCELEnvironment(t *testing.T) {
@@ -134,5 +136,44 @@ func TestCompileConditionTheaiosHint(t *testing.T) {
 	errs := CheckRoute(r)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "<input>:1:6: Syntax error") || !strings.HasSuffix(errs[0].Error(), "(see contextrouter convert --from theaios)") {
 		t.Errorf("CheckRoute = %v", errs)
+	}
+}
+
+// TestCompiledCacheEvictsLeastRecentlyUsed: past its bound the program
+// cache drops the condition used longest ago, not every condition (it
+// emptied itself, so one expression too many recompiled them all). The
+// cache is swapped for one of the same kind with a bound of 4, so the test
+// compiles a few programs, not 16,384.
+func TestCompiledCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	saved := compiled
+	compiled = lru.New[string, compileResult](4)
+	t.Cleanup(func() { compiled = saved })
+	const keep, drop = `text.contains("keep")`, `text.contains("drop")`
+	kept, err := compileCached(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := compileCached(drop); err != nil {
+		t.Fatal(err)
+	}
+	// Fill to one past the bound; keep is used halfway, drop never again.
+	for i := range 3 {
+		if _, err := compileCached(fmt.Sprintf(`text.contains("x%d")`, i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if c, _ := compileCached(keep); c != kept {
+				t.Fatal("keep was recompiled below the bound")
+			}
+		}
+	}
+	if n := compiled.Len(); n != 4 {
+		t.Errorf("%d programs cached, want the bound, 4", n)
+	}
+	if _, ok := compiled.Get(drop); ok {
+		t.Error("the least recently used condition was kept past the bound")
+	}
+	if c, _ := compileCached(keep); c != kept {
+		t.Error("a recently used condition was dropped (recompiled)")
 	}
 }

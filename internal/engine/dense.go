@@ -12,6 +12,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/cache"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/embed"
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/redact"
@@ -215,7 +216,7 @@ func (d *denseState) digestKeys() {
 	for _, ep := range []*embed.Endpoint{d.embedderEndpoint(), d.rerankerEndpoint()} {
 		var k [sha256.Size]byte
 		if ep != nil && ep.APIKey != "" {
-			k = sha256.Sum256([]byte(ep.APIKey))
+			k = digest.SHA256(ep.APIKey)
 		}
 		h.Write(k[:])
 	}

@@ -3,8 +3,6 @@ package engine
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -19,12 +17,16 @@ import (
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/classify"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/located"
+	"github.com/contextrouter/contextrouter/internal/lru"
 	"github.com/contextrouter/contextrouter/internal/problem"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 	"github.com/contextrouter/contextrouter/internal/tokenize"
 )
 
@@ -93,41 +95,53 @@ type dictionary struct {
 	first map[string][][]string
 }
 
-// modelCache keeps trained models by the content they were trained on: the
-// operator and serve recompile on every change of any object, and training
-// is the expensive part of a classifier.
-var modelCache = struct {
-	sync.Mutex
-	m map[string]*classify.Model
-}{m: map[string]*classify.Model{}}
-
+// maxModelCache bounds the trained models kept (each is up to a few MB).
 const maxModelCache = 64
 
-// trainCached trains a model, or returns the one trained on the same examples and options.
-func trainCached(examples []classify.Example, opts classify.Options) (*classify.Model, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "%q\x00%v\x00%d\x00", opts.OutOfScopeLabel, opts.Threshold, opts.MaxAlternatives)
-	for _, ex := range examples {
-		fmt.Fprintf(h, "%d:%s%d:%s", len(ex.Label), ex.Label, len(ex.Text), ex.Text)
-	}
-	key := hex.EncodeToString(h.Sum(nil))
-	modelCache.Lock()
-	m, ok := modelCache.m[key]
-	modelCache.Unlock()
-	if ok {
+// modelCache keeps trained models by what they were trained on: the
+// operator and serve recompile on every change of any object, and training
+// is the expensive part of a classifier.
+var modelCache = newTrainCache(maxModelCache, classify.Train)
+
+// trainCache is a memo of trained models keyed by classify.Options.Key
+// (the examples and every option): a bounded LRU, so a configuration of one
+// classifier past the bound retrains one, not all; and one training per key
+// at a time, so compiles racing on one classifier (serve's reload and the
+// operator's reconcilers) wait for one training instead of each running it.
+type trainCache struct {
+	models *lru.Cache[string, *classify.Model]
+	flight singleflight.Group
+	train  func([]classify.Example, classify.Options) (*classify.Model, error)
+}
+
+func newTrainCache(bound int, train func([]classify.Example, classify.Options) (*classify.Model, error)) *trainCache {
+	return &trainCache{models: lru.New[string, *classify.Model](bound), train: train}
+}
+
+// get returns the model trained on examples with opts, training it when no
+// caller has. A failed training is not kept: the next compile tries again.
+func (c *trainCache) get(examples []classify.Example, opts classify.Options) (*classify.Model, error) {
+	key := opts.Key(examples)
+	if m, ok := c.models.Get(key); ok {
 		return m, nil
 	}
-	m, err := classify.Train(examples, opts)
+	v, err, _ := c.flight.Do(key, func() (any, error) {
+		// A flight that ended between the look-up above and this one has
+		// added its model.
+		if m, ok := c.models.Get(key); ok {
+			return m, nil
+		}
+		m, err := c.train(examples, opts)
+		if err != nil {
+			return nil, err
+		}
+		c.models.Add(key, m)
+		return m, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	modelCache.Lock()
-	if len(modelCache.m) >= maxModelCache {
-		clear(modelCache.m)
-	}
-	modelCache.m[key] = m
-	modelCache.Unlock()
-	return m, nil
+	return v.(*classify.Model), nil
 }
 
 // ParseExamples reads a JSONL examples file: one {"text", "label"} object a
@@ -278,7 +292,7 @@ func compileClassifier(c *v1alpha1.ContextClassifier, read func(*v1alpha1.Source
 		return st, xs
 	}
 	threshold, _ := strconv.ParseFloat(c.Spec.Threshold, 64)
-	m, err := trainCached(examples, classify.Options{OutOfScopeLabel: c.Spec.OutOfScopeLabel, Threshold: threshold, MaxAlternatives: int(c.Spec.MaxAlternatives)})
+	m, err := modelCache.get(examples, classify.Options{OutOfScopeLabel: c.Spec.OutOfScopeLabel, Threshold: threshold, MaxAlternatives: int(c.Spec.MaxAlternatives)})
 	if err != nil {
 		add("spec", "training failed: "+err.Error())
 		return st, xs
@@ -579,20 +593,10 @@ func (s *Snapshot) checkDetect(detect []string) error {
 	}
 	for i, n := range detect {
 		if _, ok := s.classifierIndex[n]; !ok && n != "*" {
-			return fmt.Errorf("%w: detect[%d]: no ContextClassifier %q%s", ErrBadRequest, i, truncate(n, 64), s.knownClassifiers())
+			return fmt.Errorf("%w: detect[%d]: no ContextClassifier %q%s", ErrBadRequest, i, textutil.CutBytes(n, 64, textutil.Ellipsis), s.knownClassifiers())
 		}
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func (s *Snapshot) knownClassifiers() string {
@@ -763,7 +767,7 @@ func (s *Snapshot) compileDetection(ctx context.Context, cfg *Config, opts Optio
 		read = func(f *v1alpha1.SourceFile) (string, error) {
 			content, err := r(f)
 			if err == nil {
-				sum := sha256.Sum256([]byte(content))
+				sum := digest.SHA256(content)
 				fileHashes = append(fileHashes, sum[:])
 			}
 			return content, err

@@ -112,6 +112,12 @@ func TestDetectionIsLazy(t *testing.T) {
 	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), `detect[0]: no ContextClassifier "intnt" (known: "intent")`) {
 		t.Errorf("unknown detect name: %v", err)
 	}
+	// A long unknown name is echoed cut at 64 bytes, before a character the
+	// cut would split (é is two bytes, from byte 63), then "…".
+	_, err = s.Query(context.Background(), Request{Text: "x", Detect: []string{strings.Repeat("a", 63) + "é" + strings.Repeat("b", 100)}})
+	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), `no ContextClassifier "`+strings.Repeat("a", 63)+`…" (known`) {
+		t.Errorf("long unknown detect name: %v", err)
+	}
 	_, err = s.Query(context.Background(), Request{Text: "x", Detect: slices.Repeat([]string{"intent"}, MaxDetect+1)})
 	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "at most 16") {
 		t.Errorf("detect past its limit: %v", err)

@@ -10,7 +10,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
-// Learning from outcomes (api.md §10.9): who may report, and the overlay a
+// Learning from outcomes (api.md §10.10): who may report, and the overlay a
 // query of an agent ranks with.
 
 // ErrLearningOff: the router's spec.tools.learning.scope is Off.

@@ -2,7 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // Input bounds of a query. The compile-time cost check of route conditions
@@ -32,6 +35,16 @@ const MaxVarsSize = 1024
 // check price lists whose entries it cannot size (tags.map(...), split(...)).
 const MaxWordEntryBytes = 1024
 
+// CheckAgent is the bound of an agent name, for a query and for every
+// other request that names an agent (sessions, the tool tree, MCP tools);
+// the error wraps ErrBadRequest.
+func CheckAgent(agent string) error {
+	if n := len(agent); n > MaxAgentBytes {
+		return fmt.Errorf("%w: agent is %d bytes; it is limited to %d bytes", ErrBadRequest, n, MaxAgentBytes)
+	}
+	return nil
+}
+
 // validateRequest enforces the input bounds; the error wraps ErrBadRequest and
 // names the field and its limit.
 func validateRequest(req *Request) error {
@@ -41,8 +54,8 @@ func validateRequest(req *Request) error {
 	if n := len(req.Text); n > MaxTextBytes {
 		return fmt.Errorf("%w: text is %d bytes; it is limited to %d bytes", ErrBadRequest, n, MaxTextBytes)
 	}
-	if n := len(req.Agent); n > MaxAgentBytes {
-		return fmt.Errorf("%w: agent is %d bytes; it is limited to %d bytes", ErrBadRequest, n, MaxAgentBytes)
+	if err := CheckAgent(req.Agent); err != nil {
+		return err
 	}
 	if n := len(req.Tags); n > MaxTags {
 		return fmt.Errorf("%w: %d tags; at most %d are allowed", ErrBadRequest, n, MaxTags)
@@ -84,11 +97,10 @@ func validateRequest(req *Request) error {
 
 // quoteShort quotes s for an error message, cut to its first 32 bytes.
 func quoteShort(s string) string {
-	const n = 32
-	if len(s) <= n {
-		return fmt.Sprintf("%q", s)
+	if cut := textutil.CutBytes(s, 32, ""); len(cut) < len(s) {
+		return strconv.Quote(cut) + textutil.Ellipsis
 	}
-	return fmt.Sprintf("%q…", strings.ToValidUTF8(s[:n], ""))
+	return strconv.Quote(s)
 }
 
 // varsTooLarge checks a JSON value of spec.variables against MaxVarsSize and

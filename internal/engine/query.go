@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
 	"github.com/contextrouter/contextrouter/internal/tools"
+	"github.com/contextrouter/contextrouter/internal/topk"
 )
 
 // Request is one question (API.md "Query API").
@@ -579,8 +579,10 @@ type gathering struct {
 type fetched struct {
 	chunks []sources.Chunk
 	err    error
-	// capRoute is the route whose timeout bounded the fetch ("" = none did).
-	capRoute string
+	// capRoute is the route whose timeout bounded the fetch ("" = none did),
+	// capTimeout that timeout.
+	capRoute   string
+	capTimeout time.Duration
 }
 
 // admitSources sorts sources by what the agent may do with them: denied,
@@ -645,8 +647,8 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			timeout, capRoute := st.timeout+time.Second, ""
 			if caps != nil {
 				if c := caps[st.group]; c.timeout > 0 && c.timeout < st.timeout {
-					// The route's timeout ends first; the source reports it as its own
-					// ("timeout after 100ms"), and the failure names the route.
+					// The route's timeout ends first; the failure names the route and
+					// its timeout ("timeout after 100ms").
 					timeout, capRoute = c.timeout, c.route
 				}
 			}
@@ -667,7 +669,7 @@ func (s *Snapshot) startFetches(ctx context.Context, text string, caps []fetchCa
 			}
 			results := fetched{chunks: chunks, err: err}
 			if err != nil && capRoute != "" && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				results.capRoute = capRoute
+				results.capRoute, results.capTimeout = capRoute, timeout
 			}
 			g.results[i] = results
 		}()
@@ -687,6 +689,9 @@ func (s *Snapshot) reportFetchFailures(resp *Response, g *gathering) {
 		}
 		f := SourceFailure{Source: st.name, Error: redact.String(res.err.Error())}
 		if res.capRoute != "" {
+			// The route's timeout, not what was left of it when the fetch
+			// started (a busy machine starts fetches late).
+			f.Error = "timeout after " + res.capTimeout.String()
 			f.Reason, f.Route = FailureTimeout, res.capRoute
 		}
 		resp.FailedSources = append(resp.FailedSources, f)
@@ -756,11 +761,12 @@ const minUsefulTokens = 8
 // (TruncateEnd/TruncateMiddle), after which the budget is full. Whatever is left when the budget or max_chunks is exhausted
 // counts as dropped for budget.
 func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int, less func(a, b *candidate) bool, now time.Time) {
-	h := &rankHeap{c: cands, idx: make([]int32, len(cands)), less: less}
-	for i := range h.idx {
-		h.idx[i] = int32(i)
+	// The heap orders candidate positions, so its swaps move ints, not chunks.
+	idx := make([]int32, len(cands))
+	for i := range idx {
+		idx[i] = int32(i)
 	}
-	heap.Init(h)
+	h := topk.NewHeap(idx, func(a, b int32) bool { return less(&cands[a], &cands[b]) })
 	remaining := limit
 	minTokens := math.MaxInt
 	pinned := 0 // pinned candidates not yet popped
@@ -785,7 +791,7 @@ func (s *Snapshot) fill(resp *Response, cands []candidate, limit, maxChunks int,
 			resp.WasTruncated = true
 			break
 		}
-		c := cands[heap.Pop(h).(int32)]
+		c := cands[h.Pop()]
 		if c.pinned {
 			pinned--
 		}
@@ -935,24 +941,6 @@ func tieLess(a, b *candidate) bool {
 		return a.chunk.Path < b.chunk.Path
 	}
 	return a.chunk.Index < b.chunk.Index
-}
-
-// rankHeap orders candidate positions, so swaps move ints, not chunks.
-type rankHeap struct {
-	c    []candidate
-	idx  []int32
-	less func(a, b *candidate) bool
-}
-
-func (h *rankHeap) Len() int           { return len(h.idx) }
-func (h *rankHeap) Less(i, j int) bool { return h.less(&h.c[h.idx[i]], &h.c[h.idx[j]]) }
-func (h *rankHeap) Swap(i, j int)      { h.idx[i], h.idx[j] = h.idx[j], h.idx[i] }
-func (h *rankHeap) Push(x any)         { h.idx = append(h.idx, x.(int32)) }
-func (h *rankHeap) Pop() any {
-	n := len(h.idx) - 1
-	x := h.idx[n]
-	h.idx = h.idx[:n]
-	return x
 }
 
 // unnamedAgentWarning says that no permission names the agent and the

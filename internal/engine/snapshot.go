@@ -67,8 +67,14 @@ type SourceStatus struct {
 	Name   string              `json:"name"`
 	Type   v1alpha1.SourceType `json:"type"`
 	Chunks int                 `json:"chunks"`
-	// Tools is the size of a tool source's catalog.
+	// Tools is the number of tools a tool source serves.
 	Tools int `json:"tools,omitempty"`
+	// ToolsDigest is the digest of a tool source's catalog as read, tools
+	// held back included; Approval its spec's approval; Pending the tools it
+	// holds back under Manual, by id (api.md §10.9).
+	ToolsDigest string                `json:"tools_digest,omitempty"`
+	Approval    v1alpha1.ToolApproval `json:"approval,omitempty"`
+	Pending     []PendingTool         `json:"pending,omitempty"`
 	// Error is why the source could not be loaded; the rest of the router still answers.
 	Error  string `json:"error,omitempty"`
 	Commit string `json:"commit,omitempty"`
@@ -116,8 +122,10 @@ type sourceState struct {
 	src         sources.Source
 	query       sources.QuerySource
 	tool        sources.ToolSource
-	// tools are the index entries of a tool source's catalog.
+	// tools are the index entries of a tool source's catalog; review what
+	// its approval made of the catalog.
 	tools    toolEntries
+	review   toolReview
 	timeout  time.Duration
 	cacheKey string // SourceFingerprint of a query source ("" = not cached)
 	loadErr  error
@@ -237,6 +245,9 @@ func (s *Snapshot) Sources() []SourceStatus {
 		if st.loadErr != nil {
 			ss.Error = st.loadErr.Error()
 		}
+		if st.isToolSource() {
+			ss.ToolsDigest, ss.Approval, ss.Pending = st.review.digest, st.review.approval, st.review.pending
+		}
 		out = append(out, ss)
 	}
 	return out
@@ -282,7 +293,7 @@ func Compile(ctx context.Context, cfg *Config, opts Options) (*Snapshot, error) 
 	}
 	c.indexChunks()
 	c.embedChunks(ctx)
-	c.s.indexTools(c.catalogs, c.hash)
+	c.s.indexTools(c.catalogs, c.hash, !c.opts.SkipLoad)
 	c.s.hash = "sha256:" + hex.EncodeToString(c.hash.Sum(nil))
 	return c.s, nil
 }
@@ -452,6 +463,7 @@ func (c *compileScope) openSources() {
 			priority: spec.Spec.Priority, sensitivity: spec.Spec.Sensitivity, fixed: !sourceCanFail(&spec.Spec),
 		}
 		st.fresh.set(spec.Spec.Freshness)
+		st.review = toolReview{approval: spec.Spec.ToolApprovalMode(), approved: spec.ApprovedTools()}
 		s.hasFreshness = s.hasFreshness || st.fresh.maxAge > 0
 		src, err := open(spec, c.sourceEnv(name))
 		if err != nil {
@@ -633,13 +645,17 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 }
 
 // indexTools puts the catalogs of the tool sources into one index, in source
-// (name) then id order, and adds them to the snapshot's hash. A source whose
-// tools would take the index past tools.MaxTools fails.
-func (s *Snapshot) indexTools(catalogs [][]v1alpha1.Tool, h io.Writer) {
+// (name) then id order, and adds them to the snapshot's hash; under approval
+// Manual only the approved tools. A source whose tools would take the index
+// past tools.MaxTools fails. loaded: the sources were read (not SkipLoad).
+func (s *Snapshot) indexTools(catalogs [][]v1alpha1.Tool, h io.Writer, loaded bool) {
 	for _, st := range s.byGroup {
 		catalog := catalogs[st.group]
 		if !st.isToolSource() {
 			continue
+		}
+		if loaded && toolsServing(st) {
+			catalog = st.review.review(catalog, h)
 		}
 		if n := len(s.toolEntries) + len(catalog); n > tools.MaxTools {
 			st.loadErr = fmt.Errorf("the tool sources of router %s hold more than %d tools; this source's %d are left out", s.routerName, tools.MaxTools, len(catalog))

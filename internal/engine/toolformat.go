@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
@@ -273,6 +273,6 @@ func hashed(base, h string) string {
 
 // hash8 is the first 8 hex digits of s's SHA-256.
 func hash8(s string) string {
-	sum := sha256.Sum256([]byte(s))
+	sum := digest.SHA256(s)
 	return hex.EncodeToString(sum[:])[:providerHashLen]
 }

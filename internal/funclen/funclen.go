@@ -5,6 +5,9 @@
 // A package opts in with one test:
 //
 //	func TestFunctionLength(t *testing.T) { funclen.Check(t, ".", funclen.Limit) }
+//
+// or, for it and every package below it (a new subpackage is covered
+// without a test of its own), CheckTree.
 package funclen
 
 import (
@@ -28,12 +31,59 @@ const Limit = 120
 func Check(t testing.TB, dir string, limit int) {
 	t.Helper()
 	long, err := Over(dir, limit)
+	report(t, long, err, limit)
+}
+
+// CheckTree is Check for the package in root and every package below it
+// (testdata and directories starting with . or _ left out, as the go
+// command leaves them out).
+func CheckTree(t testing.TB, root string, limit int) {
+	t.Helper()
+	long, err := OverTree(root, limit)
+	report(t, long, err, limit)
+}
+
+// report fails t with err, or once for each function of long.
+func report(t testing.TB, long []Func, err error, limit int) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range long {
 		t.Errorf("%s; at most %d are allowed: make it a short driver over named steps", f, limit)
 	}
+}
+
+// OverTree is Over for root and every package directory below it; a
+// Func's File is its path from root.
+func OverTree(root string, limit int) ([]Func, error) {
+	var out []Func
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if name := d.Name(); path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			return filepath.SkipDir
+		}
+		long, err := Over(path, limit)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		for _, f := range long {
+			f.File = filepath.Join(rel, f.File)
+			out = append(out, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortLongestFirst(out)
+	return out, nil
 }
 
 // Func is a function (or method) and its length in lines, from the line
@@ -80,13 +130,18 @@ func Over(dir string, limit int) ([]Func, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Func) int {
+	sortLongestFirst(out)
+	return out, nil
+}
+
+// sortLongestFirst orders fs longest first, then by file and name.
+func sortLongestFirst(fs []Func) {
+	slices.SortFunc(fs, func(a, b Func) int {
 		if c := cmp.Compare(b.Lines, a.Lines); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.File+a.Name, b.File+b.Name)
 	})
-	return out, nil
 }
 
 // funcName is Name, or Type.Name for a method (pointer or not, type

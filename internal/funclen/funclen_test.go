@@ -30,15 +30,7 @@ func TestOver(t *testing.T) {
 		"notes.txt":    "func notGo()" + body(200),
 		"generated.go": "package p\n\nfunc declared()\n",
 	}
-	for name, text := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	got, err := Over(dir, 20)
 	if err != nil {
 		t.Fatal(err)
@@ -86,4 +78,51 @@ type recorder struct {
 func (r *recorder) Helper() {}
 func (r *recorder) Errorf(format string, a ...any) {
 	r.errors = append(r.errors, fmt.Sprintf(format, a...))
+}
+
+// TestOverTree: the package in root and every package below it, each
+// function named by its path from root; testdata and . or _ directories
+// left out, as the go command leaves them.
+func TestOverTree(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"a.go":                 "package p\n\nfunc top()" + body(30),
+		"sub/b.go":             "package sub\n\nfunc inSub()" + body(40) + "func shortSub()" + body(5),
+		"sub/deeper/c.go":      "package deeper\n\nfunc deep()" + body(25),
+		"testdata/d.go":        "package d\n\nfunc data()" + body(200),
+		"_skipped/e.go":        "package e\n\nfunc underscored()" + body(200),
+		".hidden/f.go":         "package f\n\nfunc hidden()" + body(200),
+		"sub/deeper/c_test.go": "package deeper\n\nfunc longTest()" + body(200),
+	})
+	got, err := OverTree(dir, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range got {
+		names = append(names, fmt.Sprintf("%s %s:%d", f.File, f.Name, f.Lines))
+	}
+	want := []string{"sub/b.go inSub:40", "a.go top:30", "sub/deeper/c.go deep:25"}
+	if !slices.Equal(names, want) {
+		t.Errorf("OverTree = %v, want %v", names, want)
+	}
+	rec := &recorder{}
+	CheckTree(rec, dir, 30)
+	if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "sub/b.go:3: inSub is 40 lines; at most 30") {
+		t.Errorf("CheckTree reported %q", rec.errors)
+	}
+}
+
+// writeFiles writes files (path from dir: text), making their directories.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

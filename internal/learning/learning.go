@@ -1,5 +1,5 @@
 // Package learning turns the outcomes agents report for shortlisted tools
-// into learned examples (docs/api.md §10.9): a success is an example of its
+// into learned examples (docs/api.md §10.10): a success is an example of its
 // tool, a failure an anti-example. The records live in the router's
 // session store (memstore, redisstore), behind Store; this package holds
 // the rules every store and caller share: the record, its id, the bounds

@@ -18,26 +18,11 @@ import (
 // one-shot path of the CLI's commands and the Go API; serve reloads through
 // its own watcher.
 func Compile(ctx context.Context, paths []string, router string, opts engine.Options) (*engine.Snapshot, error) {
-	set, err := Load(paths...)
-	if err != nil {
-		return nil, err
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	var errs []string
-	for _, p := range set.Check() {
-		if p.IsWarning() {
-			log.Warn(p.Error())
-			continue
-		}
-		errs = append(errs, p.Error())
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
-	}
-	cfg, err := set.Config(router)
+	set, cfg, err := LoadConfig(paths, router, log)
 	if err != nil {
 		return nil, err
 	}
@@ -57,4 +42,34 @@ func Compile(ctx context.Context, paths []string, router string, opts engine.Opt
 		log.Warn(p.Error())
 	}
 	return snap, nil
+}
+
+// LoadConfig loads the manifests under paths, checks them as validate does
+// (errors refuse them all; warnings go to log, nil = slog.Default()) and
+// selects the configuration of the router named router ("" = the only
+// one), without compiling it.
+func LoadConfig(paths []string, router string, log *slog.Logger) (*Set, *engine.Config, error) {
+	set, err := Load(paths...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	var errs []string
+	for _, p := range set.Check() {
+		if p.IsWarning() {
+			log.Warn(p.Error())
+			continue
+		}
+		errs = append(errs, p.Error())
+	}
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("invalid manifests:\n%s", strings.Join(errs, "\n"))
+	}
+	cfg, err := set.Config(router)
+	if err != nil {
+		return nil, nil, err
+	}
+	return set, cfg, nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // Severity says whether a problem stops an object from being used.
@@ -274,20 +275,23 @@ func FromFieldErrors(kind, name string, errs field.ErrorList, reason v1alpha1.Co
 	return out
 }
 
-// OneLine makes a message fit one line. CEL puts an excerpt of the
-// expression with a caret under each issue (lines starting with " | "); the
-// issue line already names the column, so the excerpt is dropped. Other line
-// breaks become "; ".
+// OneLine makes a problem's message fit one line: each of its lines is
+// made one clean line as textutil.OneLine makes any text, and the lines are
+// joined by "; ", as separate issues. CEL puts an excerpt of the expression
+// with a caret under each issue (lines starting with " | "); the issue line
+// already names the column, so the excerpt is dropped.
 func OneLine(msg string) string {
 	if !strings.Contains(msg, "\n") {
-		return msg
+		return textutil.OneLine(msg)
 	}
 	var parts []string
 	for _, line := range strings.Split(msg, "\n") {
-		if strings.HasPrefix(line, " | ") || strings.TrimSpace(line) == "" || strings.TrimSpace(line) == "|" {
+		if strings.HasPrefix(line, " | ") {
 			continue
 		}
-		parts = append(parts, strings.TrimSpace(line))
+		if line = textutil.OneLine(line); line != "" && line != "|" {
+			parts = append(parts, line)
+		}
 	}
 	return strings.Join(parts, "; ")
 }

@@ -100,6 +100,16 @@ func TestOneLine(t *testing.T) {
 	if got := OneLine("plain"); got != "plain" {
 		t.Errorf("OneLine(plain) = %q", got)
 	}
+	// Each line is made one clean line as textutil.OneLine makes any text.
+	for msg, want := range map[string]string{
+		"a\x1b[2Jb":             "a[2Jb",
+		"first\r\nsecond\r\n":   "first; second",
+		"tab\there\n  \n|\nend": "tab here; end",
+	} {
+		if got := OneLine(msg); got != want {
+			t.Errorf("OneLine(%q) = %q, want %q", msg, got, want)
+		}
+	}
 }
 
 func TestSort(t *testing.T) {

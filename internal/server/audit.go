@@ -1,14 +1,10 @@
 package server
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash"
-	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -21,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/session"
@@ -106,9 +103,8 @@ type auditPolicy struct {
 	// below threshold.
 	all       bool
 	threshold uint64
-	// macs holds HMAC states under the server's sampling key: keying one
-	// costs more than hashing an id, so they are reused (Reset keeps the key).
-	macs      *sync.Pool
+	// macs is HMAC-SHA-256 under the server's sampling key.
+	macs      *digest.MAC
 	queryText v1alpha1.AuditQueryText
 }
 
@@ -139,25 +135,8 @@ func (p *auditPolicy) sampled(requestID string) bool {
 	if p.all {
 		return true
 	}
-	m := p.macs.Get().(hash.Hash)
-	m.Reset()
-	io.WriteString(m, requestID)
-	var sum [sha256.Size]byte
-	ok := binary.BigEndian.Uint64(m.Sum(sum[:0])[:8]) < p.threshold
-	p.macs.Put(m)
-	return ok
-}
-
-// newAuditKey is the secret key of sampling, drawn once per process.
-func newAuditKey() []byte {
-	k := make([]byte, 32)
-	_, _ = rand.Read(k) // crypto/rand.Read never fails (it panics instead)
-	return k
-}
-
-// newAuditMACs is the pool of HMAC-SHA-256 states under key.
-func newAuditMACs(key []byte) *sync.Pool {
-	return &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
+	sum := p.macs.Sum(requestID)
+	return binary.BigEndian.Uint64(sum[:8]) < p.threshold
 }
 
 // auditMetrics are the audit log's series; the writer's counts are read
@@ -324,39 +303,13 @@ func (s *Server) authOf(st *state) string {
 // log: the first 16 hex digits (64 bits) of the SHA-256 of its content as
 // delivered (after redaction or truncation).
 func ChunkHash(content string) string {
-	h := newHasher()
-	return hex.EncodeToString(h.sum(content)[:8])
-}
-
-// hasher hashes strings without copying each to the heap as []byte(s)
-// would (a record hashes every delivered chunk); pooled, so a record
-// allocates nothing for it.
-type hasher struct {
-	h   hash.Hash
-	buf [512]byte
-	out [sha256.Size]byte
-}
-
-var hasherPool = sync.Pool{New: func() any { return newHasher() }}
-
-func newHasher() *hasher { return &hasher{h: sha256.New()} }
-
-// sum is the SHA-256 of s; the result is valid until the next call.
-func (x *hasher) sum(s string) []byte {
-	x.h.Reset()
-	for len(s) > 0 {
-		n := copy(x.buf[:], s)
-		x.h.Write(x.buf[:n])
-		s = s[n:]
-	}
-	return x.h.Sum(x.out[:0])
+	sum := digest.SHA256(content)
+	return hex.EncodeToString(sum[:8])
 }
 
 // appendAuditRecord appends one audit line (api.md §6.5), keys in a fixed order.
 func (s *Server) appendAuditRecord(b []byte, st *state, p *auditPolicy, d *Delivery, id string, start time.Time) []byte {
 	now := time.Now()
-	h := hasherPool.Get().(*hasher)
-	defer hasherPool.Put(h)
 	b = append(b, `{"time":"`...)
 	b = now.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","type":"`+AuditRecordType+`","request_id":`...)
@@ -380,7 +333,8 @@ func (s *Server) appendAuditRecord(b []byte, st *state, p *auditPolicy, d *Deliv
 	switch p.queryText {
 	case v1alpha1.AuditQueryHash:
 		b = append(b, `,"query_sha256":"`...)
-		b = hex.AppendEncode(b, h.sum(d.Text))
+		sum := digest.SHA256(d.Text)
+		b = hex.AppendEncode(b, sum[:])
 		b = append(b, '"')
 	case v1alpha1.AuditQueryFull:
 		b = append(b, `,"query":`...)
@@ -421,7 +375,8 @@ func (s *Server) appendAuditRecord(b []byte, st *state, p *auditPolicy, d *Deliv
 		b = append(b, `,"chunk":`...)
 		b = strconv.AppendInt(b, int64(c.Metadata.Chunk), 10)
 		b = append(b, `,"sha256":"`...)
-		b = hex.AppendEncode(b, h.sum(c.Content)[:8])
+		sum := digest.SHA256(c.Content)
+		b = hex.AppendEncode(b, sum[:8])
 		b = append(b, '"')
 		if c.Metadata.Stale != nil && *c.Metadata.Stale {
 			b = append(b, `,"stale":true`...)

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+
+	"github.com/contextrouter/contextrouter/internal/digest"
 )
 
 // BenchmarkHandlerQueryAudit is BenchmarkHandlerQuery with the audit log on:
@@ -51,7 +53,7 @@ func BenchmarkHandlerQueryAudit(b *testing.B) {
 // BenchmarkAuditSampled is the sampling decision of one delivery at a rate
 // below 1 (a caller-sized request id).
 func BenchmarkAuditSampled(b *testing.B) {
-	p := &auditPolicy{threshold: 1 << 62, macs: newAuditMACs(newAuditKey())}
+	p := &auditPolicy{threshold: 1 << 62, macs: digest.NewMAC(digest.NewKey())}
 	id := "0b9c6f1e-4a7d-4e55-9d1b-2f3c4a5b6c7d"
 	n := 0
 	b.ReportAllocs()

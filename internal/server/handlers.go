@@ -325,12 +325,7 @@ func (s *Server) handleToolTree(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	requested := q.Get("agent")
-	if n := len(requested); n > engine.MaxAgentBytes {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: agent is %d bytes; it is limited to %d bytes", engine.ErrBadRequest, n, engine.MaxAgentBytes))
-		return
-	}
-	agent, herr := reconcileAgent(established, requested)
+	agent, herr := settleAgent(established, q.Get("agent"))
 	if herr != nil {
 		writeError(w, herr.code, herr.msg)
 		return
@@ -355,8 +350,11 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, limit int64) (engine.
 // arguments share: the same rules and messages.
 func decodeQuery(body io.Reader, limit int64) (engine.Request, *httpError) {
 	var req engine.Request
-	return req, decodeStrict(body, limit, &req, `{"text": "..."}`)
+	return req, decodeStrict(body, limit, &req, queryExample)
 }
+
+// queryExample is a query request as the errors of an empty one show it.
+const queryExample = `{"text": "..."}`
 
 func (s *Server) notReadyMessage() string {
 	if s.draining.Load() {
@@ -442,6 +440,13 @@ type SourceStatus struct {
 	NewestContentTime *time.Time `json:"newest_content_time,omitempty"`
 	ContentAgeSeconds *int64     `json:"content_age_seconds,omitempty"`
 	Stale             bool       `json:"stale,omitempty"`
+	// ToolsDigest is a tool source's catalog digest, Approval its spec's
+	// approval; under Manual, PendingTools counts the tools held back and
+	// Pending lists the first maxStatusPending by id (api.md §10.9).
+	ToolsDigest  string               `json:"tools_digest,omitempty"`
+	Approval     string               `json:"approval,omitempty"`
+	PendingTools *int                 `json:"pending_tools,omitempty"`
+	Pending      []engine.PendingTool `json:"pending,omitempty"`
 }
 
 // SkipCounts is sources.Skips without the paths: /v1/status answers callers
@@ -491,6 +496,7 @@ func (s *Server) Status() Status {
 		if k := src.Skipped; k != nil {
 			ss.Skipped = &SkipCounts{Files: k.Files, Reasons: k.Reasons}
 		}
+		setPending(&ss, &src)
 		live := snap.Source(src.Name)
 		if g, ok := live.(interface{ Status() sources.GitStatus }); ok {
 			gs := g.Status()

@@ -40,6 +40,17 @@ type mcpAgentKey struct{}
 
 // newMCPHandler builds the /mcp endpoint.
 func (s *Server) newMCPHandler() http.Handler {
+	srv := s.newMCPServer()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
+	})
+	return s.guardMCP(h)
+}
+
+// newMCPServer is the MCP server of the endpoint and its tools.
+func (s *Server) newMCPServer() *mcp.Server {
 	version := s.opts.Version
 	if version == "" {
 		version = "dev"
@@ -57,12 +68,12 @@ func (s *Server) newMCPHandler() http.Handler {
 	s.addMCPToolTools(srv)
 	s.addMCPDrilldown(srv)
 	s.addMCPOutcome(srv)
+	return srv
+}
 
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		JSONResponse:        true,
-		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
-	})
+// guardMCP puts the endpoint's own checks in front of the SDK's handler h:
+// readiness, the caller's token, and admitMCP.
+func (s *Server) guardMCP(h http.Handler) http.Handler {
 	// The SDK passes TokenInfo to tools only from its own middleware; the
 	// token was checked already, so its verifier hands over the agent.
 	withAgent := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -204,40 +215,78 @@ func (s *Server) addMCPToolTools(srv *mcp.Server) {
 
 // findTools is find_tools: POST /v1/tools over MCP.
 func (s *Server) findTools(ctx context.Context, call *mcp.CallToolRequest, start time.Time) (*mcp.CallToolResult, string) {
-	st, req, refusal := s.mcpRequest(call)
-	if refusal != nil {
-		return refusal, "refused"
+	st, req, herr := s.mcpRequest(call)
+	if herr == nil {
+		var resp *engine.ToolsResponse
+		if resp, herr = s.runFindTools(ctx, st, req, start); herr == nil {
+			d := toolsDelivery("mcp:find_tools", req, resp)
+			s.deliver(callHeader(call), st, &d, start)
+			return jsonResult(resp)
+		}
 	}
-	resp, herr := s.runFindTools(ctx, st, req, start)
-	if herr != nil {
-		return toolError(herr.msg), resultOf(herr)
-	}
-	d := toolsDelivery("mcp:find_tools", req, resp)
-	s.deliver(callHeader(call), st, &d, start)
-	return jsonResult(resp)
+	return toolFailure(herr)
 }
 
 // jsonResult answers a tool call with v, as structured content and as JSON text.
 func jsonResult(v any) (*mcp.CallToolResult, string) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return toolError("internal error: encoding the answer"), "failure"
+		return toolError("internal error: encoding the answer"), outcomeFailure
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, "success"
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, outcomeSuccess
 }
 
-// mcpCaller settles the state and the established agent of a tool call
-// that does not run a query; refusal is the answer when it cannot.
-func (s *Server) mcpCaller(call *mcp.CallToolRequest) (st *state, established string, refusal *mcp.CallToolResult, result string) {
-	if st = s.state.Load(); st == nil {
-		return nil, "", toolError(s.notReadyMessage()), "failure"
+// The outcomes of a tool call, the result label of mcp_tool_calls_total:
+// one label per kind of outcome, whichever tool (api.md §10.6).
+const (
+	outcomeSuccess = "success"
+	// outcomeRefused: the call cannot be answered as made (4xx): bad or
+	// unknown arguments, no identity, another agent, nothing found.
+	outcomeRefused = "refused"
+	// outcomeFailure: the router could not answer (5xx): not ready, a
+	// timeout, a store unavailable or full, an internal error.
+	outcomeFailure = "failure"
+)
+
+// toolFailure answers a tool call with the HTTP API's error for the same
+// request: its message as the tool error, its status as the outcome.
+func toolFailure(herr *httpError) (*mcp.CallToolResult, string) {
+	if herr.code >= http.StatusInternalServerError {
+		return toolError(herr.msg), outcomeFailure
+	}
+	return toolError(herr.msg), outcomeRefused
+}
+
+// mcpCaller settles the state and the established agent of a tool call,
+// and decodes its arguments into args strictly (decodeArgs).
+func (s *Server) mcpCaller(call *mcp.CallToolRequest, args any, example string) (*state, string, *httpError) {
+	st := s.state.Load()
+	if st == nil {
+		return nil, "", errorf(http.StatusServiceUnavailable, "%s", s.notReadyMessage())
 	}
 	established, herr := s.mcpIdentity(call, st)
-	if herr != nil {
-		return nil, "", toolError(herr.msg), "refused"
+	if herr == nil {
+		herr = s.decodeArgs(call, args, example)
 	}
-	return st, established, nil, ""
+	if herr != nil {
+		return nil, "", herr
+	}
+	return st, established, nil
 }
+
+// decodeArgs is the one decoder of every tool's arguments: as strict as a
+// request body (decodeStrict), so an unknown or mistyped argument is a tool
+// error that names it; no arguments are an empty object.
+func (s *Server) decodeArgs(call *mcp.CallToolRequest, v any, example string) *httpError {
+	args := call.Params.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	return decodeStrict(bytes.NewReader(args), s.opts.MaxBodyBytes, v, example)
+}
+
+// describeExample is describe_tool's arguments as its errors show them.
+const describeExample = `{"name": "hr.leave_balance"}`
 
 // describeArgs are describe_tool's arguments.
 type describeArgs struct {
@@ -249,26 +298,21 @@ type describeArgs struct {
 // describeTool is describe_tool: a tool's full entry, if the agent may use
 // it; any other tool is "not found", whether it exists or not.
 func (s *Server) describeTool(_ context.Context, call *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, string) {
-	st, established, refusal, result := s.mcpCaller(call)
-	if refusal != nil {
-		return refusal, result
-	}
 	var args describeArgs
-	dec := json.NewDecoder(bytes.NewReader(call.Params.Arguments))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&args); err != nil || args.Name == "" {
-		return toolError("bad request: describe_tool takes name (a tool id), and optionally source and agent"), "refused"
+	st, established, herr := s.mcpCaller(call, &args, describeExample)
+	if herr == nil && args.Name == "" {
+		herr = errorf(http.StatusBadRequest, "name: required: describe_tool takes name (a tool id), and optionally source and agent, such as %s", describeExample)
 	}
-	if len(args.Agent) > engine.MaxAgentBytes {
-		return toolError(fmt.Sprintf("%s: agent is %d bytes; it is limited to %d bytes", engine.ErrBadRequest, len(args.Agent), engine.MaxAgentBytes)), "refused"
+	var agent string
+	if herr == nil {
+		agent, herr = settleAgent(established, args.Agent)
 	}
-	agent, herr := reconcileAgent(established, args.Agent)
 	if herr != nil {
-		return toolError(herr.msg), "refused"
+		return toolFailure(herr)
 	}
 	e, ok := st.snap.DescribeTool(agent, args.Source, args.Name)
 	if !ok {
-		return toolError(fmt.Sprintf("tool %q not found among the tools this agent may use", args.Name)), "refused"
+		return toolFailure(errorf(http.StatusNotFound, "tool %q not found among the tools this agent may use", args.Name))
 	}
 	t := e.Tool
 	if t.InputSchema == nil {
@@ -291,36 +335,16 @@ func (s *Server) mcpHandler(name string, call func(context.Context, *mcp.CallToo
 }
 
 // mcpRequest settles the state, the agent and the query request of a tool
-// call; a refusal is the tool error to answer.
-func (s *Server) mcpRequest(call *mcp.CallToolRequest) (*state, engine.Request, *mcp.CallToolResult) {
-	st := s.state.Load()
-	if st == nil {
-		return nil, engine.Request{}, toolError(s.notReadyMessage())
-	}
-	established, herr := s.mcpIdentity(call, st)
-	if herr != nil {
-		return nil, engine.Request{}, toolError(herr.msg)
-	}
-	args := call.Params.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage(`{}`)
-	}
-	req, herr := decodeQuery(bytes.NewReader(args), s.opts.MaxBodyBytes)
+// call that runs a query (get_context, find_tools): the arguments are a
+// query request, decoded as POST /v1/query decodes its body; the agent's
+// bound is the query's validation.
+func (s *Server) mcpRequest(call *mcp.CallToolRequest) (*state, engine.Request, *httpError) {
+	var req engine.Request
+	st, established, herr := s.mcpCaller(call, &req, queryExample)
 	if herr == nil {
 		req.Agent, herr = reconcileAgent(established, req.Agent)
 	}
-	if herr != nil {
-		return nil, engine.Request{}, toolError(herr.msg)
-	}
-	return st, req, nil
-}
-
-// resultOf is the metric result of a refused or failed query.
-func resultOf(herr *httpError) string {
-	if herr.code == http.StatusBadRequest {
-		return "refused"
-	}
-	return "failure"
+	return st, req, herr
 }
 
 // Argument properties of the endpoint's tools, shared where two tools take
@@ -377,20 +401,20 @@ func (s *Server) mcpIdentity(req *mcp.CallToolRequest, st *state) (string, *http
 // it (the same bytes as structured content, and its text), and refused with
 // the same messages as tool errors.
 func (s *Server) getContext(ctx context.Context, call *mcp.CallToolRequest, start time.Time) (*mcp.CallToolResult, string) {
-	st, req, refusal := s.mcpRequest(call)
-	if refusal != nil {
-		return refusal, "refused"
+	st, req, herr := s.mcpRequest(call)
+	var resp *engine.Response
+	if herr == nil {
+		resp, herr = s.runQuery(ctx, st, req, start)
 	}
-	resp, herr := s.runQuery(ctx, st, req, start)
 	if herr != nil {
-		return toolError(herr.msg), resultOf(herr)
+		return toolFailure(herr)
 	}
 	d := DeliveryFromResponse("mcp:get_context", req.Text, req.Agent, resp)
 	s.deliver(callHeader(call), st, &d, start)
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: resp.Text}},
 		StructuredContent: json.RawMessage(appendResponse(nil, resp)),
-	}, "success"
+	}, outcomeSuccess
 }
 
 func toolError(msg string) *mcp.CallToolResult {

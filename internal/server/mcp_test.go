@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -375,6 +376,8 @@ func TestMCPFindAndDescribeTools(t *testing.T) {
 		{"denied by a safety tag", map[string]any{"name": "billing.invoices.create_invoice", "agent": "support-bot"}, "not found", true},
 		{"allowed to that agent", map[string]any{"name": "billing.invoices.list_invoices", "agent": "support-bot"}, `"id":"billing.invoices.list_invoices"`, false},
 		{"no name", map[string]any{}, "describe_tool takes name", true},
+		// The one agent check of the other tools (settleAgent), not a copy.
+		{"agent past its bound", map[string]any{"name": "billing.invoices.list_invoices", "agent": strings.Repeat("a", 254)}, "bad request: agent is 254 bytes; it is limited to 253 bytes", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := callTool(t, cs, "describe_tool", tc.args)
@@ -382,6 +385,91 @@ func TestMCPFindAndDescribeTools(t *testing.T) {
 				t.Errorf("describe_tool %v: error %v, %s; want error %v and %q", tc.args, res.IsError, resultText(res), tc.refused, tc.want)
 			}
 		})
+	}
+}
+
+// mcpToolArgs are valid arguments of each tool of the endpoint.
+var mcpToolArgs = map[string]map[string]any{
+	"get_context":   {"text": "create an invoice"},
+	"find_tools":    {"text": "create an invoice"},
+	"describe_tool": {"name": "billing.invoices.create_invoice"},
+	"drilldown":     {"ref": "sha256:" + strings.Repeat("0", 64)},
+}
+
+// mcpToolCalls reads contextrouter_mcp_tool_calls_total of each tool and
+// result from /metrics, as a scraper does.
+func mcpToolCalls(t *testing.T, ts *testServer) map[string]string {
+	t.Helper()
+	code, b := ts.get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, b)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "contextrouter_mcp_tool_calls_total{"); ok {
+			labels, value, _ := strings.Cut(rest, "} ")
+			got[labels] = value
+		}
+	}
+	return got
+}
+
+// TestMCPToolOutcomes: every tool decodes its arguments with the one strict
+// decoder (an unknown argument is a tool error naming it, as the HTTP API's
+// body error says it), and counts each kind of outcome under one label,
+// whichever tool: a refused call "refused", a call while no configuration
+// serves "failure" (get_context and find_tools said "refused", describe_tool
+// a message of its own; issue 23).
+func TestMCPToolOutcomes(t *testing.T) {
+	ts, _ := toolsServer(t, Options{})
+	cs, err := ts.mcpConnect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for name, args := range mcpToolArgs {
+		t.Run("unknown argument to "+name, func(t *testing.T) {
+			bad := maps.Clone(args)
+			bad["bogus"] = 1
+			res := callTool(t, cs, name, bad)
+			if msg := `invalid request body: unknown field "bogus"`; !res.IsError || resultText(res) != msg {
+				t.Errorf("%s: %v %q, want the tool error %q", name, res.IsError, resultText(res), msg)
+			}
+		})
+		want[`result="refused",tool="`+name+`"`] = "1"
+	}
+	if got := mcpToolCalls(t, ts); !maps.Equal(got, want) {
+		t.Errorf("mcp_tool_calls_total after unknown arguments:\n%v\nwant\n%v", got, want)
+	}
+
+	// Not ready: /mcp answers 503 before any tool runs, so the tools' own
+	// check is reached in process, as a call let in just before would.
+	file := filepath.Join(t.TempDir(), "router.yaml")
+	writeAtomic(t, file, inlineManifests("v1", "notes")+"kind: Unknown\n")
+	nr := startServer(t, Options{Paths: []string{file}})
+	eventually(t, 10*time.Second, "a failed first load", func() bool { return nr.status().LastReloadError != "" })
+	ctx := context.Background()
+	clientT, serverT := mcp.NewInMemoryTransports()
+	ss, err := nr.srv.newMCPServer().Connect(ctx, serverT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	ncs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(ctx, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ncs.Close() })
+	want = map[string]string{}
+	for name, args := range mcpToolArgs {
+		res := callTool(t, ncs, name, args)
+		if !res.IsError || !strings.HasPrefix(resultText(res), "no configuration is serving: ") {
+			t.Errorf("%s while not ready: %v %q, want the not-ready message", name, res.IsError, resultText(res))
+		}
+		want[`result="failure",tool="`+name+`"`] = "1"
+	}
+	if got := mcpToolCalls(t, nr); !maps.Equal(got, want) {
+		t.Errorf("mcp_tool_calls_total while not ready:\n%v\nwant\n%v", got, want)
 	}
 }
 

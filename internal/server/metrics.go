@@ -320,6 +320,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- readyDesc
 	ch <- gitSyncAgeDesc
 	ch <- contentAgeDesc
+	ch <- pendingApprovalDesc
 }
 
 func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
@@ -338,6 +339,7 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(snapshotChunksDesc, prometheus.GaugeValue, float64(snap.Chunks()))
 	now := time.Now()
 	for _, info := range snap.Sources() {
+		collectPending(ch, &info)
 		if age, _, ok := info.ContentAge(now); ok {
 			ch <- prometheus.MustNewConstMetric(contentAgeDesc, prometheus.GaugeValue, float64(age), info.Name)
 		}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +16,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
-// Learning from outcomes (api.md §10.9): POST, GET and DELETE
+// Learning from outcomes (api.md §10.10): POST, GET and DELETE
 // /v1/tools/outcomes and the MCP tool report_tool_outcome.
 
 const (
@@ -129,10 +128,7 @@ func (s *Server) learnedFor(ctx context.Context, st *state, agent string) *tools
 // the tool and the right to teach checked, then learning.Learn. reason is
 // the metric's ("" when accepted).
 func (s *Server) reportOutcome(ctx context.Context, st *state, established string, req outcomeRequest) (*outcomeAnswer, *httpError, string) {
-	if n := len(req.Agent); n > engine.MaxAgentBytes {
-		return nil, errorf(http.StatusBadRequest, "agent is %d bytes; it is limited to %d bytes", n, engine.MaxAgentBytes), "bad_request"
-	}
-	agent, herr := reconcileAgent(established, req.Agent)
+	agent, herr := settleAgent(established, req.Agent)
 	if herr != nil {
 		return nil, herr, "bad_request"
 	}
@@ -291,10 +287,7 @@ func outcomeFilter(r *http.Request, established string) (learning.Filter, *httpE
 			return learning.Filter{}, errorf(http.StatusBadRequest, "unknown query parameter %q: outcomes take agent, source, tool and id", name)
 		}
 	}
-	if n := len(q.Get("agent")); n > engine.MaxAgentBytes {
-		return learning.Filter{}, errorf(http.StatusBadRequest, "agent is %d bytes; it is limited to %d bytes", n, engine.MaxAgentBytes)
-	}
-	agent, herr := reconcileAgent(established, q.Get("agent"))
+	agent, herr := settleAgent(established, q.Get("agent"))
 	if herr != nil {
 		return learning.Filter{}, herr
 	}
@@ -326,19 +319,18 @@ var reportOutcomeSchema = objectSchema("tool",
 
 // mcpReportOutcome is report_tool_outcome: POST /v1/tools/outcomes over MCP.
 func (s *Server) mcpReportOutcome(ctx context.Context, call *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, string) {
-	st, established, refusal, result := s.mcpCaller(call)
-	if refusal != nil {
-		return refusal, result
-	}
 	var req outcomeRequest
-	if herr := decodeStrict(bytes.NewReader(call.Params.Arguments), s.opts.MaxBodyBytes, &req, outcomeExample); herr != nil {
-		s.countOutcome("bad_request")
-		return toolError(herr.msg), "refused"
+	st, established, herr := s.mcpCaller(call, &req, outcomeExample)
+	if herr != nil {
+		if herr.code == http.StatusBadRequest || herr.code == http.StatusRequestEntityTooLarge {
+			s.countOutcome("bad_request")
+		}
+		return toolFailure(herr)
 	}
 	ans, herr, reason := s.reportOutcome(ctx, st, established, req)
 	s.countOutcome(reason)
 	if herr != nil {
-		return toolError(herr.msg), "refused"
+		return toolFailure(herr)
 	}
 	return jsonResult(ans)
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/manifest"
 	"github.com/contextrouter/contextrouter/internal/problem"
@@ -105,6 +106,10 @@ type Options struct {
 	Cache CacheStats
 	// Logger for the server (nil = slog.Default()).
 	Logger *slog.Logger
+	// ReportToolsStatus writes, through Kube, the router's entry of each
+	// Tools and MCP source's status.tools and an Event per tool newly held
+	// back (serve --report-tools-status, api.md §10.9).
+	ReportToolsStatus bool
 	// Version is the server's version in the MCP handshake ("" = "dev").
 	Version string
 	// AuditLog is where audit lines go (serve --audit-log): a file path, or
@@ -176,7 +181,7 @@ type Server struct {
 	audit    *auditMetrics
 	// auditMACs hash request ids for audit sampling under a key callers
 	// never learn (auditSampleKey in tests, else drawn at start).
-	auditMACs *sync.Pool
+	auditMACs *digest.MAC
 	// sessions is the store Options.SessionStore gave; otherwise holder
 	// keeps the store each configuration names.
 	sessions session.Store
@@ -213,6 +218,9 @@ type Server struct {
 	wantRebuild bool
 	wake        chan struct{}
 
+	// reporter writes tool sources' status into the cluster (nil = off).
+	reporter *toolReporter
+
 	// Background work, set while Run runs.
 	bgMu    sync.Mutex
 	bgCtx   context.Context
@@ -225,6 +233,9 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if len(opts.Paths) == 0 {
 		return nil, errors.New("no manifest files or directories given")
+	}
+	if opts.ReportToolsStatus && opts.Kube == nil {
+		return nil, errors.New("reporting tool sources' status needs a connection to the Kubernetes API")
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
@@ -253,9 +264,9 @@ func New(opts Options) (*Server, error) {
 	}
 	key := opts.auditSampleKey
 	if key == nil {
-		key = newAuditKey()
+		key = digest.NewKey()
 	}
-	s.auditMACs = newAuditMACs(key)
+	s.auditMACs = digest.NewMAC(key)
 	out := opts.AuditOutput
 	if out == nil {
 		out = os.Stdout
@@ -271,6 +282,9 @@ func New(opts Options) (*Server, error) {
 	if err := s.openSessionStore(); err != nil {
 		s.auditLog.close(context.Background())
 		return nil, err
+	}
+	if opts.ReportToolsStatus {
+		s.reporter = newToolReporter(opts.Kube, opts.Logger)
 	}
 	s.metrics = newMetrics(s)
 	s.audit = newAuditMetrics(s.metrics.reg, s.auditLog)
@@ -455,6 +469,9 @@ func (s *Server) build(ctx context.Context, cfg *engine.Config) (swapped bool, e
 	st := &state{snap: snap, cfg: cfg, tokens: tokens, secrets: s.secretsDigest(cfg), policy: policy, counters: s.metrics.forSnapshot(snap),
 		audit: s.auditPolicyFor(cfg), deliveries: newDeliveryCounters(s.audit.deliveries, snap)}
 	s.state.Store(st)
+	fresh := newlyPending(old, st)
+	s.logPending(fresh)
+	s.reporter.enqueue(st, fresh)
 	retired := s.pool.commit(open)
 	s.metrics.retire(old, st)
 	if old != nil {
@@ -598,6 +615,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.bgMu.Unlock()
 
 	s.goBackground(func() { s.reloadWorker(bg) })
+	if s.reporter != nil {
+		s.goBackground(func() { s.reporter.run(bg) })
+	}
 	s.goBackground(func() { s.watcher.run(bg) })
 	if s.opts.PollInterval > 0 {
 		s.goBackground(func() { s.poll(bg) })

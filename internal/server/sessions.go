@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,10 +205,12 @@ func (s *Server) sessionCaller(w http.ResponseWriter, r *http.Request) (*state, 
 	return st, established, true
 }
 
-// settleAgent reconciles the agent a request names with the caller's.
+// settleAgent is the one agent check of a request that runs no query (a
+// query's is its validation): the agent it names within its bound
+// (engine.CheckAgent) and reconciled with the caller's.
 func settleAgent(established, requested string) (string, *httpError) {
-	if n := len(requested); n > engine.MaxAgentBytes {
-		return "", errorf(http.StatusBadRequest, "%s: agent is %d bytes; it is limited to %d bytes", engine.ErrBadRequest, n, engine.MaxAgentBytes)
+	if err := engine.CheckAgent(requested); err != nil {
+		return "", errorf(http.StatusBadRequest, "%v", err)
 	}
 	return reconcileAgent(established, requested)
 }
@@ -254,7 +255,7 @@ func (s *Server) sessionError(id string, err error) *httpError {
 		return errorf(http.StatusInsufficientStorage, "%v", err)
 	case errors.Is(err, session.ErrTooLarge):
 		return errorf(http.StatusRequestEntityTooLarge, "%v", err)
-	case errors.As(err, &bad):
+	case errors.As(err, &bad), errors.Is(err, session.ErrBadArtifactRef):
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
 	s.log.Error("session store failed", "error", err.Error())
@@ -499,20 +500,11 @@ func (s *Server) buildPack(ctx context.Context, st *state, id, agent string, req
 	return pack, resp, nil
 }
 
-// artifactRef checks a ref: "sha256:" and 64 lower-case hex digits.
-func artifactRef(ref string) *httpError {
-	hexPart, ok := strings.CutPrefix(ref, "sha256:")
-	if ok && len(hexPart) == 64 && strings.Trim(hexPart, "0123456789abcdef") == "" {
-		return nil
-	}
-	return errorf(http.StatusBadRequest, "artifact ref %q: want sha256: and 64 lower-case hex digits, as a pack's artifacts name it", ref)
-}
-
 // drill answers a drill-down for the agent (GET /v1/artifacts/{ref}, MCP
 // drilldown): the artifact of one of its live sessions, never another's.
 func (s *Server) drill(ctx context.Context, agent, ref string, req session.DrillRequest) (*session.Drill, *httpError) {
-	if herr := artifactRef(ref); herr != nil {
-		return nil, herr
+	if _, err := session.ParseArtifactRef(ref); err != nil {
+		return nil, errorf(http.StatusBadRequest, "%v", err) // before asking the store
 	}
 	content, err := s.sessionStore().Artifact(ctx, agent, ref)
 	switch {
@@ -567,12 +559,9 @@ func drillParams(q url.Values) (session.DrillRequest, *httpError) {
 	if req.View == "" {
 		req.View = session.ViewHead
 	}
-	if l := q.Get("lines"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > session.MaxDrillLines {
-			return req, errorf(http.StatusBadRequest, "lines: %q must be a number between 1 and %d", l, session.MaxDrillLines)
-		}
-		req.Lines = n
+	var err error
+	if req.Lines, err = session.ParseDrillLines(q.Get("lines")); err != nil {
+		return req, errorf(http.StatusBadRequest, "%v", err)
 	}
 	for _, p := range [...]struct {
 		name string
@@ -648,7 +637,7 @@ var drilldownSchema = objectSchema("ref",
 	`"ref": {"type": "string", "description": "The artifact's ref, as a context pack's artifacts name it: sha256:<hex>."}`,
 	`"view": {"type": "string", "enum": ["head", "lines", "grep", "json", "csv", "columns"], "description": "head: the first lines; lines: the lines from..to (negative counts from the end); grep: the lines matching pattern; json: the value at path; csv: rows, columns and first rows; columns: column names and types. Default head."}`,
 	`"path": {"type": "string", "description": "For view json and columns: the value to return, such as .items[0].name or .[\"a key\"] (default: the whole document)."}`,
-	`"lines": {"type": "integer", "minimum": 1, "maximum": 200, "description": "For view head and csv: lines of head, rows of csv (default 20)."}`,
+	fmt.Sprintf(`"lines": {"type": "integer", "minimum": 0, "maximum": %d, "description": "For view head and csv: lines of head, rows of csv: %s."}`, session.MaxDrillLines, session.DrillLinesRule),
 	`"from": {"type": "integer", "description": "For view lines: the first line, from 1; negative counts from the end (-1 is the last line). Default 1."}`,
 	`"to": {"type": "integer", "description": "For view lines: the last line, as from (default from+19). At most 200 lines and 64 KiB come back; next gives the range to ask for next."}`,
 	`"pattern": {"type": "string", "maxLength": 1024, "description": "For view grep: an RE2 regular expression matched line by line ((?i) for any case), or a plain string with literal."}`,
@@ -671,25 +660,22 @@ func (s *Server) addMCPDrilldown(srv *mcp.Server) {
 // mcpDrill is drilldown: GET /v1/artifacts/{ref} over MCP, with the same
 // identity rules and answers.
 func (s *Server) mcpDrill(ctx context.Context, call *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, string) {
-	_, established, refusal, result := s.mcpCaller(call)
-	if refusal != nil {
-		return refusal, result
-	}
 	var args drilldownArgs
-	if herr := decodeStrict(bytes.NewReader(call.Params.Arguments), s.opts.MaxBodyBytes, &args, `{"ref": "sha256:..."}`); herr != nil {
-		return toolError(herr.msg), "refused"
+	_, established, herr := s.mcpCaller(call, &args, `{"ref": "sha256:..."}`)
+	var agent string
+	if herr == nil {
+		agent, herr = settleAgent(established, args.Agent)
 	}
-	agent, herr := settleAgent(established, args.Agent)
+	var d *session.Drill
+	if herr == nil {
+		if args.View == "" {
+			args.View = session.ViewHead
+		}
+		d, herr = s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines,
+			From: args.From, To: args.To, Pattern: args.Pattern, Literal: args.Literal, Context: args.Context, Max: args.Max})
+	}
 	if herr != nil {
-		return toolError(herr.msg), "refused"
-	}
-	if args.View == "" {
-		args.View = session.ViewHead
-	}
-	d, herr := s.drill(ctx, agent, args.Ref, session.DrillRequest{View: args.View, Path: args.Path, Lines: args.Lines,
-		From: args.From, To: args.To, Pattern: args.Pattern, Literal: args.Literal, Context: args.Context, Max: args.Max})
-	if herr != nil {
-		return toolError(herr.msg), resultOf(herr)
+		return toolFailure(herr)
 	}
 	return jsonResult(d)
 }

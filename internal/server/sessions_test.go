@@ -153,6 +153,7 @@ func TestSessionAPI(t *testing.T) {
 		{"columns of json", jref + "?agent=hr-assistant&view=columns&path=.requests", `"rows":120,"columns":[{"name":"id","type":"string"},{"name":"days","type":"integer"}]`},
 		{"csv", cref + "?agent=hr-assistant&view=csv&lines=1", `"rows":150,"columns":[{"name":"date","type":"string"},{"name":"days","type":"integer"},{"name":"approved","type":"boolean"}],"first_rows":[["2026-01-02","1","true"]],"truncated":true`},
 		{"columns of csv", cref + "?agent=hr-assistant&view=columns", `"rows":150,"columns":[`},
+		{"lines=0 is the default", cref + "?agent=hr-assistant&view=csv&lines=0", `"first_rows":[` + strings.TrimSuffix(strings.Repeat(`["2026-01-02","1","true"],`, session.DefaultDrillLines), ",") + `],"truncated":true`},
 	}
 	for _, tc := range drills {
 		t.Run("drilldown "+tc.name, func(t *testing.T) {
@@ -212,7 +213,8 @@ func TestSessionAPI(t *testing.T) {
 		{"unknown endpoint", "POST", base + "/notes", nil, 404, "no endpoint /v1/sessions/pto-1/notes"},
 		{"bad ref", "GET", "/v1/artifacts/sha1:abc?agent=hr-assistant", nil, 400, "want sha256: and 64 lower-case hex digits"},
 		{"unknown view", "GET", "/v1/artifacts/" + jref + "?agent=hr-assistant&view=tail", nil, 400, `unknown view \"tail\"`},
-		{"lines past the bound", "GET", "/v1/artifacts/" + jref + "?agent=hr-assistant&lines=201", nil, 400, `lines: \"201\" must be a number between 1 and 200`},
+		{"lines past the bound", "GET", "/v1/artifacts/" + jref + "?agent=hr-assistant&lines=201", nil, 400, `lines is 201; it must be between 1 and 200 (0 or none: the default, 20)`},
+		{"lines not a number", "GET", "/v1/artifacts/" + jref + "?agent=hr-assistant&lines=ten", nil, 400, `lines is \"ten\"; it must be between 1 and 200 (0 or none: the default, 20)`},
 		{"bad json path", "GET", "/v1/artifacts/" + jref + "?agent=hr-assistant&view=json&path=requests", nil, 400, "unexpected 'r' at byte 0"},
 		{"csv of json", "GET", "/v1/artifacts/" + jref + "?agent=hr-assistant&view=csv", nil, 400, "the artifact is not CSV"},
 		{"unknown parameter", "GET", "/v1/artifacts/" + jref + "?agent=hr-assistant&format=x", nil, 400, `unknown query parameter \"format\"`},
@@ -324,6 +326,7 @@ func TestSessionPinnedAgent(t *testing.T) {
 		{"another agent", map[string]any{"ref": ref, "agent": "eng-assistant"}, `agent "eng-assistant" is not allowed`},
 		{"unknown ref", map[string]any{"ref": "sha256:" + strings.Repeat("0", 64)}, "not found in this agent's sessions"},
 		{"bad view", map[string]any{"ref": ref, "view": "tail"}, `unknown view "tail"`},
+		{"lines past the bound", map[string]any{"ref": ref, "lines": 201}, "lines is 201; it must be between 1 and 200 (0 or none: the default, 20)"},
 	} {
 		t.Run("mcp "+tc.name, func(t *testing.T) {
 			res := call(tc.args)
@@ -331,6 +334,26 @@ func TestSessionPinnedAgent(t *testing.T) {
 				t.Fatalf("%v %s, want an error with %s", res.IsError, resultText(res), tc.want)
 			}
 		})
+	}
+
+	// A ref in upper-case hex names no artifact: the store, the HTTP API and
+	// the MCP tool refuse it with the one message of session.ParseArtifactRef.
+	upper := "sha256:" + strings.ToUpper(strings.TrimPrefix(ref, "sha256:"))
+	_, perr := session.ParseArtifactRef(upper)
+	if perr == nil {
+		t.Fatalf("ParseArtifactRef(%q) took it", upper)
+	}
+	want := perr.Error()
+	if got, err := ts.srv.sessionStore().Artifact(context.Background(), "hr-assistant", upper); err == nil || err.Error() != want {
+		t.Errorf("store: Artifact(%q) = %.20q, %v; want the error %q", upper, got, err, want)
+	}
+	code, out := ts.sessionCall("GET", "/v1/artifacts/"+upper, nil, nil)
+	var e errorBody
+	if err := json.Unmarshal([]byte(out), &e); err != nil || code != 400 || e.Error != want {
+		t.Errorf("HTTP: %d %s, want 400 with %q", code, out, want)
+	}
+	if res := call(map[string]any{"ref": upper}); !res.IsError || resultText(res) != want {
+		t.Errorf("MCP: %v %q, want the error %q", res.IsError, resultText(res), want)
 	}
 }
 

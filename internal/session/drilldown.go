@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/contextrouter/contextrouter/internal/jsonpath"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // Drill-down of an artifact (api.md §11.4): bounded views of a tool result
@@ -29,6 +30,8 @@ const (
 
 // Drill-down bounds: whatever the artifact, an answer stays small.
 const (
+	// A request's lines is 1 to MaxDrillLines; 0 (or none) is
+	// DefaultDrillLines (DrillLinesRule says it, CheckDrillLines holds it).
 	DefaultDrillLines = 20
 	MaxDrillLines     = 200
 	// MaxDrillLineRunes cuts each line (and each CSV cell) of an answer.
@@ -115,6 +118,32 @@ func drillErrorf(format string, args ...any) error {
 	return &DrillError{Msg: fmt.Sprintf(format, args...)}
 }
 
+// DrillLinesRule is the bound of a drill-down's lines as every message and
+// the MCP tool's schema say it.
+var DrillLinesRule = fmt.Sprintf("between 1 and %d (0 or none: the default, %d)", MaxDrillLines, DefaultDrillLines)
+
+// CheckDrillLines is the one check of a drill-down's lines: 0 to
+// MaxDrillLines, 0 meaning DefaultDrillLines.
+func CheckDrillLines(n int) error {
+	if n < 0 || n > MaxDrillLines {
+		return drillErrorf("lines is %d; it must be %s", n, DrillLinesRule)
+	}
+	return nil
+}
+
+// ParseDrillLines reads lines as a query parameter carries it ("" is 0,
+// the default) and checks it (CheckDrillLines).
+func ParseDrillLines(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, drillErrorf("lines is %q; it must be %s", textutil.CutBytes(s, 32, textutil.Ellipsis), DrillLinesRule)
+	}
+	return n, CheckDrillLines(n)
+}
+
 // DrillDown answers one view of an artifact's content.
 func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
 	if err := req.check(); err != nil {
@@ -144,7 +173,7 @@ func DrillDown(ref, content string, req DrillRequest) (*Drill, error) {
 		for n := 0; n < req.Lines && rest != ""; n++ {
 			line, after, _ := strings.Cut(rest, "\n")
 			rest = after
-			cut := cutRunes(strings.TrimRight(line, "\r"), MaxDrillLineRunes)
+			cut := textutil.CutRunes(strings.TrimRight(line, "\r"), MaxDrillLineRunes, textutil.Ellipsis)
 			d.Truncated = d.Truncated || len(cut) != len(strings.TrimRight(line, "\r"))
 			d.Head = append(d.Head, cut)
 		}
@@ -222,10 +251,7 @@ func (req *DrillRequest) check() error {
 			return drillErrorf("%s applies to view=%s only", p.name, strings.Join(p.views, " and view="))
 		}
 	}
-	if req.Lines < 0 || req.Lines > MaxDrillLines {
-		return drillErrorf("lines is %d; it must be between 1 and %d", req.Lines, MaxDrillLines)
-	}
-	return nil
+	return CheckDrillLines(req.Lines)
 }
 
 // drillViews are the views DrillDown answers.
@@ -253,7 +279,7 @@ func csvView(d *Drill, content string, rows int, withRows bool) error {
 	types := make([]string, n)
 	d.Columns = make([]Column, n)
 	for i := range n {
-		d.Columns[i].Name = cutRunes(header[i], MaxDrillLineRunes)
+		d.Columns[i].Name = textutil.CutRunes(header[i], MaxDrillLineRunes, textutil.Ellipsis)
 	}
 	for {
 		rec, err := r.Read()
@@ -270,7 +296,7 @@ func csvView(d *Drill, content string, rows int, withRows bool) error {
 		if withRows && len(d.FirstRows) < rows {
 			row := make([]string, min(len(rec), n))
 			for i := range row {
-				row[i] = cutRunes(rec[i], MaxDrillLineRunes)
+				row[i] = textutil.CutRunes(rec[i], MaxDrillLineRunes, textutil.Ellipsis)
 			}
 			d.FirstRows = append(d.FirstRows, row)
 		}
@@ -356,7 +382,7 @@ func jsonColumns(d *Drill, content string) error {
 	n := min(len(order), MaxDrillColumns)
 	d.Truncated = len(order) > n
 	for _, k := range order[:n] {
-		d.Columns = append(d.Columns, Column{Name: cutRunes(k, MaxDrillLineRunes), Type: types[k]})
+		d.Columns = append(d.Columns, Column{Name: textutil.CutRunes(k, MaxDrillLineRunes, textutil.Ellipsis), Type: types[k]})
 	}
 	return nil
 }

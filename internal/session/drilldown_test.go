@@ -27,7 +27,9 @@ func TestDrillDown(t *testing.T) {
 		{"head lines", "a\nb\nc", DrillRequest{View: ViewHead, Lines: 2}, `"head":["a","b"],"truncated":true`, ""},
 		{"head all", "a\r\nb", DrillRequest{View: ViewHead, Lines: 5}, `"head":["a","b"]}`, ""},
 		{"head cuts long lines", strings.Repeat("é", MaxDrillLineRunes+5), DrillRequest{View: ViewHead}, `"head":["` + strings.Repeat("é", MaxDrillLineRunes) + `…"],"truncated":true`, ""},
-		{"lines past the bound", "a", DrillRequest{View: ViewHead, Lines: MaxDrillLines + 1}, "", "lines is 201; it must be between 1 and 200"},
+		{"lines past the bound", "a", DrillRequest{View: ViewHead, Lines: MaxDrillLines + 1}, "", "lines is 201; it must be between 1 and 200 (0 or none: the default, 20)"},
+		{"negative lines", "a", DrillRequest{View: ViewHead, Lines: -1}, "", "lines is -1; it must be between 1 and 200 (0 or none: the default, 20)"},
+		{"lines at the bound", strings.Repeat("x\n", 300), DrillRequest{View: ViewHead, Lines: MaxDrillLines}, `"lines":300,"head":["x",`, ""},
 		{"json whole", `{"a": [1, 2]}`, DrillRequest{View: ViewJSON}, `"path":".","value":{"a":[1,2]}`, ""},
 		{"json path", drillJSON, DrillRequest{View: ViewJSON, Path: ".items[1].days"}, `"path":".items[1].days","value":2.5`, ""},
 		{"json last element", drillJSON, DrillRequest{View: ViewJSON, Path: ".items[-1].name"}, `"value":"b"`, ""},
@@ -130,4 +132,37 @@ func FuzzJSONPath(f *testing.F) {
 		}
 		_ = fmt.Sprint(d)
 	})
+}
+
+// TestParseDrillLines: a query parameter's lines, with the one statement
+// of the bound (1 to 200, 0 or none the default).
+func TestParseDrillLines(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		err  string
+	}{
+		{"", 0, ""},
+		{"0", 0, ""},
+		{"1", 1, ""},
+		{"200", 200, ""},
+		{"201", 0, "lines is 201; it must be between 1 and 200 (0 or none: the default, 20)"},
+		{"-3", 0, "lines is -3; it must be between 1 and 200 (0 or none: the default, 20)"},
+		{"ten", 0, `lines is "ten"; it must be between 1 and 200 (0 or none: the default, 20)`},
+		{"99999999999999999999", 0, `lines is "99999999999999999999"; it must be between 1 and 200`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			n, err := ParseDrillLines(tc.in)
+			if tc.err == "" {
+				if err != nil || n != tc.want {
+					t.Fatalf("ParseDrillLines(%q) = %d, %v; want %d", tc.in, n, err, tc.want)
+				}
+				return
+			}
+			var de *DrillError
+			if !errors.As(err, &de) || !strings.HasPrefix(err.Error(), tc.err) {
+				t.Fatalf("ParseDrillLines(%q) = %d, %v; want a DrillError %q", tc.in, n, err, tc.err)
+			}
+		})
+	}
 }

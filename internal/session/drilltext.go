@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/contextrouter/contextrouter/internal/engine"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // The lines and grep views (api.md §11.9): any line of an artifact by
@@ -139,7 +140,7 @@ func linesView(d *Drill, content string, req DrillRequest) error {
 	d.From, d.Content = from, []string{}
 	for k := from; k <= to && len(d.Content) < MaxDrillLines; k++ {
 		line, next := lineEnd(content, off)
-		cut := cutRunes(line, MaxDrillTextRunes)
+		cut := textutil.CutRunes(line, MaxDrillTextRunes, textutil.Ellipsis)
 		if len(d.Content) > 0 && size+len(cut) > MaxDrillTextBytes {
 			break
 		}
@@ -440,7 +441,7 @@ func grepMatch(content string, h hit, from, to int) (gm GrepMatch, cut bool) {
 		}
 		for k := from; k < h.line; k++ {
 			l, next := lineEnd(content, off)
-			c := cutRunes(l, MaxDrillTextRunes)
+			c := textutil.CutRunes(l, MaxDrillTextRunes, textutil.Ellipsis)
 			cut = cut || len(c) != len(l)
 			gm.Before = append(gm.Before, c)
 			off = next
@@ -449,7 +450,7 @@ func grepMatch(content string, h hit, from, to int) (gm GrepMatch, cut bool) {
 	_, off := lineEnd(content, h.start)
 	for k := h.line + 1; k <= to && off < len(content); k++ {
 		l, next := lineEnd(content, off)
-		c := cutRunes(l, MaxDrillTextRunes)
+		c := textutil.CutRunes(l, MaxDrillTextRunes, textutil.Ellipsis)
 		cut = cut || len(c) != len(l)
 		gm.After = append(gm.After, c)
 		off = next
@@ -474,12 +475,12 @@ func matchBytes(gm GrepMatch) int {
 func cutAround(line string, at, n int) string {
 	at = min(at, len(line))
 	if !longerThan(line, n) || utf8.RuneCountInString(line[:at]) < n-n/4 {
-		return cutRunes(line, n)
+		return textutil.CutRunes(line, n, textutil.Ellipsis)
 	}
 	start := at
 	for k := 0; k < n/4 && start > 0; k++ {
 		_, size := utf8.DecodeLastRuneInString(line[:start])
 		start -= size
 	}
-	return "…" + cutRunes(line[start:], n)
+	return "…" + textutil.CutRunes(line[start:], n, textutil.Ellipsis)
 }

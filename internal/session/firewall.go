@@ -4,12 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // DefaultFirewallMaxChars is the size (characters) above which a tool result
@@ -41,13 +43,49 @@ type Artifact struct {
 }
 
 // ArtifactRef names the artifact of a tool result's text: "sha256:" and
-// the hex SHA-256 of the text. Stores index tool results by it.
+// the lower-case hex SHA-256 of the text (ArtifactDigest). Stores index
+// tool results by it; ParseArtifactRef reads it back.
 func ArtifactRef(text string) string {
-	// Hash the string's bytes in place: a copy of every oversized result
-	// was a quarter of a pack's allocations. Sum256 only reads them.
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	sum := ArtifactDigest(text)
+	return artifactRefPrefix + hex.EncodeToString(sum[:])
 }
+
+// ArtifactDigest is the SHA-256 of a tool result's text, which its ref
+// spells in hex. The text is hashed in place (digest.SHA256): a copy of
+// every oversized result was a quarter of a pack's allocations.
+func ArtifactDigest(text string) [sha256.Size]byte { return digest.SHA256(text) }
+
+const artifactRefPrefix = "sha256:"
+
+// ErrBadArtifactRef is a ref not in ArtifactRef's form (HTTP 400); the
+// error ParseArtifactRef returns wraps it and says what a ref is.
+var ErrBadArtifactRef = errors.New("bad artifact ref")
+
+// maxRefEcho bounds the part of a bad ref its error repeats.
+const maxRefEcho = 100
+
+// ParseArtifactRef is the one reading of an artifact ref, for every store,
+// the HTTP API and the MCP drilldown tool: "sha256:" and 64 lower-case hex
+// digits, exactly as ArtifactRef writes it (upper-case digits name no
+// artifact, so they are refused rather than looked up). It returns the
+// digest the ref spells.
+func ParseArtifactRef(ref string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	h, ok := strings.CutPrefix(ref, artifactRefPrefix)
+	if !ok || len(h) != hex.EncodedLen(len(sum)) || strings.Trim(h, "0123456789abcdef") != "" {
+		return sum, badRefError{ref}
+	}
+	_, _ = hex.Decode(sum[:], []byte(h)) // lower-case hex of the right length: cannot fail
+	return sum, nil
+}
+
+type badRefError struct{ ref string }
+
+func (e badRefError) Error() string {
+	return fmt.Sprintf("artifact ref %q: want sha256: and 64 lower-case hex digits, as a pack's artifacts name it", textutil.CutBytes(e.ref, maxRefEcho, textutil.Ellipsis))
+}
+
+func (e badRefError) Is(target error) bool { return target == ErrBadArtifactRef }
 
 // firewall makes the artifact of an oversized tool result and the summary
 // that stands for it (api.md §11.4): a header with the artifact's ref and
@@ -74,7 +112,7 @@ func firewall(id, text string, maxChars int, keep []keepPath) Artifact {
 		for n := 0; n < headLines && rest != ""; n++ {
 			line, after, _ := strings.Cut(rest, "\n")
 			rest = after
-			out = append(out, "  "+cutRunes(strings.TrimRight(line, "\r"), headLineRunes))
+			out = append(out, "  "+textutil.CutRunes(strings.TrimRight(line, "\r"), headLineRunes, textutil.Ellipsis))
 		}
 	} else {
 		out = append(out, textSummary(text, lines, limit-utf8.RuneCountInString(out[0])-1)...)
@@ -100,26 +138,6 @@ func firewall(id, text string, maxChars int, keep []keepPath) Artifact {
 	}
 	a.Summary = b.String()
 	return a
-}
-
-// cutRunes keeps the first n characters of s, marking a cut with "…"; it
-// reads no further than it keeps.
-func cutRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := 0
-	for k := 0; k < n; k++ {
-		if i == len(s) {
-			return s
-		}
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-	}
-	if i == len(s) {
-		return s
-	}
-	return s[:i] + "…"
 }
 
 // longerThan reports whether s has more than n characters, counting only
@@ -172,7 +190,7 @@ func jsonSummary(text string) (shape string, facts []string, ok bool) {
 				p.members++
 				key := unquote(t[ks:ke])
 				if len(keys) < shapeKeys {
-					keys = append(keys, cutRunes(key, keyBytes)+" ("+describe(kind, n)+")")
+					keys = append(keys, textutil.CutRunes(key, keyBytes, textutil.Ellipsis)+" ("+describe(kind, n)+")")
 				} else if len(keys) == shapeKeys {
 					keys = append(keys, "…")
 				}
@@ -181,7 +199,7 @@ func jsonSummary(text string) (shape string, facts []string, ok bool) {
 					if kind == 's' {
 						v = unquote(v)
 					}
-					facts = append(facts, cutRunes(key, keyBytes)+" = "+v)
+					facts = append(facts, textutil.CutRunes(key, keyBytes, textutil.Ellipsis)+" = "+v)
 				}
 				p.ws()
 				c := p.peek()

@@ -29,10 +29,12 @@ type Store interface {
 	// Delete removes a session and its artifacts. ErrNotFound when there is none.
 	Delete(ctx context.Context, id, agent string) error
 	// Artifact returns the content of a tool_result of one of the agent's
-	// sessions by its ref ("sha256:" and the hex SHA-256 of the text, as a
-	// pack's artifacts name it). ErrNotFound when no live session of the
-	// agent holds it: refs of other agents' sessions are not found, not
-	// forbidden, so a ref reveals nothing.
+	// sessions by its ref ("sha256:" and the lower-case hex SHA-256 of the
+	// text, as a pack's artifacts name it). A ref not in that form is the
+	// error of ParseArtifactRef (ErrBadArtifactRef), before any lookup.
+	// ErrNotFound when no live session of the agent holds it: refs of other
+	// agents' sessions are not found, not forbidden, so a ref reveals
+	// nothing.
 	Artifact(ctx context.Context, agent, ref string) (string, error)
 	// Close releases the store (an embedded store's files are written as
 	// each write happens, not at Close).

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // The parts of a firewall summary beyond the JSON shape (api.md §11.4):
@@ -175,7 +177,7 @@ func renderText(text string, head, tail, others []textLine, total, w int) []stri
 		return l.at >= 0 && utf8.RuneCountInString(text[l.start:l.start+l.at])+l.word > w
 	}
 	for _, l := range head {
-		out = append(out, fmt.Sprintf("  L%d: %s", l.n, cutRunes(l.text(text), w)))
+		out = append(out, fmt.Sprintf("  L%d: %s", l.n, textutil.CutRunes(l.text(text), w, textutil.Ellipsis)))
 		if hidden(l) {
 			sig = append(sig, l)
 		}
@@ -185,7 +187,7 @@ func renderText(text string, head, tail, others []textLine, total, w int) []stri
 		out = append(out, "tail:")
 	}
 	for _, l := range tail {
-		out = append(out, fmt.Sprintf("  L%d: %s", l.n, cutRunes(l.text(text), w)))
+		out = append(out, fmt.Sprintf("  L%d: %s", l.n, textutil.CutRunes(l.text(text), w, textutil.Ellipsis)))
 		if hidden(l) {
 			sig = append(sig, l)
 			total++
@@ -234,7 +236,7 @@ func keepLines(text string, keep []keepPath) []string {
 		if json.Compact(&buf, v) != nil {
 			continue
 		}
-		l := "keep: " + k.path + " = " + cutRunes(buf.String(), MaxKeepValueRunes)
+		l := "keep: " + k.path + " = " + textutil.CutRunes(buf.String(), MaxKeepValueRunes, textutil.Ellipsis)
 		n := utf8.RuneCountInString(l) + 1
 		if left > 0 || used+n > MaxKeepRunes {
 			left++

@@ -3,7 +3,6 @@ package sources
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -36,7 +35,9 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/redact"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 func init() {
@@ -199,7 +200,7 @@ func gitCacheFolder(namespace, name, key string) string {
 			break
 		}
 	}
-	sum := sha256.Sum256([]byte(key))
+	sum := digest.SHA256(key)
 	return strings.TrimLeft(b.String(), ".") + "-" + hex.EncodeToString(sum[:8])
 }
 
@@ -543,16 +544,16 @@ func (g *GitRepo) scrub(err error, creds gitCredentials) error {
 	return sc.ErrorExcerpt(oneLineError{err}, maxUpstreamErrorBytes)
 }
 
-// oneLineError is err with its message on one line (OneLine): go-git puts a
+// oneLineError is err with its message on one line (textutil.OneLine): go-git puts a
 // server's text, line breaks and terminal escapes included, into errors.
 type oneLineError struct{ err error }
 
-func (e oneLineError) Error() string { return OneLine([]byte(e.err.Error())) }
+func (e oneLineError) Error() string { return textutil.OneLine(e.err.Error()) }
 func (e oneLineError) Unwrap() error { return e.err }
 
 // pinRef is the per-ref reference holding the last commit synced for this spec.
 func (g *GitRepo) pinRef() plumbing.ReferenceName {
-	sum := sha256.Sum256([]byte("ref:" + g.ref))
+	sum := digest.SHA256("ref:" + g.ref)
 	return plumbing.ReferenceName(gitPinPrefix + hex.EncodeToString(sum[:8]))
 }
 

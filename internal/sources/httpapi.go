@@ -19,10 +19,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/redact"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 func init() { Register(v1alpha1.SourceHTTPAPI, newHTTPAPI) }
@@ -705,33 +705,19 @@ func addHeaderCredentials(sent *redact.Credentials, hd *httpHeader, v string, ge
 }
 
 // ReadExcerpt reads the start of a server's text (an error body) and makes
-// it fit to show every caller: one line (OneLine), at most n bytes, and
+// it fit to show every caller: one line (textutil.OneLine), at most n bytes, and
 // every credential sc knows replaced by *** in whatever encoding the server
 // echoed it. It reads past n, so that an echo starting before n is masked
 // whole, not cut into a piece nothing recognises.
 func ReadExcerpt(r io.Reader, n int, sc *redact.Scrubber) string {
-	// OneLine may shorten the text (white space runs), hence the margin.
+	// textutil.OneLine may shorten the text (white space runs), hence the margin.
 	limit := 4 * (n + sc.Lookahead())
 	b, _ := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 	more := len(b) > limit
 	if more {
 		b = b[:limit]
 	}
-	return sc.Excerpt(OneLine(b), n, more)
-}
-
-// OneLine makes a body excerpt fit in one log line: valid UTF-8 (a cut may
-// split a character), no control or other unprintable characters (a
-// terminal escape, a bidirectional override) and runs of white space as
-// single spaces.
-func OneLine(b []byte) string {
-	s := strings.Map(func(r rune) rune {
-		if unicode.IsSpace(r) || unicode.IsPrint(r) {
-			return r
-		}
-		return -1
-	}, strings.ToValidUTF8(string(b), ""))
-	return strings.Join(strings.Fields(s), " ")
+	return sc.Excerpt(textutil.OneLine(string(b)), n, more)
 }
 
 // invalidJSONError is a body that does not decode; Fetch makes it a message

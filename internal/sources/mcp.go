@@ -15,13 +15,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/redact"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 func init() { Register(v1alpha1.SourceMCP, newMCP) }
@@ -430,7 +430,7 @@ func (m *MCP) convert(t *mcp.Tool) (v1alpha1.Tool, error) {
 	if out.Description == "" {
 		out.Description = t.Name
 	}
-	out.Description = cut(out.Description, maxToolDescription)
+	out.Description = textutil.CutRunes(out.Description, maxToolDescription, "")
 
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil || t.InputSchema == nil {
@@ -441,7 +441,7 @@ func (m *MCP) convert(t *mcp.Tool) (v1alpha1.Tool, error) {
 	out.Default()
 	// The rules of a catalog entry, as for catalog files: one place.
 	if ps := CheckTools([]v1alpha1.Tool{out}, true, func(int) string { return "" }); len(ps) > 0 {
-		return out, fmt.Errorf("tool %q: %s: %s", cut(t.Name, 128), ps[0].Field, ps[0].Message)
+		return out, fmt.Errorf("tool %q: %s: %s", textutil.CutRunes(t.Name, 128, ""), ps[0].Field, ps[0].Message)
 	}
 	return out, nil
 }
@@ -459,14 +459,6 @@ func mcpSideEffects(a *mcp.ToolAnnotations) v1alpha1.SideEffects {
 		return v1alpha1.SideEffectsWrite
 	}
 	return v1alpha1.SideEffectsDestructive
-}
-
-// cut shortens s to at most n characters, at a character boundary.
-func cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
 }
 
 // requestError turns a failed request into the source's error: it names the

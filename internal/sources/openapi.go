@@ -25,6 +25,7 @@ import (
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/located"
+	"github.com/contextrouter/contextrouter/internal/textutil"
 )
 
 // OpenAPI documents as tool catalogs (api.md §10.1): every operation of an
@@ -690,7 +691,7 @@ func openAPIDescription(op *openapi3.Operation, method, path string) string {
 		parts = append(parts, desc)
 	}
 	parts = append(parts, method+" "+path)
-	return cut(strings.Join(parts, "\n\n"), maxToolDescription)
+	return textutil.CutRunes(strings.Join(parts, "\n\n"), maxToolDescription, "")
 }
 
 // Bounds of a tool's tags (api.md §10.1), to which an operation's are cut:
@@ -709,7 +710,7 @@ func openAPITags(op *openapi3.Operation) []string {
 		tags = append(slices.Clone(tags), "deprecated")
 	}
 	for _, t := range tags {
-		t = cut(strings.TrimSpace(t), maxOpenAPITagLen)
+		t = textutil.CutRunes(strings.TrimSpace(t), maxOpenAPITagLen, "")
 		if t == "" || slices.Contains(out, t) {
 			continue
 		}

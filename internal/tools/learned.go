@@ -10,7 +10,7 @@ import (
 )
 
 // Learned is an overlay of an Index: questions learned from outcomes
-// (docs/api.md §10.9). A success is an example of its tool and a failure an
+// (docs/api.md §10.10). A success is an example of its tool and a failure an
 // anti-pattern of it, scored exactly as the catalog's (§10.3 points 2 and
 // 3), so a learned example helps its tool as a written one does and a
 // failure costs it as an anti-pattern does. The overlay only re-ranks: it

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/topk"
 )
 
 // MaxTools bounds the tools of one index; callers enforce it (memory and
@@ -43,6 +44,9 @@ type Index struct {
 	ix      *termIndex
 	tie     []uint32 // entry -> rank in (source, id) order
 	cal     *Calibration
+	// rank is better as a value, made once, so a search hands it to
+	// topk.Best without allocating a closure.
+	rank func(a, b cand) bool
 }
 
 // NewIndex indexes entries (at most MaxTools). Hits refer to entries by
@@ -60,7 +64,9 @@ func NewIndex(entries []Entry, opts Options) *Index {
 		cal = opts.Calibration
 	}
 	tie := tieOrder(entries)
-	return &Index{entries: entries, ix: newIndex(entries, p, opts.Collapse, tie), tie: tie, cal: cal}
+	ix := &Index{entries: entries, ix: newIndex(entries, p, opts.Collapse, tie), tie: tie, cal: cal}
+	ix.rank = ix.better
+	return ix
 }
 
 // Len is the number of tools.
@@ -189,55 +195,35 @@ func (ix *Index) cards(sc *scratch, k int, allowed []bool) []Hit {
 	return out
 }
 
-// top returns the w best candidates in rank order: a bounded heap (worst
-// at the root), so a query costs O(n log w) in its candidates, not a full
+// top returns the w best candidates in rank order: the best w kept by
+// topk.Best, so a query costs O(n log w) in its candidates, not a full
 // sort. It may reorder sc.cands.
 func (ix *Index) top(sc *scratch, w int) []cand {
 	cands := sc.cands
-	best := cands
-	if len(cands) > w {
-		heap := sc.heap[:0]
-		down := func(i int) {
-			for {
-				m, l, r := i, 2*i+1, 2*i+2
-				if l < len(heap) && ix.better(heap[m], heap[l]) {
-					m = l
-				}
-				if r < len(heap) && ix.better(heap[m], heap[r]) {
-					m = r
-				}
-				if m == i {
-					return
-				}
-				heap[i], heap[m] = heap[m], heap[i]
-				i = m
+	if len(cands) <= w {
+		slices.SortFunc(cands, func(a, b cand) int {
+			if ix.better(a, b) {
+				return -1
 			}
-		}
-		for _, c := range cands {
-			switch {
-			case len(heap) < w:
-				heap = append(heap, c)
-				for i := len(heap) - 1; i > 0 && ix.better(heap[(i-1)/2], heap[i]); i = (i - 1) / 2 {
-					heap[i], heap[(i-1)/2] = heap[(i-1)/2], heap[i]
-				}
-			case ix.better(c, heap[0]):
-				heap[0] = c
-				down(0)
+			if ix.better(b, a) {
+				return 1
 			}
-		}
-		sc.heap = heap
-		best = heap
+			return 0
+		})
+		return cands
 	}
-	slices.SortFunc(best, func(a, b cand) int {
-		if ix.better(a, b) {
-			return -1
+	var b topk.Best[cand]
+	b.Reset(w, ix.rank, sc.heap)
+	for _, c := range cands {
+		// Most candidates are worse than the w kept: turned away here at
+		// the cost of an inlined comparison, not a call.
+		if worst, full := b.Worst(); full && !ix.better(c, worst) {
+			continue
 		}
-		if ix.better(b, a) {
-			return 1
-		}
-		return 0
-	})
-	return best
+		b.Push(c)
+	}
+	sc.heap = b.Sorted()
+	return sc.heap
 }
 
 // also lists the allowed members of group g other than entry.

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/contextrouter/contextrouter/internal/atomicfile"
 )
 
 // The operator reads and writes its certificate Secret in its own namespace
@@ -275,36 +277,13 @@ func (m *CertManager) writeFiles(data map[string][]byte) error {
 		if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, f.data) {
 			continue
 		}
-		if err := writeFileAtomic(path, f.data, f.perm); err != nil {
+		if err := atomicfile.WriteFile(path, f.data, f.perm); err != nil {
 			return err
 		}
 		changed = true
 	}
 	if changed {
 		m.log.Info("wrote the serving certificate", "dir", m.opts.CertDir)
-	}
-	return nil
-}
-
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func TestMemStoreConformance(t *testing.T) {
 	}
 }
 
-// The embedded store keeps learned outcomes too (docs/api.md §10.9), in
+// The embedded store keeps learned outcomes too (docs/api.md §10.10), in
 // memory and in its directory.
 func TestMemStoreOutcomesConformance(t *testing.T) {
 	for name, dir := range map[string]bool{"memory": false, "directory": true} {

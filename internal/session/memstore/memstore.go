@@ -10,7 +10,6 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +22,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -113,7 +111,7 @@ type Store struct {
 	doomed  []*memSession
 	skipped []error
 
-	// The learned tool outcomes of the router (docs/api.md §10.9) live
+	// The learned tool outcomes of the router (docs/api.md §10.10) live
 	// with its sessions, in the same directory.
 	*learning.Memory
 }
@@ -521,7 +519,7 @@ func prepare(items []session.Item) []digest {
 			it.Tags = slices.Clone(it.Tags)
 		}
 		if it.Kind == session.KindToolResult {
-			out = append(out, digest{sha256.Sum256(unsafe.Slice(unsafe.StringData(it.Text), len(it.Text))), int32(i)})
+			out = append(out, digest{session.ArtifactDigest(it.Text), int32(i)})
 		}
 	}
 	return out
@@ -589,18 +587,16 @@ func (m *Store) Delete(_ context.Context, id, agent string) error {
 // Artifact implements Store: the agent's live sessions, in id order so the
 // same ref in two sessions resolves the same way each time.
 func (m *Store) Artifact(_ context.Context, agent, ref string) (string, error) {
+	sum, err := session.ParseArtifactRef(ref)
+	if err != nil {
+		return "", err
+	}
 	m.mu.Lock()
 	defer m.unlock()
 	if m.closed {
 		return "", errClosed
 	}
 	m.sweep()
-	var sum [sha256.Size]byte
-	if h, ok := strings.CutPrefix(ref, "sha256:"); !ok || len(h) != hex.EncodedLen(len(sum)) {
-		return "", session.ErrNotFound
-	} else if _, err := hex.Decode(sum[:], []byte(h)); err != nil {
-		return "", session.ErrNotFound
-	}
 	var found *memSession
 	for id, ms := range m.byAgent[agent] {
 		if _, ok := ms.refs[sum]; ok && (found == nil || id < found.id) {

@@ -11,7 +11,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/learning"
 )
 
-// Learned outcomes (docs/api.md §10.9) live beside the sessions, so every
+// Learned outcomes (docs/api.md §10.10) live beside the sessions, so every
 // replica ranks with the same ones. Keys, after the prefix:
 //
 //	learn:o:<owner>  hash: record id -> record (JSON); owner an agent or "*"

@@ -475,6 +475,9 @@ func (s *Store) Delete(ctx context.Context, id, agent string) error {
 // Artifact returns the text of a tool_result of one of the agent's live
 // sessions by its ref.
 func (s *Store) Artifact(ctx context.Context, agent, ref string) (string, error) {
+	if _, err := session.ParseArtifactRef(ref); err != nil {
+		return "", err
+	}
 	raw, err := artifactScript.Run(ctx, s.c, []string{s.agentKey(agent)}, s.prefix, agent, ref).Text()
 	switch {
 	case errors.Is(err, redis.Nil):

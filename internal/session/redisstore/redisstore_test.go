@@ -236,7 +236,7 @@ func TestDown(t *testing.T) {
 		"Append":   func() error { _, err := s.Append(ctx, "s2", "alice", session.Delta{Items: items("b", 1)}); return err },
 		"Load":     func() error { _, err := s.Load(ctx, "s1", "alice"); return err },
 		"Delete":   func() error { return s.Delete(ctx, "s1", "alice") },
-		"Artifact": func() error { _, err := s.Artifact(ctx, "alice", "sha256:00"); return err },
+		"Artifact": func() error { _, err := s.Artifact(ctx, "alice", session.ArtifactRef("x")); return err },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, session.ErrUnavailable) {
@@ -316,7 +316,7 @@ func TestEvictionPolicy(t *testing.T) {
 				"Append":   func() error { _, err := s.Append(ctx, "s1", "alice", session.Delta{Items: items("a", 3)}); return err },
 				"Load":     func() error { _, err := s.Load(ctx, "s1", "alice"); return err },
 				"Delete":   func() error { return s.Delete(ctx, "s1", "alice") },
-				"Artifact": func() error { _, err := s.Artifact(ctx, "alice", "sha256:00"); return err },
+				"Artifact": func() error { _, err := s.Artifact(ctx, "alice", session.ArtifactRef("x")); return err },
 			}
 			want := fmt.Sprintf(`session store unavailable: redis: maxmemory-policy is %q, which evicts keys when memory runs short`, policy)
 			for name, call := range calls {
@@ -608,7 +608,7 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // TestOutcomesConformance runs the learned outcomes' table every store
-// passes (docs/api.md §10.9).
+// passes (docs/api.md §10.10).
 func TestOutcomesConformance(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{Password: "s3cret-pass"})
 	n := 0

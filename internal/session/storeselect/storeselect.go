@@ -6,7 +6,6 @@ package storeselect
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/session"
 	"github.com/contextrouter/contextrouter/internal/session/memstore"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore"
@@ -102,18 +102,28 @@ func plan(router *v1alpha1.ContextRouter, secrets sources.SecretResolver, w Wher
 	if err != nil {
 		return storePlan{}, err
 	}
-	// The password enters the key as a hash: a new password reconnects, and
-	// the key can be logged.
-	sum := sha256.Sum256([]byte(o.Password))
-	key := fmt.Sprintf("redis %s db=%d prefix=%q tls=%t ttl=%v password=%s",
-		o.Address, o.DB, o.KeyPrefix, o.TLS, o.TTL, hex.EncodeToString(sum[:8]))
-	return storePlan{key: key, open: func() (session.Store, error) {
+	return storePlan{key: redisKey(o, passwordMAC), open: func() (session.Store, error) {
 		st, err := redisstore.New(o)
 		if err != nil {
 			return nil, err
 		}
 		return st, nil
 	}}, nil
+}
+
+// passwordMAC keys the password's part of a store key, under a key drawn
+// for this process.
+var passwordMAC = digest.NewMAC(digest.NewKey())
+
+// redisKey is the key of a Redis store's settings. The password enters it
+// as its HMAC under mac, the process's own key: a new password reconnects,
+// and the key can be logged, since it cannot be matched against hashes of
+// guessed passwords (a plain SHA-256 could, and was the same in every
+// process).
+func redisKey(o redisstore.Options, mac *digest.MAC) string {
+	sum := mac.Sum(o.Password)
+	return fmt.Sprintf("redis %s db=%d prefix=%q tls=%t ttl=%v password=%s",
+		o.Address, o.DB, o.KeyPrefix, o.TLS, o.TTL, hex.EncodeToString(sum[:8]))
 }
 
 // RedisOptions are the Redis store's settings from a defaulted router (with

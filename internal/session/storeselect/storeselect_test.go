@@ -2,13 +2,17 @@ package storeselect
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/digest"
 	"github.com/contextrouter/contextrouter/internal/session"
 	"github.com/contextrouter/contextrouter/internal/session/memstore"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore"
@@ -130,6 +134,47 @@ func TestLocalIsMemory(t *testing.T) {
 	defer st.Close()
 	if !strings.HasPrefix(key, "redis 127.0.0.1:1 ") || strings.Contains(key, "local-pw-xyz") {
 		t.Errorf("key %q", key)
+	}
+}
+
+// TestRedisKeyPassword: the password enters a store key as an HMAC under
+// the process's key, never as its plain SHA-256 (which any log reader could
+// match against guessed passwords, and which was the same in every
+// process): two processes' keys differ, one process's agree, and a new
+// password changes the key.
+func TestRedisKeyPassword(t *testing.T) {
+	o := redisstore.Options{Address: "redis:6379", KeyPrefix: "p:", TTL: time.Hour, Password: "s3cret-pw"}
+	plain := sha256.Sum256([]byte(o.Password))
+	macA, macB := digest.NewMAC(digest.NewKey()), digest.NewMAC(digest.NewKey())
+	a, b := redisKey(o, macA), redisKey(o, macB)
+	for _, key := range []string{a, b} {
+		if strings.Contains(key, o.Password) || strings.Contains(key, hex.EncodeToString(plain[:8])) || strings.Contains(key, hex.EncodeToString(plain[:4])) {
+			t.Errorf("key %q holds the password or its plain SHA-256", key)
+		}
+		if !strings.HasPrefix(key, `redis redis:6379 db=0 prefix="p:" tls=false ttl=1h0m0s password=`) {
+			t.Errorf("key %q does not name the settings", key)
+		}
+	}
+	if a == b {
+		t.Errorf("two processes' keys agree: %q", a)
+	}
+	if again := redisKey(o, macA); again != a {
+		t.Errorf("one process's keys differ: %q and %q", a, again)
+	}
+	o.Password = "rotated"
+	if rotated := redisKey(o, macA); rotated == a {
+		t.Errorf("a new password keeps the key %q", a)
+	}
+	// Open uses the process's MAC.
+	r := redisRouter("127.0.0.1:1", nil)
+	st, key, err := Open(r, secretsDir(t, "pw-1"), Where{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ro, _ := RedisOptions(r, secretsDir(t, "pw-1"))
+	if want := redisKey(ro, passwordMAC); key != want {
+		t.Errorf("Open's key %q, want %q", key, want)
 	}
 }
 

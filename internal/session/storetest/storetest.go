@@ -172,6 +172,17 @@ var cases = []struct {
 			t.Errorf("unknown ref: %v, want ErrNotFound", err)
 		}
 	}},
+	{"a ref not in ArtifactRef's form is refused, upper-case hex included", func(t *testing.T, s session.Store) {
+		mustAppend(t, s, "s1", alice, session.Delta{Items: []session.Item{call, result}})
+		ref := session.ArtifactRef(result.Text)
+		for _, bad := range []string{strings.ToUpper(ref), "sha256:" + strings.ToUpper(ref[len("sha256:"):]), ref[:len(ref)-1], "SHA256" + ref[len("sha256"):], ref + "0", ""} {
+			_, want := session.ParseArtifactRef(bad)
+			got, err := s.Artifact(ctx, alice, bad)
+			if !errors.Is(err, session.ErrBadArtifactRef) || want == nil || err.Error() != want.Error() {
+				t.Errorf("Artifact(%q) = %.20q, %v; want the error of ParseArtifactRef: %v", bad, got, err, want)
+			}
+		}
+	}},
 	{"concurrent writes to one session lose nothing", func(t *testing.T, s session.Store) {
 		const writers, per = 4, 10
 		var wg sync.WaitGroup
