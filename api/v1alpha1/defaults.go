@@ -131,6 +131,7 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Tools.CollapseThreshold, DefaultToolsCollapseThreshold)
 	setDefault(&s.Tools.Adaptive.RelativeCut, DefaultToolsRelativeCut)
 	setDefault(&s.Tools.Expansion, ToolExpansionSynonyms)
+	setDefault(&s.Tools.Learning.Scope, ToolLearningAgent)
 
 	setDefault(&s.Sessions.Store, SessionStoreMemory)
 	defaultDuration(&s.Sessions.TTL, DefaultSessionTTL)

@@ -54,7 +54,7 @@ var parityBases = map[string][]string{
 		"audit": {"enabled": true, "sampleRate": "0.5", "queryText": "Hash"},
 		"deployment": {"replicas": 1, "image": "img", "serviceAccountName": "sa",
 			"resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "500m"}, "claims": [{"name": "gpu"}]}},
-		"tools": {"topK": 3, "minScore": "1.5", "minConfidence": "0.3", "collapseThreshold": "0.9", "adaptive": {"enabled": true, "relativeCut": "0.2"},
+		"tools": {"topK": 3, "minScore": "1.5", "minConfidence": "0.3", "collapseThreshold": "0.9", "adaptive": {"enabled": true, "relativeCut": "0.2"}, "learning": {"scope": "Shared"},
 			"fallback": [{"source": "web", "name": "web_search"}]},
 		"sessions": {"store": "Redis", "ttl": "1h", "maxSessions": 100, "maxBytes": "1Mi", "dedupThreshold": "0.5", "secrets": "Off", "firewall": {"maxChars": 1000, "keep": [{"tools": ["payments.*"], "paths": [".status"]}]},
 			"redis": {"address": "redis.cache.svc:6379", "passwordSecretRef": {"name": "redis", "key": "password"}, "db": 1, "keyPrefix": "cr:", "tls": true}},
@@ -109,7 +109,7 @@ var parityBases = map[string][]string{
 	v1alpha1.KindAgentPermission: {`{"parentRefs": [{"name": "r"}], "agents": ["a", "b"], "allowSources": ["s1"], "denySources": ["s2"],
 		"denyPaths": ["secret/**"], "sourceDenyPaths": [{"source": "docs", "paths": ["drafts/**"]}], "pathMatching": "CaseInsensitive", "default": "Allow", "maxSensitivity": "Public",
 		"sensitivityAction": "Redact",
-		"tools": {"allow": ["billing.*"], "deny": ["billing.**.delete_*"], "maxSideEffects": "Read", "denySafetyTags": ["pii"]}}`},
+		"tools": {"allow": ["billing.*"], "deny": ["billing.**.delete_*"], "maxSideEffects": "Read", "denySafetyTags": ["pii"], "teach": true}}`},
 	v1alpha1.KindContextClassifier: {
 		`{"parentRefs": [{"name": "r"}], "labels": [{"name": "refund", "examples": ["money back", "refund it"]}, {"name": "deploy", "examples": ["roll out"]}],
 			"examplesFrom": {"source": "examples", "path": "intents/train.jsonl"}, "outOfScopeLabel": "other", "threshold": "0.5",

@@ -395,6 +395,34 @@ type RouterToolsSpec struct {
 	// +optional
 	// +kubebuilder:default=Synonyms
 	Expansion ToolExpansion `json:"expansion,omitempty"`
+
+	// Learning says whom the outcomes agents report teach (api.md §10.10).
+	// +optional
+	// +kubebuilder:default={}
+	Learning ToolLearning `json:"learning,omitempty"`
+}
+
+// ToolLearningScope says whom a learned outcome helps.
+// +kubebuilder:validation:Enum=Off;Agent;Shared
+type ToolLearningScope string
+
+const (
+	// ToolLearningOff refuses outcomes; nothing is learned.
+	ToolLearningOff ToolLearningScope = "Off"
+	// ToolLearningAgent: an outcome re-ranks the reporting agent's
+	// shortlists only.
+	ToolLearningAgent ToolLearningScope = "Agent"
+	// ToolLearningShared: an outcome re-ranks every agent's shortlists; only
+	// agents whose AgentPermission sets tools.teach may report.
+	ToolLearningShared ToolLearningScope = "Shared"
+)
+
+// ToolLearning configures learning from outcomes.
+type ToolLearning struct {
+	// Scope: Agent (the default), Shared or Off.
+	// +optional
+	// +kubebuilder:default=Agent
+	Scope ToolLearningScope `json:"scope,omitempty"`
 }
 
 // ToolsAdaptive says whether and where the shortlist is cut.
@@ -451,6 +479,11 @@ type ToolRules struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=63
 	DenySafetyTags []string `json:"denySafetyTags,omitempty"`
+
+	// Teach lets the agent's outcomes teach every agent when the router's
+	// spec.tools.learning.scope is Shared (api.md §10.10).
+	// +optional
+	Teach bool `json:"teach,omitempty"`
 }
 
 // ToolPath is a tool id as a slash path, which is how tool rules' globs

@@ -679,6 +679,7 @@ func TestToolFieldsValidate(t *testing.T) {
 		{"collapseThreshold range", func(r *ContextRouter) { r.Spec.Tools.CollapseThreshold = "2" }, "spec.tools.collapseThreshold", "from 0 to 1"},
 		{"relativeCut decimal", func(r *ContextRouter) { r.Spec.Tools.Adaptive.RelativeCut = "half" }, "spec.tools.adaptive.relativeCut", "from 0 to 1"},
 		{"expansion enum", func(r *ContextRouter) { r.Spec.Tools.Expansion = "synonyms" }, "spec.tools.expansion", `did you mean "Synonyms"?`},
+		{"learning scope enum", func(r *ContextRouter) { r.Spec.Tools.Learning.Scope = "shared" }, "spec.tools.learning.scope", `did you mean "Shared"?`},
 		{"fallback source", func(r *ContextRouter) { r.Spec.Tools.Fallback[0].Source = "" }, "spec.tools.fallback[0].source", "Required value"},
 		{"fallback duplicate", func(r *ContextRouter) {
 			r.Spec.Tools.Fallback = append(r.Spec.Tools.Fallback, r.Spec.Tools.Fallback[0])

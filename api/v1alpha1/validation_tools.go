@@ -273,6 +273,7 @@ func validateRouterTools(p *field.Path, t *RouterToolsSpec) field.ErrorList {
 		}
 	}
 	allErrs = append(allErrs, validateEnum(p.Child("expansion"), t.Expansion, toolExpansions)...)
+	allErrs = append(allErrs, validateEnum(p.Child("learning", "scope"), t.Learning.Scope, toolLearningScopes)...)
 	fp := p.Child("fallback")
 	if len(t.Fallback) > maxToolFallbacks {
 		allErrs = append(allErrs, field.TooMany(fp, len(t.Fallback), maxToolFallbacks))

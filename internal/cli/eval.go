@@ -19,6 +19,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/eval"
 	"github.com/contextrouter/contextrouter/internal/index"
+	"github.com/contextrouter/contextrouter/internal/learning"
 	"github.com/contextrouter/contextrouter/internal/sources"
 	"github.com/contextrouter/contextrouter/internal/textutil"
 	"github.com/contextrouter/contextrouter/internal/tools"
@@ -35,19 +36,21 @@ func newEvalCommand() *cobra.Command {
 
 func newEvalToolsCommand() *cobra.Command {
 	var (
-		dataset, split, examples, offtopic, output string
-		copies                                     int
-		f                                          toolSettingFlags
+		dataset, split, examples, outcomes, offtopic, output string
+		copies, perTool                                      int
+		f                                                    toolSettingFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "tools --dataset DIR [--split test] [--examples FILE] [--offtopic FILE] [--copies N] [-o text|json]",
+		Use:   "tools --dataset DIR [--split test] [--examples FILE] [--outcomes FILE --outcomes-per-tool K] [--offtopic FILE] [--copies N] [-o text|json]",
 		Short: "Tool selection quality (recall, confidence calibration, adaptive shortlists) on a BEIR-layout tool set",
 		Long: `eval tools makes corpus.jsonl a tool catalog (_id the tool id, split at its last "." into
 namespace and name; text the description), indexes it as the router does, shortlists the top 10 cards
 for every query of qrels/SPLIT.tsv, and reports recall@1, @3, @5, @10, nDCG@5, the latency of the
 shortlist, how well the first card's confidence is calibrated (per band, ECE, correlation with being
 right, what minConfidence keeps), and the precision and recall of an adaptive shortlist. --examples
-reads {"text", "tool"} lines and makes them the tools' examples; --offtopic reads {"text"} lines, questions
+reads {"text", "tool"} lines and makes them the tools' examples; --outcomes reads the same lines and
+reports the first --outcomes-per-tool of each tool as successes through the router's learning path
+(learned examples, POST /v1/tools/outcomes) before ranking; --offtopic reads {"text"} lines, questions
 no tool fits, and reports how many fall under minConfidence; --copies N grows the catalog to N tools with
 the reference router's synthetic copies (<id>.v2, ...).`,
 		Args: cobra.NoArgs,
@@ -72,13 +75,25 @@ the reference router's synthetic copies (<id>.v2, ...).`,
 					return err
 				}
 			}
+			if outcomes != "" {
+				if perTool < 1 || perTool > learning.DefaultBounds.PerTool {
+					return fmt.Errorf("--outcomes-per-tool: %d must be between 1 and %d", perTool, learning.DefaultBounds.PerTool)
+				}
+				if e.Outcomes, err = eval.LoadToolExamples(outcomes, ds); err != nil {
+					return err
+				}
+				e.OutcomesPerTool = perTool
+			}
 			if offtopic != "" {
 				if e.Offtopic, err = eval.LoadOfftopic(offtopic); err != nil {
 					return err
 				}
 			}
 			eval.ReferenceCopies(ds, copies)
-			report := eval.Tools(ds, e)
+			report, err := eval.Tools(ds, e)
+			if err != nil {
+				return err
+			}
 			report.Dataset = filepath.Base(filepath.Clean(dataset))
 			report.Split = split
 			return writeEvalReport(cmd.OutOrStdout(), output, report, func(w io.Writer) error { return printToolReport(w, report) })
@@ -87,6 +102,8 @@ the reference router's synthetic copies (<id>.v2, ...).`,
 	cmd.Flags().StringVar(&dataset, "dataset", "", "BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
 	cmd.Flags().StringVar(&split, "split", eval.DefaultSplit, "qrels split to evaluate")
 	cmd.Flags().StringVar(&examples, "examples", "", `JSON lines {"text", "tool"}: example questions of the tools`)
+	cmd.Flags().StringVar(&outcomes, "outcomes", "", `JSON lines {"text", "tool"}: successes reported to the router's learning path (POST /v1/tools/outcomes)`)
+	cmd.Flags().IntVar(&perTool, "outcomes-per-tool", 5, "outcomes of --outcomes learned per tool (the first of each, in file order)")
 	cmd.Flags().StringVar(&offtopic, "offtopic", "", `JSON lines {"text"}: questions no tool fits`)
 	cmd.Flags().IntVar(&copies, "copies", 0, "grow the catalog to this many tools with the reference router's synthetic copies (0: none)")
 	f.register(cmd)
@@ -204,7 +221,11 @@ func printIntentReport(w io.Writer, r eval.IntentReport) error {
 func printToolReport(w io.Writer, r eval.ToolReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "dataset:\t%s (split %s)\n", r.Dataset, r.Split)
-	fmt.Fprintf(tw, "tools:\t%d (%d examples)\n", r.Tools, r.Examples)
+	learned := ""
+	if r.Outcomes > 0 {
+		learned = fmt.Sprintf(", %d learned outcomes", r.Outcomes)
+	}
+	fmt.Fprintf(tw, "tools:\t%d (%d examples%s)\n", r.Tools, r.Examples, learned)
 	fmt.Fprintf(tw, "queries:\t%d\n", r.Queries)
 	fmt.Fprintf(tw, "recall@1/3/5/10:\t%.4f  %.4f  %.4f  %.4f\n", r.Recall1, r.Recall3, r.Recall5, r.Recall10)
 	fmt.Fprintf(tw, "ndcg@5:\t%.4f\n", r.NDCG5)

@@ -229,6 +229,8 @@ type ToolAccess struct {
 	MaxSideEffects v1alpha1.SideEffects
 	// DenySafetyTags is the union of denySafetyTags.
 	DenySafetyTags []string
+	// Teach: an applying permission sets tools.teach (api.md §10.8).
+	Teach bool
 }
 
 // ToolGlob turns a glob over tool ids, whose levels "." separates, into the
@@ -254,6 +256,7 @@ func (t *ToolAccess) merge(r *v1alpha1.ToolRules) {
 		t.MaxSideEffects = r.MaxSideEffects
 	}
 	t.DenySafetyTags = append(t.DenySafetyTags, r.DenySafetyTags...)
+	t.Teach = t.Teach || r.Teach
 }
 
 // finish sorts and deduplicates the lists, so equal merges are equal values.

@@ -15,6 +15,7 @@ import (
 	"github.com/contextrouter/contextrouter/internal/index"
 	"github.com/contextrouter/contextrouter/internal/redact"
 	"github.com/contextrouter/contextrouter/internal/sources"
+	"github.com/contextrouter/contextrouter/internal/tools"
 	"github.com/contextrouter/contextrouter/internal/topk"
 )
 
@@ -41,6 +42,9 @@ type Request struct {
 	// Format asks POST /v1/tools for the cards as a provider's tool
 	// definitions too (api.md §10.8); "" for cards only.
 	Format string `json:"format,omitempty"`
+	// Learned is the agent's learned outcomes (Snapshot.LearnedFor), which
+	// re-rank the tools it may use; nil: none.
+	Learned *tools.Learned `json:"-"`
 }
 
 // Response is the assembled context (API.md "Query API").

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -185,6 +186,10 @@ type Snapshot struct {
 	toolIx      *tools.Index
 	toolUsable  sync.Map // agent -> []bool, bounded by nToolUsable
 	nToolUsable atomic.Int64
+	// learned caches each agent's overlay of learned outcomes with the
+	// store version it was built at (learning.go), bounded by nLearned.
+	learned  sync.Map
+	nLearned atomic.Int64
 
 	// Detection (detect.go): classifiers sorted by name, the extractors of
 	// all of them, and what the route conditions read.
@@ -617,7 +622,8 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	s.vars = types.DefaultTypeAdapter.NativeToValue(vars)
 
 	ts := &rs.Tools
-	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion, adaptive: ts.Adaptive.Enabled}
+	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion, adaptive: ts.Adaptive.Enabled,
+		learning: cmp.Or(ts.Learning.Scope, v1alpha1.ToolLearningAgent)}
 	if s.tools.topK <= 0 {
 		add("spec.tools.topK", "must be at least 1")
 	}

@@ -97,6 +97,7 @@ type toolSettings struct {
 	collapse      float64
 	adaptive      bool
 	relativeCut   float64
+	learning      v1alpha1.ToolLearningScope
 }
 
 // toolEntries are the index positions [lo, hi) of a tool source's tools.
@@ -165,7 +166,7 @@ func (s *Snapshot) selectTools(req *Request, access *Access, srcs []*sourceState
 	}
 	best := 0.0
 	if n > 0 {
-		hits := s.toolIx.Search(req.Text, k, allowed)
+		hits := s.toolIx.SearchLearned(req.Text, k, allowed, req.Learned)
 		if s.tools.adaptive {
 			all := len(hits)
 			hits = tools.Adaptive(hits, s.tools.relativeCut)
@@ -176,7 +177,7 @@ func (s *Snapshot) selectTools(req *Request, access *Access, srcs []*sourceState
 		stats.BelowThreshold = scored - len(hits)
 		var exps []tools.Explanation
 		if req.Explain {
-			exps = s.toolIx.Explain(req.Text, hits, allowed)
+			exps = s.toolIx.ExplainLearned(req.Text, hits, allowed, req.Learned)
 		}
 		for i, h := range hits {
 			// The gate compares the best card's confidence: cards left out do not count.

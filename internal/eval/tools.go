@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/learning"
 	"github.com/contextrouter/contextrouter/internal/tools"
 )
 
@@ -98,10 +100,12 @@ func sameWords(a, b string) bool {
 // are means over the evaluated queries, rounded to 4 decimals. A card counts
 // as a relevant tool when its tool or one of its near-duplicates (also) is.
 type ToolReport struct {
-	Dataset  string  `json:"dataset"`
-	Split    string  `json:"split"`
-	Tools    int     `json:"tools"`
-	Examples int     `json:"examples"`
+	Dataset  string `json:"dataset"`
+	Split    string `json:"split"`
+	Tools    int    `json:"tools"`
+	Examples int    `json:"examples"`
+	// Outcomes is the number of outcomes learned (--outcomes).
+	Outcomes int     `json:"outcomes,omitempty"`
 	Queries  int     `json:"queries"`
 	Recall1  float64 `json:"recall@1"`
 	Recall3  float64 `json:"recall@3"`
@@ -339,6 +343,11 @@ func (a *ToolAccumulator) Report() ToolReport {
 type ToolEval struct {
 	// Examples are appended to their tools' examples.
 	Examples []ToolExample
+	// Outcomes are reported as successes through the router's learning
+	// path (learning.Learn, learning.Overlay), at most OutcomesPerTool of
+	// each tool (in file order).
+	Outcomes        []ToolExample
+	OutcomesPerTool int
 	// Offtopic are questions no tool fits.
 	Offtopic []string
 	// Options index the catalog.
@@ -351,24 +360,65 @@ type ToolEval struct {
 
 // Tools ranks the catalog of ds (with examples) for every query of the
 // split, and for the off-topic questions, and reports the metrics.
-func Tools(ds *Dataset, e ToolEval) ToolReport {
+func Tools(ds *Dataset, e ToolEval) (ToolReport, error) {
 	entries := ToolCatalog(ds, e.Examples)
 	ix := tools.NewIndex(entries, e.Options)
+	learned, n, err := learnOutcomes(ix, entries, e.Outcomes, e.OutcomesPerTool)
+	if err != nil {
+		return ToolReport{}, err
+	}
 	acc := ToolAccumulator{MinConfidence: e.MinConfidence}
 	for _, q := range ds.Queries {
 		start := time.Now()
-		hits := ix.Search(q.Text, ToolDepth, nil)
+		hits := ix.SearchLearned(q.Text, ToolDepth, nil, learned)
 		lat := time.Since(start)
 		returned := tools.Adaptive(slices.Clone(hits[:min(e.TopK, len(hits))]), e.RelativeCut)
 		acc.Add(rankedCards(ds, hits), rankedCards(ds, returned), ds.Qrels[q.ID], lat)
 	}
 	for _, q := range e.Offtopic {
-		acc.AddOfftopic(rankedCards(ds, ix.Search(q, ToolDepth, nil)))
+		acc.AddOfftopic(rankedCards(ds, ix.SearchLearned(q, ToolDepth, nil, learned)))
 	}
 	r := acc.Report()
-	r.Tools, r.Examples = len(entries), len(e.Examples)
+	r.Tools, r.Examples, r.Outcomes = len(entries), len(e.Examples), n
 	r.Returned.TopK, r.Returned.RelativeCut = e.TopK, e.RelativeCut
-	return r
+	return r, nil
+}
+
+// evalAgent reports the outcomes of eval tools.
+const evalAgent = "eval"
+
+// learnOutcomes feeds the first perTool outcomes of each tool to an
+// embedded learning store as successes of one agent, the way
+// POST /v1/tools/outcomes does, and returns the agent's overlay and the
+// outcomes stored.
+func learnOutcomes(ix *tools.Index, entries []tools.Entry, outcomes []ToolExample, perTool int) (*tools.Learned, int, error) {
+	if len(outcomes) == 0 || perTool <= 0 {
+		return nil, 0, nil
+	}
+	store, _ := learning.NewMemory("")
+	ctx := context.Background()
+	pos := make(map[string]int, len(entries))
+	for i := range entries {
+		pos[entries[i].Tool.ID()] = i
+	}
+	taken := map[string]int{}
+	bounds := learning.DefaultBounds
+	bounds.PerAgent = max(bounds.PerAgent, perTool*len(entries))
+	for _, o := range outcomes {
+		if taken[o.Tool] >= perTool {
+			continue
+		}
+		r := learning.Record{Owner: evalAgent, Agent: evalAgent, Source: entries[pos[o.Tool]].Source, Tool: o.Tool, Text: o.Text, Outcome: learning.Success}
+		if _, err := learning.Learn(ctx, store, r, bounds); err != nil {
+			return nil, 0, fmt.Errorf("outcome for %q: %w", o.Tool, err)
+		}
+		taken[o.Tool]++
+	}
+	recs, _ := store.Outcomes(ctx, evalAgent)
+	return learning.Overlay(ix, recs, func(_, tool string) (int, bool) {
+		i, ok := pos[tool]
+		return i, ok
+	}), len(recs), nil
 }
 
 // rankedCards are the cards of hits by corpus id.

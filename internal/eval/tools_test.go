@@ -148,7 +148,10 @@ func TestToolsOnGeneratedSet(t *testing.T) {
 	}
 	e := ToolEval{MinConfidence: 0.5, RelativeCut: 0.1, TopK: 5}
 	// Without examples q3 finds nothing: recall 2/3 at every depth.
-	r := Tools(ds, e)
+	r, err := Tools(ds, e)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r.Queries != 3 || r.Tools != 3 || math.Abs(r.Recall1-0.6667) > 1e-9 || math.Abs(r.Recall10-0.6667) > 1e-9 {
 		t.Errorf("without examples: %+v", r)
 	}
@@ -158,7 +161,9 @@ func TestToolsOnGeneratedSet(t *testing.T) {
 	// An example gives q3 its answer; off-topic questions are measured.
 	e.Examples = []ToolExample{{"charge ACME 300 euros", "billing.invoices.create"}}
 	e.Offtopic = []string{"what is the capital of peru", "search for the web pages of a customer invoice"}
-	r = Tools(ds, e)
+	if r, err = Tools(ds, e); err != nil {
+		t.Fatal(err)
+	}
 	if r.Examples != 1 || r.Recall1 != 1 || r.NDCG5 != 1 {
 		t.Errorf("with examples: %+v", r)
 	}
@@ -205,7 +210,10 @@ func TestToolsCopiesCollapse(t *testing.T) {
 		{"not collapsed", 0, 6},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Tools(ds, ToolEval{Options: tools.Options{Collapse: tt.collapse}, TopK: 10, RelativeCut: 0})
+			r, err := Tools(ds, ToolEval{Options: tools.Options{Collapse: tt.collapse}, TopK: 10, RelativeCut: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if r.Recall1 != 1 || r.Returned.Cards != tt.cards {
 				t.Errorf("recall@1 %v, cards %v; want 1, %v", r.Recall1, r.Returned.Cards, tt.cards)
 			}

@@ -35,6 +35,7 @@ func (s *Server) routes() http.Handler {
 		"/v1/query":      {http.MethodPost, "query", s.handleQuery},
 		"/v1/tools":      {http.MethodPost, "tools", s.handleTools},
 		"/v1/tools/tree": {http.MethodGet, "tools_tree", s.handleToolTree},
+		outcomesPath:     {"", "tools_outcomes", s.handleOutcomes},
 		"/v1/status":     {http.MethodGet, "status", s.handleStatus},
 		"/healthz":       {http.MethodGet, "healthz", s.handleHealthz},
 		"/readyz":        {http.MethodGet, "readyz", s.handleReadyz},
@@ -164,6 +165,9 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	}
 	d := DeliveryFromResponse("query", req.Text, req.Agent, resp)
 	id := s.deliver(r.Header, st, &d, start)
+	if len(resp.Tools) > 0 {
+		id = s.answerID(r.Header, id, req.Agent, req.Text, len(resp.Tools))
+	}
 	bp := respPool.Get().(*[]byte)
 	b := appendResponse((*bp)[:0], resp)
 	h := w.Header()
@@ -213,6 +217,7 @@ func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) (st *state, r
 func (s *Server) runQuery(ctx context.Context, st *state, req engine.Request, start time.Time) (*engine.Response, *httpError) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
 	defer cancel()
+	req.Learned = s.learnedFor(ctx, st, req.Agent)
 	resp, err := st.snap.Query(ctx, req)
 	if err != nil {
 		return nil, s.queryError(err, start)
@@ -246,6 +251,7 @@ func (s *Server) observeResponse(st *state, resp *engine.Response) {
 func (s *Server) runFindTools(ctx context.Context, st *state, req engine.Request, start time.Time) (*engine.ToolsResponse, *httpError) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
 	defer cancel()
+	req.Learned = s.learnedFor(ctx, st, req.Agent)
 	resp, err := st.snap.FindTools(ctx, req)
 	if err != nil {
 		return nil, s.queryError(err, start)
@@ -290,9 +296,7 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := toolsDelivery("tools", req, resp)
-	if id := s.deliver(r.Header, st, &d, start); id != "" {
-		w.Header().Set(RequestIDHeader, id)
-	}
+	w.Header().Set(RequestIDHeader, s.answerID(r.Header, s.deliver(r.Header, st, &d, start), req.Agent, req.Text, len(resp.Tools)))
 	writeJSON(w, http.StatusOK, resp, false)
 }
 

@@ -67,6 +67,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	}, s.mcpHandler(mcpToolGetContext, s.getContext))
 	s.addMCPToolTools(srv)
 	s.addMCPDrilldown(srv)
+	s.addMCPOutcome(srv)
 	return srv
 }
 

@@ -111,7 +111,7 @@ func TestMCPGetContext(t *testing.T) {
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 	}
-	if !slices.Equal(names, []string{"describe_tool", "drilldown", "find_tools", "get_context"}) {
+	if !slices.Equal(names, []string{"describe_tool", "drilldown", "find_tools", "get_context", "report_tool_outcome"}) {
 		t.Errorf("tools/list: %v", names)
 	}
 
@@ -600,7 +600,7 @@ func TestMCPRequestIDs(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
 				t.Fatalf("%d %s: %v", code, body, err)
 			}
-			if string(resp.ID) != tc.id || len(resp.Result.Tools) != 4 {
+			if string(resp.ID) != tc.id || len(resp.Result.Tools) != 5 {
 				t.Errorf("id %s answered with id %s and %d tools: %.200s", tc.id, resp.ID, len(resp.Result.Tools), body)
 			}
 		})

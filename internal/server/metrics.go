@@ -35,6 +35,7 @@ type metrics struct {
 	// catalogFetchFailures: failed fetches of a tool catalog over HTTP.
 	catalogFetchFailures *prometheus.CounterVec
 	mcpToolCalls         *prometheus.CounterVec
+	toolOutcomes         *prometheus.CounterVec
 	tokenReviews         *prometheus.CounterVec
 	toolsReturned        prometheus.Histogram
 	// classifierConfidence: the confidence of each classifier that ran, by classifier.
@@ -175,6 +176,8 @@ func newMetrics(s *Server) *metrics {
 		Help: "Queries that an embedding or rerank endpoint failed (ranked by BM25, or not reranked), by endpoint (embedding, rerank) and reason (api.md §5.3).",
 	}, []string{"endpoint", "reason"})
 	m.reg.MustRegister(m.embeddingErrors)
+	m.toolOutcomes = newOutcomesCounter()
+	m.reg.MustRegister(m.toolOutcomes)
 	if c := s.opts.Cache; c != nil {
 		m.reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -186,6 +186,8 @@ type Server struct {
 	// keeps the store each configuration names.
 	sessions session.Store
 	holder   *storeselect.Holder
+	// outcomes holds the answers request ids name and the outcome rate (outcomes.go).
+	outcomes outcomeState
 	// sessionMux routes the session API (sessions.go).
 	sessionMux *http.ServeMux
 

@@ -104,3 +104,44 @@ func longQuery(entries []Entry, size int) string {
 	}
 	return sb.String()
 }
+
+// BenchmarkToolSearch10kLearned is BenchmarkToolSearch10k with an agent's
+// learned outcomes at their bound (learning.DefaultBounds.PerAgent, 2,000:
+// 1,800 successes and 200 failures over 500 tools), the overlay a query
+// of that agent ranks with.
+func BenchmarkToolSearch10kLearned(b *testing.B) {
+	entries := genCatalog(10000, 1)
+	ix := NewIndex(entries, benchOptions)
+	var ex []LearnedExample
+	for i := range 2000 {
+		q := benchQueries[i%len(benchQueries)]
+		ex = append(ex, LearnedExample{Entry: (i * 7919) % 500 * 20, Text: fmt.Sprintf("%s for team %d in region r%d", q, i, i%37), Success: i%10 != 0})
+	}
+	l := ix.Learn(ex)
+	b.ReportAllocs()
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		ix.SearchLearned(benchQueries[i%len(benchQueries)], 10, nil, l)
+		lat = append(lat, time.Since(start))
+		i++
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
+
+// BenchmarkToolLearn2000 builds the overlay of 2,000 learned outcomes
+// over 10,000 tools: the cost of the first query after a change.
+func BenchmarkToolLearn2000(b *testing.B) {
+	ix := NewIndex(genCatalog(10000, 1), benchOptions)
+	var ex []LearnedExample
+	for i := range 2000 {
+		ex = append(ex, LearnedExample{Entry: i * 5, Text: fmt.Sprintf("%s for team %d", benchQueries[i%len(benchQueries)], i), Success: true})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ix.Learn(ex)
+	}
+}

@@ -132,7 +132,7 @@ func (ix *Index) evidence(sc *scratch, taken []cand, out []Hit) {
 	x := ix.ix
 	top := float64(taken[0].score)
 	t := x.p.PlainTemperature
-	if len(ix.entries[taken[0].entry].Tool.Examples) > 0 {
+	if ix.examples(sc, taken[0].entry) > 0 {
 		t = x.p.Temperature
 	}
 	exp := func(s float32) float64 { return math.Exp((float64(s)/top - 1) / t) }
@@ -163,7 +163,7 @@ func (ix *Index) evidence(sc *scratch, taken []cand, out []Hit) {
 			Rank: i, Relative: float64(c.score) / top, Margin: (float64(c.score) - next) / top,
 			Softmax: exp(c.score) / sum, Coverage: share(own), NameCoverage: share(name),
 			Self: float64(x.selfCosine(c.entry, sc)), Example: float64(c.example),
-			Examples: len(ix.entries[c.entry].Tool.Examples), Words: words, Matched: own, Cards: min(len(taken), confidenceDepth+1),
+			Examples: ix.examples(sc, c.entry), Words: words, Matched: own, Cards: min(len(taken), confidenceDepth+1),
 		}
 		out[i] = Hit{Entry: int(c.entry), Score: float64(c.score), Confidence: ix.cal.Confidence(&ev), Evidence: ev}
 	}

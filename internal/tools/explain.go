@@ -48,12 +48,16 @@ type SentenceMatch struct {
 	Similarity float64 `json:"similarity"`
 }
 
-// ScoreParts split a score: (Terms + Related + Example) × AntiPattern.
+// ScoreParts split a score: (Terms + Related + Learned + Example) ×
+// AntiPattern.
 type ScoreParts struct {
 	// Terms is the BM25F score of the question's own words, Related that of
 	// their related words.
 	Terms   float64 `json:"terms"`
 	Related float64 `json:"related"`
+	// Learned is the BM25 score of the tool's learned profile (its learned
+	// examples as one text, learned.go); omitted without learned outcomes.
+	Learned float64 `json:"learned,omitempty"`
 	// Example is the closest example's part: its cosine times the best
 	// BM25F score among the candidates, times Params.ExampleMatch.
 	Example float64 `json:"example"`
@@ -68,6 +72,13 @@ var fieldNames = [numFields]string{"name", "namespace", "description", "tags", "
 // allowed tools: one explanation per hit. It scores the question again,
 // so it costs about a search more.
 func (ix *Index) Explain(query string, hits []Hit, allowed []bool) []Explanation {
+	return ix.ExplainLearned(query, hits, allowed, nil)
+}
+
+// ExplainLearned is Explain for hits of SearchLearned with the overlay l:
+// the learned examples count in the example part, the learned failures in
+// the anti-pattern factor, and the learned profiles are the learned part.
+func (ix *Index) ExplainLearned(query string, hits []Hit, allowed []bool, l *Learned) []Explanation {
 	if len(hits) == 0 {
 		return nil
 	}
@@ -75,6 +86,10 @@ func (ix *Index) Explain(query string, hits []Hit, allowed []bool) []Explanation
 	x := ix.ix
 	sc := x.pool.Get().(*scratch)
 	defer x.pool.Put(sc)
+	if l != nil && l.ix == ix && l.Len() > 0 {
+		sc.learned = l
+	}
+	defer func() { sc.learned = nil }()
 	x.gather(sc, query, allowed)
 	exWeight := float64(x.p.ExampleMatch) * float64(x.topBM25F(sc))
 	out := make([]Explanation, len(hits))
@@ -88,6 +103,12 @@ func (ix *Index) Explain(query string, hits []Hit, allowed []bool) []Explanation
 		}
 		for _, m := range e.Related {
 			e.Parts.Related += m.Score
+		}
+		if sc.learned != nil {
+			// What the BM25F sum holds past the tool's own terms and related terms.
+			if v := float64(sc.tool[d]) - e.Parts.Terms - e.Parts.Related; v > 1e-4 {
+				e.Parts.Learned = v
+			}
 		}
 		t := &ix.entries[d].Tool
 		e.Example = closest(x, sc, t.Examples)

@@ -46,6 +46,10 @@ type Params struct {
 	// of the tools, rounded up (0: no limit): they say little and cost the
 	// most.
 	ExpandMaxDF float64
+	// LearnedProfile weighs the BM25 score of a tool's learned examples
+	// taken as one text (its learned profile, learned.go) against the
+	// catalog's BM25F: 0 leaves it out.
+	LearnedProfile float64
 	// Temperature of the confidence softmax over score/top score when the
 	// top tool has examples, and PlainTemperature when it has none: the
 	// scores of the two kinds spread differently (docs/api.md §10.3).
@@ -67,6 +71,7 @@ var DefaultParams = Params{
 	Broader:          0.2,
 	ExpandNorm:       0.5,
 	ExpandMaxDF:      0.05,
+	LearnedProfile:   0.5,
 	Temperature:      0.15,
 	PlainTemperature: 0.25,
 }
@@ -132,6 +137,9 @@ func (ix *termIndex) score(sc *scratch, query string, allowed []bool) {
 func (ix *termIndex) gather(sc *scratch, query string, allowed []bool) {
 	sc.terms = ix.queryTermsOther(sc.terms[:0], query, sc.seen, &sc.other)
 	sc.unknown = len(sc.other)
+	if sc.learned != nil {
+		sc.learnedWords = append(sc.learnedWords[:0], sc.other...)
+	}
 	if ix.expansion {
 		ix.expandTerms(sc)
 	} else {
@@ -152,6 +160,11 @@ func (ix *termIndex) gather(sc *scratch, query string, allowed []bool) {
 	}
 	ix.examples.match(sc, sc.terms, sc.best, allowed, &sc.touched, sc.tool)
 	ix.anti.match(sc, sc.terms, sc.antiSim, allowed, &sc.antiHit, nil)
+	if sc.learned != nil {
+		sc.learned.apply(sc, allowed)
+		clear(sc.learnedWords)
+		sc.learnedWords = sc.learnedWords[:0]
+	}
 }
 
 // reset zeroes what gather set but the question's terms.
@@ -262,8 +275,15 @@ type scratch struct {
 	expW    []float32 // per term: the weight of an expansion term
 	expand  []uint32  // terms with an expW
 	other   []string  // terms of the question the catalog lacks
-	unknown int       // words of the question the catalog lacks
-	qnorm   float32   // Σ idf² of terms
+	// learned is the overlay of this query (nil: none); learnedWords the
+	// question's terms the catalog lacks, ext its terms in the overlay's
+	// ids and lsent the overlay's cosine numerators.
+	learned      *Learned
+	learnedWords []string
+	ext          []uint32
+	lsent        []float32
+	unknown      int     // words of the question the catalog lacks
+	qnorm        float32 // Σ idf² of terms
 	// cands are the query's candidates; heap, taken and seenGroup the
 	// cards' selection (Index.cards).
 	cands, heap, taken []cand
@@ -668,6 +688,12 @@ func (ix *termIndex) addPostings(sc *scratch, t uint32, w float32, allowed []boo
 // tool, the best cosine in best. A tool gets its first cosine is appended
 // to list unless other (when given) already has a score for it.
 func (s *sentences) match(sc *scratch, terms []uint32, best []float32, allowed []bool, list *[]uint32, other []float32) {
+	s.matchInto(sc, sc.sent, terms, best, allowed, list, other)
+}
+
+// matchInto is match with acc (one slot per sentence, all zero) as the
+// cosine numerators.
+func (s *sentences) matchInto(sc *scratch, acc []float32, terms []uint32, best []float32, allowed []bool, list *[]uint32, other []float32) {
 	if len(s.owner) == 0 {
 		return
 	}
@@ -679,6 +705,9 @@ func (s *sentences) match(sc *scratch, terms []uint32, best []float32, allowed [
 		return
 	}
 	for _, t := range terms {
+		if int(t)+1 >= len(s.off) {
+			continue // a word of the question the sentences' terms lack
+		}
 		idf2 := s.idf2[t]
 		lo, hi := s.off[t], s.off[t+1]
 		docs, ws := s.doc[lo:hi], s.w[lo:hi]
@@ -686,16 +715,16 @@ func (s *sentences) match(sc *scratch, terms []uint32, best []float32, allowed [
 			if allowed != nil && !allowed[s.owner[d]] {
 				continue
 			}
-			if sc.sent[d] == 0 {
+			if acc[d] == 0 {
 				sc.sentHit = append(sc.sentHit, d)
 			}
-			sc.sent[d] += idf2 * ws[i]
+			acc[d] += idf2 * ws[i]
 		}
 	}
 	inv := 1 / float32(math.Sqrt(float64(qnorm)))
 	for _, d := range sc.sentHit {
-		c := sc.sent[d] * inv
-		sc.sent[d] = 0
+		c := acc[d] * inv
+		acc[d] = 0
 		o := s.owner[d]
 		if c <= best[o] {
 			continue

@@ -96,6 +96,12 @@ type Hit struct {
 // broken by source, then id. Tools with no evidence for the question are
 // left out, and a near-duplicate of a better card is listed in its Also.
 func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
+	return ix.SearchLearned(query, k, allowed, nil)
+}
+
+// SearchLearned is Search with the learned examples of l (nil: none, or an
+// overlay of another index, which is ignored) counting as the catalog's.
+func (ix *Index) SearchLearned(query string, k int, allowed []bool, l *Learned) []Hit {
 	if k <= 0 || len(ix.entries) == 0 {
 		return nil
 	}
@@ -103,10 +109,19 @@ func (ix *Index) Search(query string, k int, allowed []bool) []Hit {
 	x := ix.ix
 	sc := x.pool.Get().(*scratch)
 	defer x.pool.Put(sc)
+	if l != nil && l.ix == ix && l.Len() > 0 {
+		sc.learned = l
+	}
 	x.score(sc, query, allowed)
 	out := ix.cards(sc, k, allowed)
 	x.release(sc)
+	sc.learned = nil
 	return out
+}
+
+// examples is the number of examples of tool i, learned ones included.
+func (ix *Index) examples(sc *scratch, i uint32) int {
+	return len(ix.entries[i].Tool.Examples) + sc.learned.Examples(int(i))
 }
 
 // mask extends a short allowed mask: it allows nothing past its end.

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
+	"github.com/contextrouter/contextrouter/internal/learning"
 	"github.com/contextrouter/contextrouter/internal/session"
 )
 
@@ -109,6 +110,10 @@ type Store struct {
 	// removes once it is released.
 	doomed  []*memSession
 	skipped []error
+
+	// The learned tool outcomes of the router (docs/api.md §10.10) live
+	// with its sessions, in the same directory.
+	*learning.Memory
 }
 
 // memSession is one session. Its content (s, use, refs, elem) is changed
@@ -157,9 +162,14 @@ func New(cfg Config) (*Store, error) {
 	m := &Store{cfg: cfg.WithDefaults(), sessions: map[string]*memSession{}, idle: list.New(),
 		byAgent: map[string]map[string]*memSession{}}
 	if m.cfg.Dir == "" {
+		m.Memory, _ = learning.NewMemory("")
 		return m, nil
 	}
 	if err := PrepareDir(m.cfg.Dir); err != nil {
+		return nil, err
+	}
+	var err error
+	if m.Memory, err = learning.NewMemory(m.cfg.Dir); err != nil {
 		return nil, err
 	}
 	names, err := filepath.Glob(filepath.Join(m.cfg.Dir, "*"+logSuffix))
@@ -605,7 +615,7 @@ func (m *Store) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	return nil
+	return m.CloseOutcomes()
 }
 
 // Persistence: one append-only file per session, <id>.jsonl. Its first

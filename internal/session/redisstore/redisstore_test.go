@@ -16,6 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/contextrouter/contextrouter/internal/learning"
+	"github.com/contextrouter/contextrouter/internal/learning/learningtest"
 	"github.com/contextrouter/contextrouter/internal/session"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore/redistest"
 	"github.com/contextrouter/contextrouter/internal/session/sessiontest"
@@ -602,5 +604,40 @@ func BenchmarkAppend(b *testing.B) {
 	for b.Loop() {
 		i++
 		mustAppend(b, s, "s1", "alice", session.Delta{Items: []session.Item{{ID: fmt.Sprint("n", i), Kind: session.KindUserTurn, Text: "one more turn"}}})
+	}
+}
+
+// TestOutcomesConformance runs the learned outcomes' table every store
+// passes (docs/api.md §10.10).
+func TestOutcomesConformance(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{Password: "s3cret-pass"})
+	n := 0
+	learningtest.Run(t, func(t *testing.T) learning.Store {
+		n++
+		return newStore(t, srv, fmt.Sprintf("learn%d:", n), time.Hour)
+	})
+}
+
+// Two stores on one server (two replicas) share learned outcomes, and a
+// bound holds across them.
+func TestOutcomesShared(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	a, b := newStore(t, srv, "rep:", time.Hour), newStore(t, srv, "rep:", time.Hour)
+	small := learning.Bounds{PerTool: 1, PerAgent: 10, Total: 10}
+	if _, err := learning.Learn(ctx, a, learning.Record{Owner: "alice", Agent: "alice", Source: "s", Tool: "t", Text: "q1", Outcome: learning.Success}, small); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Outcomes(ctx, "alice")
+	if err != nil || len(got) != 1 || got[0].Text != "q1" {
+		t.Fatalf("the other replica reads %+v, %v", got, err)
+	}
+	va, _ := a.OutcomesVersion(ctx)
+	vb, _ := b.OutcomesVersion(ctx)
+	if va != vb || va == 0 {
+		t.Errorf("versions %d and %d", va, vb)
+	}
+	var le *learning.LimitError
+	if _, err := learning.Learn(ctx, b, learning.Record{Owner: "alice", Agent: "alice", Source: "s", Tool: "t", Text: "q2", Outcome: learning.Success}, small); !errors.As(err, &le) || le.Reason != "tool_limit" {
+		t.Errorf("second of the tool on the other replica: %v, want tool_limit", err)
 	}
 }
