@@ -280,6 +280,47 @@ redis-server: ## Install redis-server (Debian) for the Redis session store tests
 test-argocd: ## Run the Argo CD health checks of config/argocd against their test cases.
 	GOWORK=off $(GO) -C test/argocd test -count=1 ./...
 
+# --- Flux for the GitOps scenario ---------------------------------------------
+
+.PHONY: flux-binaries flux-images
+
+# source-controller and kustomize-controller built from their Go modules by
+# the separate module hack/flux (see its README for why this version), and
+# their config/ (CRDs, RBAC, Deployments) copied from the same modules, into
+# bin/flux/<version>/. Skipped while the stamp matches the hash of go.mod,
+# go.sum and the Go version.
+FLUX_VERSION := v1.9.0
+FLUX_MOD := hack/flux
+FLUX_BIN := $(BIN)/flux/$(FLUX_VERSION)
+FLUX_CONTROLLERS := source-controller kustomize-controller
+
+flux-binaries: ## Build Flux's source-controller and kustomize-controller and copy their config/ into bin/flux/ (cached).
+	@set -e; mkdir -p $(FLUX_BIN); \
+	for c in $(FLUX_CONTROLLERS); do \
+	  grep -Eq "^[[:space:]]*github.com/fluxcd/$$c $(FLUX_VERSION)( |$$)" $(FLUX_MOD)/go.mod || \
+	    { echo "$(FLUX_MOD)/go.mod does not require github.com/fluxcd/$$c $(FLUX_VERSION) (FLUX_VERSION)" >&2; exit 1; }; \
+	done; \
+	sum=$$({ $(GO) version; cat $(FLUX_MOD)/go.mod $(FLUX_MOD)/go.sum; } | sha256sum | cut -d' ' -f1); \
+	present=1; for c in $(FLUX_CONTROLLERS); do [ -x $(FLUX_BIN)/$$c ] && [ -d $(FLUX_BIN)/config/$$c ] || present=0; done; \
+	if [ $$present = 1 ] && [ "$$(cat $(FLUX_BIN)/.stamp 2>/dev/null)" = "$$sum" ]; then \
+	  echo "flux-binaries: up to date in $(FLUX_BIN)"; exit 0; fi; \
+	rm -f $(FLUX_BIN)/.stamp; \
+	echo "flux-binaries: building $(FLUX_CONTROLLERS) ($(FLUX_VERSION)) into $(FLUX_BIN)"; \
+	CGO_ENABLED=0 GOWORK=off $(GO) -C $(FLUX_MOD) build -buildvcs=false -trimpath -ldflags '-s -w' \
+	  -o $(FLUX_BIN)/ $(foreach c,$(FLUX_CONTROLLERS),github.com/fluxcd/$(c)); \
+	for c in $(FLUX_CONTROLLERS); do \
+	  dir=$$(GOWORK=off $(GO) -C $(FLUX_MOD) list -m -f '{{.Dir}}' github.com/fluxcd/$$c); \
+	  rm -rf $(FLUX_BIN)/config/$$c; mkdir -p $(FLUX_BIN)/config/$$c; \
+	  cp -R $$dir/config/crd $$dir/config/rbac $$dir/config/manager $(FLUX_BIN)/config/$$c/; \
+	  chmod -R u+w $(FLUX_BIN)/config/$$c; \
+	done; \
+	echo "$$sum" > $(FLUX_BIN)/.stamp
+
+# Packed like ours: the binary as the entrypoint, user 65532, CA certificates.
+flux-images: images flux-binaries ## Write the Flux controllers' image tarballs to bin/images.
+	@set -e; for c in $(FLUX_CONTROLLERS); do \
+	  $(BIN)/imagebuilder -binary $(FLUX_BIN)/$$c -tag $(IMAGE_REGISTRY)/$$c:$(FLUX_VERSION) -out $(IMAGES)/$$c.tar; done
+
 # --- End-to-end test and a local cluster on a real single node ---------------
 
 .PHONY: e2e cluster-up cluster-down cluster-check
@@ -288,7 +329,7 @@ test-argocd: ## Run the Argo CD health checks of config/argocd against their tes
 # kubelet and the rest of bin/k8s on this machine (test/e2e/cluster). One
 # cluster per machine: e2e and cluster-up refuse, naming the other, while
 # one runs (lock /run/contextrouter-cluster.lock).
-e2e: build controlplane node-binaries images helm ## Run the end-to-end test on a real single-node cluster (root).
+e2e: build controlplane node-binaries images flux-images helm ## Run the end-to-end test on a real single-node cluster (root).
 	$(GO) test -tags e2e -count=1 -v -timeout 40m ./test/e2e/
 
 # The e2e's cluster, kept running in /var/lib/contextrouter-cluster, with the

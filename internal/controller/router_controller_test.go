@@ -350,7 +350,9 @@ func TestRouterController(t *testing.T) {
 			t.Errorf("pod security context %+v", psc)
 		}
 		ctr := pod.Containers[0]
-		if ctr.Image != routerTestImage || !slices.Equal(ctr.Args, bundle.ServeArgs()) {
+		// Router pods drain before they stop, so that a rollout behind the
+		// Service fails no query.
+		if ctr.Image != routerTestImage || !slices.Equal(ctr.Args, append(bundle.ServeArgs(), "--shutdown-delay", "5s")) {
 			t.Errorf("container image %q args %v", ctr.Image, ctr.Args)
 		}
 		if sc := ctr.SecurityContext; sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {

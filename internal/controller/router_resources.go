@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -184,9 +185,11 @@ func desiredTokenReviewBinding(router *v1alpha1.ContextRouter) *rbacv1.ClusterRo
 	}
 }
 
-// routerArgs are the router container's arguments.
+// routerArgs are the router container's arguments: serve on the bundle,
+// draining for RouterShutdownDelay. (Sidecars serve on 127.0.0.1, behind no
+// load balancer, and stop at once.)
 func routerArgs(b *bundle.Bundle) []string {
-	args := bundle.ServeArgs()
+	args := append(bundle.ServeArgs(), "--shutdown-delay", RouterShutdownDelay.String())
 	if reportsToolStatus(b) {
 		args = append(args, "--report-tools-status")
 	}
@@ -351,3 +354,11 @@ func withAnnotation(m metav1.ObjectMeta, key, value string) metav1.ObjectMeta {
 	m.Annotations[key] = value
 	return m
 }
+
+// RouterShutdownDelay is how long a router pod keeps answering, with
+// /readyz failing and every answer closing its connection, after it is told
+// to stop: long enough for kube-proxy and load balancers to stop sending it
+// new connections, so that a rollout fails no query. It stays well inside
+// the pod's default 30 s termination grace period, with the server's
+// shutdown timeout.
+const RouterShutdownDelay = 5 * time.Second

@@ -97,7 +97,7 @@ func TestDesiredDeployment(t *testing.T) {
 	if c.Image != "example.com/router:v1" {
 		t.Errorf("image %q", c.Image)
 	}
-	if want := []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets", "--cache-dir", "/var/cache/contextrouter", "--expand-env=false"}; !slices.Equal(c.Args, want) {
+	if want := []string{"serve", "-f", "/etc/contextrouter/bundle", "--secrets-dir", "/etc/contextrouter/secrets", "--cache-dir", "/var/cache/contextrouter", "--expand-env=false", "--shutdown-delay", "5s"}; !slices.Equal(c.Args, want) {
 		t.Errorf("args %v, want %v", c.Args, want)
 	}
 	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {

@@ -626,7 +626,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.requestReload(true)
 
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           s.closeWhenDraining(s.handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// A query may take QueryTimeout; the response must still get out.
@@ -659,6 +659,20 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.auditLog.close(flushCtx)
 	cancel()
 	return err
+}
+
+// closeWhenDraining answers with "Connection: close" once shutdown has
+// begun. A client's kept-alive connection stays on this pod whatever the
+// load balancer does; closed after an answer, the client's next request
+// opens a new connection, which goes to a ready pod. Otherwise a request
+// sent on it as the listener closes after ShutdownDelay is reset.
+func (s *Server) closeWhenDraining(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // shutdown fails /readyz, waits ShutdownDelay, then stops accepting and

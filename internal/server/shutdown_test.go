@@ -133,6 +133,15 @@ func TestShutdownDelay(t *testing.T) {
 	if e := edition(ts.query(engine.Request{Text: "deploy checklist"})); e != "v1" {
 		t.Fatalf("query while draining answered edition %q", e)
 	}
+	// The answer closes the connection, so that the client's next request
+	// is not sent on it as the listener closes.
+	resp, _ := ts.request(http.MethodPost, "/v1/query", strings.NewReader(`{"text": "deploy checklist"}`), nil)
+	if resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Fatalf("query while draining: status %d, Connection %q; want 200 and the connection closed", resp.StatusCode, resp.Header.Get("Connection"))
+	}
+	if resp, _ := ts.request(http.MethodPost, "/v1/query", strings.NewReader(`{"text": "deploy checklist"}`), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("query on a new connection while draining: status %d", resp.StatusCode)
+	}
 	if err := ts.stop(); err != nil {
 		t.Fatal(err)
 	}

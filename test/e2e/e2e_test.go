@@ -172,21 +172,31 @@ func (s *scenario) applySamples(t *testing.T) {
 	if _, err := c.Kubectl(ctx, "apply", "-n", samplesNamespace, "-f", filepath.Join(s.root, "config", "samples")); err != nil {
 		t.Fatal(err)
 	}
+	s.checkSampleAnswers(t)
+}
+
+// sampleQuestions are the quickstart's questions the routers must answer
+// as the CLI does.
+var sampleQuestions = []question{
+	{"hr-assistant", vacationQuestion},
+	{"eng-assistant", rollbackQuestion},
+	{"hr-assistant", budgetQuestion}, // finance-docs denied
+	{"eng-assistant", incidentQuestion},
+}
+
+type question struct{ agent, text string }
+
+// checkSampleAnswers waits for the samples' router to become Ready and
+// checks that every router pod and the Service answer the quickstart's
+// questions as the CLI does on examples/quickstart.
+func (s *scenario) checkSampleAnswers(t *testing.T) {
+	c := s.c
 	router := s.waitRouterReady(t, 3*time.Minute)
 	c.logf("ContextRouter %s Ready: %d routes, %d sources, bundle %s, %d/%d replicas ready", routerName,
 		router.Status.AttachedRoutes, router.Status.Sources, router.Status.Bundle.Hash, router.Status.ReadyReplicas, router.Status.Replicas)
 
-	var svc corev1.Service
-	c.GetJSON(t, &svc, "get", "service", routerName, "-n", samplesNamespace)
-	serviceURL := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80")
-	questions := []struct{ agent, text string }{
-		{"hr-assistant", vacationQuestion},
-		{"eng-assistant", rollbackQuestion},
-		{"hr-assistant", budgetQuestion}, // finance-docs denied
-		{"eng-assistant", incidentQuestion},
-	}
-	wants := make([]answer, len(questions))
-	for i, q := range questions {
+	wants := make([]answer, len(sampleQuestions))
+	for i, q := range sampleQuestions {
 		wants[i] = s.expectedAnswer(t, q.agent, q.text)
 	}
 	// The classifier travels in the bundle and is trained in the router pods:
@@ -194,10 +204,27 @@ func (s *scenario) applySamples(t *testing.T) {
 	if last := wants[len(wants)-1]; !slices.Contains(last.MatchedRoutes, "incident-help") {
 		t.Fatalf("the quickstart routes %q through %v; the scenario needs the classifier's route incident-help", incidentQuestion, last.MatchedRoutes)
 	}
-	// The operator may still be settling the objects the apply created one
-	// by one, so the answers are polled; a difference that stays fails.
+	s.waitAnswers(t, "every router pod and the Service answer like the quickstart", sampleQuestions, wants)
+	s.routerPods = s.readyRouterPods(t, router.Status.ReadyReplicas)
+}
+
+// serviceURL is the base URL of the samples' router Service.
+func (s *scenario) serviceURL(t *testing.T) string {
+	t.Helper()
+	var svc corev1.Service
+	s.c.GetJSON(t, &svc, "get", "service", routerName, "-n", samplesNamespace)
+	return "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80")
+}
+
+// waitAnswers waits until every pod of the router's rolled-out Deployment
+// and its Service give the answers wants to questions. The operator may
+// still be settling what was applied, so the answers are polled; a
+// difference that stays fails.
+func (s *scenario) waitAnswers(t *testing.T, what string, questions []question, wants []answer) {
+	t.Helper()
+	serviceURL := s.serviceURL(t)
 	var targets []string
-	c.WaitFor(t, "every router pod and the Service answer like the quickstart", time.Minute, func(ctx context.Context) (bool, string, error) {
+	s.c.WaitFor(t, what, time.Minute, func(ctx context.Context) (bool, string, error) {
 		urls, waiting, err := s.routerTargets(ctx)
 		if err != nil || waiting != "" {
 			return false, waiting + fmt.Sprint(err), nil
@@ -217,10 +244,9 @@ func (s *scenario) applySamples(t *testing.T) {
 		return true, "", nil
 	})
 	for i, q := range questions {
-		c.logf("%d routers answer %s's %q like the quickstart: routes %v, denied %v, %d chunks, %d tokens",
+		s.c.logf("%d routers answer %s's %q like the CLI: routes %v, denied %v, %d chunks, %d tokens",
 			len(targets), q.agent, q.text, wants[i].MatchedRoutes, wants[i].DeniedSources, len(wants[i].Chunks), wants[i].TotalTokens)
 	}
-	s.routerPods = s.readyRouterPods(t, router.Status.ReadyReplicas)
 }
 
 // waitRouterReady waits for the samples' ContextRouter to report Ready=True
@@ -367,12 +393,17 @@ func (a answer) chunkList() string {
 // examples/quickstart, which config/samples mirrors.
 func (s *scenario) expectedAnswer(t *testing.T, agent, text string) answer {
 	t.Helper()
+	return s.cliAnswer(t, filepath.Join(s.root, "examples", "quickstart"), agent, text)
+}
+
+// cliAnswer is the CLI's answer on the manifests in dir.
+func (s *scenario) cliAnswer(t *testing.T, dir, agent, text string) answer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, s.cli, "query", "-f", filepath.Join(s.root, "examples", "quickstart"),
-		"-a", agent, "-o", "json", text).Output()
+	out, err := exec.CommandContext(ctx, s.cli, "query", "-f", dir, "-a", agent, "-o", "json", text).Output()
 	if err != nil {
-		t.Fatalf("contextrouter query -a %s %q: %v", agent, text, err)
+		t.Fatalf("contextrouter query -f %s -a %s %q: %v", dir, agent, text, err)
 	}
 	var a answer
 	if err := json.Unmarshal(out, &a); err != nil {
@@ -860,25 +891,43 @@ func (s *scenario) changedRoute(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range strings.Split(string(b), "\n---") {
+	_, doc := editRoute(t, string(b), changedRouteName, withReloadWord)
+	return doc
+}
+
+// withReloadWord is a route condition that also matches reloadWord.
+func withReloadWord(when string) string {
+	return fmt.Sprintf("(%s) || containsAnyWord(text, [%q])", when, reloadWord)
+}
+
+// editRoute sets the condition of route name in routes, a multi-document
+// YAML file of ContextRoutes, to when(its condition). It returns the whole
+// file with that document rewritten (the others as they were) and the
+// rewritten document alone.
+func editRoute(t *testing.T, routes, name string, when func(string) string) (file, doc string) {
+	t.Helper()
+	docs := strings.Split(routes, "\n---")
+	for i, d := range docs {
 		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatalf("config/samples/routes.yaml: %v", err)
+		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+			t.Fatalf("routes: %v", err)
 		}
 		md, _ := obj["metadata"].(map[string]any)
-		if md == nil || md["name"] != changedRouteName {
+		if md == nil || md["name"] != name {
 			continue
 		}
 		spec := obj["spec"].(map[string]any)
-		spec["when"] = fmt.Sprintf("(%s) || containsAnyWord(text, [%q])", spec["when"], reloadWord)
+		old, _ := spec["when"].(string)
+		spec["when"] = when(old)
 		out, err := yaml.Marshal(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return string(out)
+		docs[i] = "\n" + string(out)
+		return strings.Join(docs, "\n---"), string(out)
 	}
-	t.Fatalf("config/samples/routes.yaml has no route %s", changedRouteName)
-	return ""
+	t.Fatalf("routes have no route %s", name)
+	return "", ""
 }
 
 func (s *scenario) gitSource(t *testing.T) {

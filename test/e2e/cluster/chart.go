@@ -65,6 +65,21 @@ func SplitImage(ref string) (string, string) {
 	return ref[:i], ref[i+1:]
 }
 
+// WaitDeploymentAvailable waits until a Deployment has a ready pod and
+// every pod runs its current template.
+func (c *Cluster) WaitDeploymentAvailable(ctx context.Context, ns, name string, timeout time.Duration) error {
+	return c.waitFor(ctx, "Deployment "+ns+"/"+name+" available", timeout, func(ctx context.Context) (bool, string, error) {
+		var d appsv1.Deployment
+		if err := c.getJSON(ctx, &d, "get", "deployment", name, "-n", ns); err != nil {
+			return false, err.Error(), nil
+		}
+		if d.Status.ReadyReplicas < 1 || d.Status.UpdatedReplicas != d.Status.Replicas {
+			return false, fmt.Sprintf("ready %d/%d; pods: %s", d.Status.ReadyReplicas, d.Status.Replicas, c.PodStates(ctx, ns, "")), nil
+		}
+		return true, "", nil
+	})
+}
+
 // InstallOperator installs charts/contextrouter with the imported operator
 // image and returns once the operator Deployment is available and it has
 // written its CA into every webhook configuration of the release.
@@ -86,16 +101,7 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 	}
 	c.logf("helm install: %s", helmSummary(out))
 
-	if err := c.waitFor(ctx, "operator Deployment available", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
-		var d appsv1.Deployment
-		if err := c.getJSON(ctx, &d, "get", "deployment", OperatorName, "-n", ReleaseNamespace); err != nil {
-			return false, err.Error(), nil
-		}
-		if d.Status.ReadyReplicas < 1 || d.Status.UpdatedReplicas != d.Status.Replicas {
-			return false, fmt.Sprintf("ready %d/%d; pods: %s", d.Status.ReadyReplicas, d.Status.Replicas, c.PodStates(ctx, ReleaseNamespace, "")), nil
-		}
-		return true, "", nil
-	}); err != nil {
+	if err := c.WaitDeploymentAvailable(ctx, ReleaseNamespace, OperatorName, 3*time.Minute); err != nil {
 		return err
 	}
 	c.logf("operator Deployment available")
