@@ -84,12 +84,8 @@ func (ix *Index) ExplainLearned(query string, hits []Hit, allowed []bool, l *Lea
 	}
 	allowed = ix.mask(allowed)
 	x := ix.ix
-	sc := x.pool.Get().(*scratch)
-	defer x.pool.Put(sc)
-	if l != nil && l.ix == ix && l.Len() > 0 {
-		sc.learned = l
-	}
-	defer func() { sc.learned = nil }()
+	sc := ix.scratchFor(l)
+	defer ix.putScratch(sc)
 	x.gather(sc, query, allowed)
 	exWeight := float64(x.p.ExampleMatch) * float64(x.topBM25F(sc))
 	out := make([]Explanation, len(hits))

@@ -106,17 +106,28 @@ func (ix *Index) SearchLearned(query string, k int, allowed []bool, l *Learned) 
 		return nil
 	}
 	allowed = ix.mask(allowed)
-	x := ix.ix
-	sc := x.pool.Get().(*scratch)
-	defer x.pool.Put(sc)
+	sc := ix.scratchFor(l)
+	defer ix.putScratch(sc)
+	ix.ix.score(sc, query, allowed)
+	out := ix.cards(sc, k, allowed)
+	ix.ix.release(sc)
+	return out
+}
+
+// scratchFor takes a query's scratch from the pool, with l's learned
+// examples when they are of this index (an overlay of another is ignored).
+func (ix *Index) scratchFor(l *Learned) *scratch {
+	sc := ix.ix.pool.Get().(*scratch)
 	if l != nil && l.ix == ix && l.Len() > 0 {
 		sc.learned = l
 	}
-	x.score(sc, query, allowed)
-	out := ix.cards(sc, k, allowed)
-	x.release(sc)
+	return sc
+}
+
+// putScratch returns sc to the pool without the learned examples it held.
+func (ix *Index) putScratch(sc *scratch) {
 	sc.learned = nil
-	return out
+	ix.ix.pool.Put(sc)
 }
 
 // examples is the number of examples of tool i, learned ones included.
