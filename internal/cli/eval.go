@@ -47,7 +47,9 @@ func newEvalToolsCommand() *cobra.Command {
 namespace and name; text the description), indexes it as the router does, shortlists the top 10 cards
 for every query of qrels/SPLIT.tsv, and reports recall@1, @3, @5, @10, nDCG@5, the latency of the
 shortlist, how well the first card's confidence is calibrated (per band, ECE, correlation with being
-right, what minConfidence keeps), and the precision and recall of an adaptive shortlist. --examples
+right per query and over the bands, the share right of first cards with confidence >= 0.8, what
+minConfidence keeps), the precision and recall of an adaptive shortlist, and the oracle: the best
+precision at recall >= 0.90 of any rule that returns the first k cards of the ranking. --examples
 reads {"text", "tool"} lines and makes them the tools' examples; --outcomes reads the same lines and
 reports the first --outcomes-per-tool of each tool as successes through the router's learning path
 (learned examples, POST /v1/tools/outcomes) before ranking; --offtopic reads {"text"} lines, questions
@@ -230,15 +232,18 @@ func printToolReport(w io.Writer, r eval.ToolReport) error {
 	fmt.Fprintf(tw, "recall@1/3/5/10:\t%.4f  %.4f  %.4f  %.4f\n", r.Recall1, r.Recall3, r.Recall5, r.Recall10)
 	fmt.Fprintf(tw, "ndcg@5:\t%.4f\n", r.NDCG5)
 	fmt.Fprintf(tw, "latency (µs):\tp50 %.1f  p99 %.1f\n", r.Latency.P50, r.Latency.P99)
-	fmt.Fprintf(tw, "top-1 confidence:\tqueries  top-1 relevant\n")
+	fmt.Fprintf(tw, "top-1 confidence:\tqueries  mean conf.  top-1 relevant\n")
 	for _, b := range r.Calibration {
-		fmt.Fprintf(tw, "  [%.1f, %.1f%s\t%7d  %.4f\n", b.Min, b.Max, map[bool]string{true: "]", false: ")"}[b.Max == 1], b.Queries, b.Top1Relevant)
+		fmt.Fprintf(tw, "  [%.1f, %.1f%s\t%7d  %9.4f  %.4f\n", b.Min, b.Max, map[bool]string{true: "]", false: ")"}[b.Max == 1], b.Queries, b.MeanConfidence, b.Top1Relevant)
 	}
 	fmt.Fprintf(tw, "ECE (%d bins):\t%.4f\n", eval.ECEBinsTools, r.ECE)
-	fmt.Fprintf(tw, "confidence correlation:\t%.4f\n", r.Correlation)
+	fmt.Fprintf(tw, "confidence correlation:\tper query %.4f  over bands %.4f\n", r.Correlation, r.ReliabilityCorrelation)
+	fmt.Fprintf(tw, "confident first cards:\t%d with confidence >= %.1f, %.4f right\n", r.HighConfidenceQueries, eval.HighConfidence, r.HighConfidenceRight)
 	fmt.Fprintf(tw, "right first cards kept:\t%.4f (minConfidence %.2f)\n", r.KeptRight, r.MinConfidence)
 	fmt.Fprintf(tw, "adaptive shortlist:\tprecision %.4f  recall %.4f  cards %.2f (top %d, relative cut %.2f)\n",
 		r.Returned.Precision, r.Returned.Recall, r.Returned.Cards, r.Returned.TopK, r.Returned.RelativeCut)
+	fmt.Fprintf(tw, "oracle prefix:\tprecision %.4f  recall %.4f  cards %.2f (best first-k sets at recall >= %.2f)\n",
+		r.Oracle.Precision, r.Oracle.Recall, r.Oracle.Cards, eval.OracleRecall)
 	if o := r.Offtopic; o != nil {
 		fmt.Fprintf(tw, "off-topic:\t%d questions, %.4f under minConfidence, mean confidence %.4f\n", o.Queries, o.BelowMinConfidence, o.MeanConfidence)
 	}

@@ -62,7 +62,8 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			}
 			var raw map[string]any
 			_ = json.Unmarshal([]byte(out), &raw)
-			for _, k := range []string{"recall@1", "recall@3", "recall@5", "recall@10", "ndcg@5", "latency_us", "calibration"} {
+			for _, k := range []string{"recall@1", "recall@3", "recall@5", "recall@10", "ndcg@5", "latency_us", "calibration",
+				"reliability_correlation", "high_confidence_queries", "high_confidence_right", "oracle"} {
 				if _, ok := raw[k]; !ok {
 					t.Errorf("JSON lacks %q:\n%s", k, out)
 				}
@@ -99,7 +100,7 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			t.Errorf("off-topic %+v: neither question shares a word with a tool", o)
 		}
 		text, _, _ := run(t, "eval", "tools", "--dataset", dir, "--split", "dev", "--offtopic", filepath.Join(dir, "offtopic.jsonl"))
-		for _, want := range []string{"ECE (10 bins):", "confidence correlation:", "right first cards kept:", "adaptive shortlist:", "off-topic:               2 questions, 1.0000 under minConfidence"} {
+		for _, want := range []string{"ECE (10 bins):", "confidence correlation:", "right first cards kept:", "adaptive shortlist:", "over bands", "confidence >= 0.8", "oracle prefix:", "off-topic:               2 questions, 1.0000 under minConfidence"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("output lacks %q:\n%s", want, text)
 			}
