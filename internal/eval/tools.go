@@ -510,10 +510,10 @@ func Tools(ds *Dataset, e ToolEval) (ToolReport, error) {
 		hits := ix.SearchLearned(q.Text, ToolDepth, nil, learned)
 		lat := time.Since(start)
 		returned := tools.Adaptive(slices.Clone(hits[:min(e.TopK, len(hits))]), e.RelativeCut)
-		acc.Add(rankedCards(ds, hits), rankedCards(ds, returned), ds.Qrels[q.ID], lat)
+		acc.Add(RankedCards(ds, hits), RankedCards(ds, returned), ds.Qrels[q.ID], lat)
 	}
 	for _, q := range e.Offtopic {
-		acc.AddOfftopic(rankedCards(ds, ix.SearchLearned(q, ToolDepth, nil, learned)))
+		acc.AddOfftopic(RankedCards(ds, ix.SearchLearned(q, ToolDepth, nil, learned)))
 	}
 	r := acc.Report()
 	r.Tools, r.Examples, r.Outcomes = len(entries), len(e.Examples), n
@@ -558,8 +558,8 @@ func learnOutcomes(ix *tools.Index, entries []tools.Entry, outcomes []ToolExampl
 	}), len(recs), nil
 }
 
-// rankedCards are the cards of hits by corpus id.
-func rankedCards(ds *Dataset, hits []tools.Hit) []RankedCard {
+// RankedCards are the cards of hits by corpus id.
+func RankedCards(ds *Dataset, hits []tools.Hit) []RankedCard {
 	out := make([]RankedCard, len(hits))
 	for i, h := range hits {
 		ids := make([]string, 0, 1+len(h.Also))

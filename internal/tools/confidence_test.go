@@ -97,11 +97,27 @@ func TestEvidence(t *testing.T) {
 		t.Fatalf("cards %v", ids(ix, hits))
 	}
 	ev := hits[0].Evidence
-	want := Evidence{Rank: 0, Words: 4, Matched: 3, Coverage: 0.75, NameCoverage: 0.5, Examples: 0, Cards: len(hits)}
+	// "ACME" is a word of create_invoice's example: the catalog knows
+	// every word of the question. Three tools have evidence.
+	want := Evidence{Rank: 0, Words: 4, Matched: 3, Coverage: 0.75, NameCoverage: 0.5, Examples: 0, Cards: len(hits), Known: 1, Candidates: 3}
 	got := ev
-	got.Relative, got.Margin, got.Softmax, got.Self, got.Example = 0, 0, 0, 0, 0
+	got.Relative, got.Margin, got.Softmax, got.Self, got.Example, got.ExampleLead = 0, 0, 0, 0, 0, 0
 	if got != want {
 		t.Errorf("evidence %+v, want %+v", ev, want)
+	}
+	// The card has no examples: its lead is minus the best example of the
+	// others, which create_invoice's example is (it shares "ACME").
+	var other float64
+	for _, h := range hits[1:] {
+		other = max(other, h.Evidence.Example)
+	}
+	if other <= 0 || math.Abs(ev.ExampleLead-(ev.Example-other)) > 1e-6 {
+		t.Errorf("example lead %v, want %v − %v", ev.ExampleLead, ev.Example, other)
+	}
+	for _, h := range hits[1:] {
+		if h.Evidence.Example == other && math.Abs(h.Evidence.ExampleLead-other) > 1e-6 {
+			t.Errorf("the card with the best example leads by %v, want %v (the first card has none)", h.Evidence.ExampleLead, other)
+		}
 	}
 	if ev.Relative != 1 || ev.Margin <= 0 || ev.Margin >= 1 || ev.Self <= 0 || ev.Self >= 1 || ev.Example != 0 {
 		t.Errorf("evidence %+v", ev)
@@ -110,6 +126,11 @@ func TestEvidence(t *testing.T) {
 	ex := ix.Search("bill ACME 300 euros for March", 5, nil)[0]
 	if ex.Entry != 0 || math.Abs(ex.Evidence.Example-1) > 1e-6 || ex.Evidence.Examples != 2 {
 		t.Errorf("example hit %+v", ex)
+	}
+	// "zebra" no tool has: one word of the question the catalog lacks.
+	z := ix.Search("bill ACME 300 euros for March zebra", 5, nil)[0].Evidence
+	if z.Words < 2 || math.Abs(z.Known*float64(z.Words)-float64(z.Words-1)) > 1e-9 {
+		t.Errorf("known %v of %d words, want all but one", z.Known, z.Words)
 	}
 }
 
