@@ -214,26 +214,11 @@ func rules() []rule {
 	for _, k := range []int{3, 5, 10} {
 		for _, l := range []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2, 2.5, 3, 5} {
 			out = append(out, rule{fmt.Sprintf("expected utility, top %d", k), fmt.Sprintf("lambda %.2f", l), func(h []tools.Hit) []tools.Hit {
-				return h[:utilityCut(h[:min(k, len(h))], l)]
+				return tools.Utility(h[:min(k, len(h))], l)
 			}})
 		}
 	}
 	return out
-}
-
-// utilityCut is the k that maximises the expected precision plus lambda
-// times the expected relevant cards of the first k cards, taking each
-// card's confidence as the chance that it is relevant: S/k + lambda·S with
-// S the sum of the first k confidences.
-func utilityCut(h []tools.Hit, lambda float64) int {
-	best, bestU, sum := 1, -1.0, 0.0
-	for i := range h {
-		sum += h[i].Confidence
-		if u := sum/float64(i+1) + lambda*sum; u > bestU {
-			best, bestU = i+1, u
-		}
-	}
-	return best
 }
 
 // keepIf keeps the first card and the others for which ok holds, in

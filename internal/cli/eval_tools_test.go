@@ -84,7 +84,7 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 	t.Run("off-topic, copies and settings", func(t *testing.T) {
 		write(t, filepath.Join(dir, "offtopic.jsonl"), `{"text": "what is the capital of peru"}`+"\n"+`{"text": "tell me a joke about cats"}`+"\n")
 		out, stderr, code := run(t, "eval", "tools", "--dataset", dir, "--split", "dev", "-o", "json", "--offtopic", filepath.Join(dir, "offtopic.jsonl"),
-			"--copies", "9", "--min-confidence", "0.3", "--relative-cut", "0.2", "--top-k", "3")
+			"--copies", "9", "--min-confidence", "0.3", "--adaptive-rule", "Relative", "--recall-weight", "3", "--relative-cut", "0.2", "--top-k", "3")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -93,7 +93,7 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Copies never count as relevant, and collapse into their tool's card.
-		if rep.Tools != 9 || rep.Recall1 != 0.6667 || rep.MinConfidence != 0.3 || rep.Returned.TopK != 3 || rep.Returned.RelativeCut != 0.2 {
+		if rep.Tools != 9 || rep.Recall1 != 0.6667 || rep.MinConfidence != 0.3 || rep.Returned.TopK != 3 || rep.Returned.Rule != "Relative" || rep.Returned.RecallWeight != 3 || rep.Returned.RelativeCut != 0.2 {
 			t.Errorf("report %+v", rep)
 		}
 		if o := rep.Offtopic; o == nil || o.Queries != 2 || o.BelowMinConfidence != 1 {
@@ -120,6 +120,8 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			{[]string{"--split", "dev", "--min-confidence", "1.5"}, `--min-confidence: "1.5" must be a decimal number from 0 to 1`},
 			{[]string{"--split", "dev", "--collapse", "x"}, `--collapse: "x" must be a decimal number from 0 to 1`},
 			{[]string{"--split", "dev", "--top-k", "0"}, "--top-k: 0 must be between 1 and 100"},
+			{[]string{"--split", "dev", "--adaptive-rule", "utility"}, `--adaptive-rule: must be Utility or Relative, not "utility"`},
+			{[]string{"--split", "dev", "--recall-weight", "-0.5"}, `--recall-weight: "-0.5" must be a decimal number of at least 0`},
 			{[]string{"--split", "dev", "--copies", "-1"}, "--copies: -1 must be between 0 and 65536"},
 			{[]string{"--split", "dev", "--outcomes", filepath.Join(dir, "examples.jsonl"), "--outcomes-per-tool", "65"}, "--outcomes-per-tool: 65 must be between 1 and 64"},
 			{[]string{"--split", "dev", "--outcomes", filepath.Join(dir, "bad.jsonl")}, `bad.jsonl:1: tool "nope" is not in the corpus`},

@@ -150,11 +150,13 @@ type ToolReport struct {
 const ECEBinsTools = 10
 
 // ReturnedSet is the quality of the cards a router with
-// spec.tools.adaptive returns: of the first TopK, those whose confidence is
-// at least RelativeCut times the best card's.
+// spec.tools.adaptive returns: of the first TopK, those Rule keeps
+// (Utility with RecallWeight, Relative with RelativeCut).
 type ReturnedSet struct {
-	TopK        int     `json:"top_k"`
-	RelativeCut float64 `json:"relative_cut"`
+	TopK         int     `json:"top_k"`
+	Rule         string  `json:"rule"`
+	RecallWeight float64 `json:"recall_weight"`
+	RelativeCut  float64 `json:"relative_cut"`
 	// Precision is the mean share of a query's cards that are relevant,
 	// Recall the mean share of its relevant tools the cards hold.
 	Precision float64 `json:"precision"`
@@ -489,10 +491,11 @@ type ToolEval struct {
 	Offtopic []string
 	// Options index the catalog.
 	Options tools.Options
-	// MinConfidence, TopK and RelativeCut are the router settings the
-	// report measures (spec.tools).
-	MinConfidence, RelativeCut float64
-	TopK                       int
+	// MinConfidence, TopK and Cut are the router settings the report
+	// measures (spec.tools).
+	MinConfidence float64
+	TopK          int
+	Cut           tools.Cut
 }
 
 // Tools ranks the catalog of ds (with examples) for every query of the
@@ -509,7 +512,7 @@ func Tools(ds *Dataset, e ToolEval) (ToolReport, error) {
 		start := time.Now()
 		hits := ix.SearchLearned(q.Text, ToolDepth, nil, learned)
 		lat := time.Since(start)
-		returned := tools.Adaptive(slices.Clone(hits[:min(e.TopK, len(hits))]), e.RelativeCut)
+		returned := e.Cut.Keep(slices.Clone(hits[:min(e.TopK, len(hits))]))
 		acc.Add(RankedCards(ds, hits), RankedCards(ds, returned), ds.Qrels[q.ID], lat)
 	}
 	for _, q := range e.Offtopic {
@@ -517,7 +520,11 @@ func Tools(ds *Dataset, e ToolEval) (ToolReport, error) {
 	}
 	r := acc.Report()
 	r.Tools, r.Examples, r.Outcomes = len(entries), len(e.Examples), n
-	r.Returned.TopK, r.Returned.RelativeCut = e.TopK, e.RelativeCut
+	r.Returned.TopK, r.Returned.RecallWeight, r.Returned.RelativeCut = e.TopK, e.Cut.RecallWeight, e.Cut.RelativeCut
+	r.Returned.Rule = string(v1alpha1.AdaptiveRelative)
+	if e.Cut.Utility {
+		r.Returned.Rule = string(v1alpha1.AdaptiveUtility)
+	}
 	return r, nil
 }
 

@@ -213,7 +213,7 @@ func TestToolsOnGeneratedSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := ToolEval{MinConfidence: 0.5, RelativeCut: 0.1, TopK: 5}
+	e := ToolEval{MinConfidence: 0.5, Cut: tools.Cut{RelativeCut: 0.1, RecallWeight: 2}, TopK: 5}
 	// Without examples q3 finds nothing: recall 2/3 at every depth.
 	r, err := Tools(ds, e)
 	if err != nil {
@@ -222,7 +222,7 @@ func TestToolsOnGeneratedSet(t *testing.T) {
 	if r.Queries != 3 || r.Tools != 3 || math.Abs(r.Recall1-0.6667) > 1e-9 || math.Abs(r.Recall10-0.6667) > 1e-9 {
 		t.Errorf("without examples: %+v", r)
 	}
-	if r.Returned.TopK != 5 || r.Returned.RelativeCut != 0.1 || r.Returned.Recall != r.Recall5 || r.MinConfidence != 0.5 {
+	if r.Returned.TopK != 5 || r.Returned.Rule != "Relative" || r.Returned.RelativeCut != 0.1 || r.Returned.RecallWeight != 2 || r.Returned.Recall != r.Recall5 || r.MinConfidence != 0.5 {
 		t.Errorf("settings: %+v", r)
 	}
 	// An example gives q3 its answer; off-topic questions are measured.
@@ -277,7 +277,7 @@ func TestToolsCopiesCollapse(t *testing.T) {
 		{"not collapsed", 0, 6},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := Tools(ds, ToolEval{Options: tools.Options{Collapse: tt.collapse}, TopK: 10, RelativeCut: 0})
+			r, err := Tools(ds, ToolEval{Options: tools.Options{Collapse: tt.collapse}, TopK: 10, Cut: tools.Cut{RelativeCut: 0}})
 			if err != nil {
 				t.Fatal(err)
 			}

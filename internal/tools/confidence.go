@@ -195,9 +195,41 @@ func (ix *Index) evidence(sc *scratch, taken []cand, out []Hit) {
 	}
 }
 
+// Cut is the rule of an adaptive shortlist (spec.tools.adaptive).
+type Cut struct {
+	// Utility chooses Utility with RecallWeight; else Adaptive with
+	// RelativeCut.
+	Utility                   bool
+	RecallWeight, RelativeCut float64
+}
+
+// Keep returns the hits the rule keeps, in order; it reuses the slice.
+func (c Cut) Keep(hits []Hit) []Hit {
+	if c.Utility {
+		return Utility(hits, c.RecallWeight)
+	}
+	return Adaptive(hits, c.RelativeCut)
+}
+
+// Utility keeps the first k hits that maximise S/k + weight·S, S the sum
+// of their confidences (the smallest such k, at least 1): a confidence is
+// the chance that the hit's tool is needed, so S/k is the expected
+// precision of the first k and S the needed tools they hold in
+// expectation (spec.tools.adaptive rule Utility).
+func Utility(hits []Hit, weight float64) []Hit {
+	k, best, sum := min(len(hits), 1), math.Inf(-1), 0.0
+	for i, h := range hits {
+		sum += h.Confidence
+		if u := sum/float64(i+1) + weight*sum; u > best {
+			k, best = i+1, u
+		}
+	}
+	return hits[:k]
+}
+
 // Adaptive keeps, in order, the hits whose confidence is at least cut
-// times the best hit's (spec.tools.adaptive): the best is always kept. It
-// reuses the slice.
+// times the best hit's (spec.tools.adaptive rule Relative): the best is
+// always kept. It reuses the slice.
 func Adaptive(hits []Hit, cut float64) []Hit {
 	best := 0.0
 	for _, h := range hits {
