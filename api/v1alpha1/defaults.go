@@ -41,7 +41,7 @@ const (
 	DefaultToolsCollapseThreshold       = "0.8"
 	DefaultToolsAdaptiveRule            = AdaptiveUtility
 	DefaultToolsRecallWeight            = "1.75"
-	DefaultToolsRelativeCut             = "0.12"
+	DefaultToolsRelativeCut             = "0.15"
 	defaultEmbedBatchSize         int32 = 64
 	defaultEmbedTimeout                 = 30 * time.Second
 	// DefaultDenseWeight applies also when spec.ranking.hybrid is absent.

@@ -444,7 +444,7 @@ type ToolsAdaptive struct {
 	// RelativeCut (rule Relative): a card is kept when its confidence is at
 	// least this share of the best card's (a decimal in [0, 1]).
 	// +optional
-	// +kubebuilder:default="0.12"
+	// +kubebuilder:default="0.15"
 	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
 	RelativeCut string `json:"relativeCut,omitempty"`
 }

@@ -53,20 +53,18 @@ type Evidence struct {
 	// confidence looks at (the first confidenceDepth+1): how far the
 	// card's closest example stands ahead of (or behind) the others'.
 	ExampleLead float64 `json:"example_lead"`
-	// Known is the share of the question's words that the catalog holds.
-	Known float64 `json:"known"`
-	// Candidates is the number of tools with evidence for the question.
-	Candidates int `json:"candidates"`
 }
 
 // NumFeatures is the length of Evidence.Features.
-const NumFeatures = 15
+const NumFeatures = 13
 
 // Features are the inputs of the calibration: the softmax as a log-odds,
 // the coverages, cosines, relative score and margin, whether the card is
 // the first, the logs of the question's length, of the cards, of the
-// words matched and of the tool's examples, the example lead, the share of
-// known words and the log of the candidates.
+// words matched and of the tool's examples, and the example lead. (The
+// share of the question's words the catalog knows and the number of
+// candidates were tried too: they helped with every catalog example and
+// hurt with few or learned ones and on cw-gold, benchmarks.md.)
 func (e *Evidence) Features() [NumFeatures]float64 {
 	p := min(max(e.Softmax, 1e-3), 1-1e-3)
 	lp := math.Log(p / (1 - p))
@@ -78,7 +76,7 @@ func (e *Evidence) Features() [NumFeatures]float64 {
 	return [NumFeatures]float64{
 		lp, e.Coverage, e.NameCoverage, e.Self, e.Example,
 		e.Relative, e.Margin, top, math.Log1p(float64(e.Words)), math.Log1p(float64(e.Cards)),
-		math.Log1p(float64(e.Matched)), n, e.ExampleLead, e.Known, math.Log1p(float64(e.Candidates)),
+		math.Log1p(float64(e.Matched)), n, e.ExampleLead,
 	}
 }
 
@@ -189,7 +187,7 @@ func (ix *Index) evidence(sc *scratch, taken []cand, out []Hit) {
 			Softmax: exp(c.score) / sum, Coverage: share(own), NameCoverage: share(name),
 			Self: float64(x.selfCosine(c.entry, sc)), Example: float64(c.example),
 			Examples: ix.examples(sc, c.entry), Words: words, Matched: own, Cards: min(len(taken), confidenceDepth+1),
-			ExampleLead: float64(c.example - other), Known: share(len(sc.terms)), Candidates: len(sc.cands),
+			ExampleLead: float64(c.example - other),
 		}
 		out[i] = Hit{Entry: int(c.entry), Score: float64(c.score), Confidence: ix.cal.Confidence(&ev), Evidence: ev}
 	}
