@@ -32,12 +32,16 @@ const (
 	defaultFetchTimeout        = 10 * time.Second
 	defaultMCPMaxTools   int32 = 1000
 	// DefaultToolsTopK, DefaultToolsMinConfidence,
-	// DefaultToolsCollapseThreshold and DefaultToolsRelativeCut are
-	// spec.tools's defaults; eval tools measures with them.
+	// DefaultToolsCollapseThreshold, DefaultToolsAdaptiveRule,
+	// DefaultToolsRecallWeight and DefaultToolsRelativeCut are spec.tools's
+	// defaults; eval tools measures with them. The adaptive ones were
+	// picked on MetaTool dev (hack/toolshort, api.md §10.3).
 	DefaultToolsTopK              int32 = 5
 	DefaultToolsMinConfidence           = "0.5"
 	DefaultToolsCollapseThreshold       = "0.8"
-	DefaultToolsRelativeCut             = "0.1"
+	DefaultToolsAdaptiveRule            = AdaptiveUtility
+	DefaultToolsRecallWeight            = "1.75"
+	DefaultToolsRelativeCut             = "0.15"
 	defaultEmbedBatchSize         int32 = 64
 	defaultEmbedTimeout                 = 30 * time.Second
 	// DefaultDenseWeight applies also when spec.ranking.hybrid is absent.
@@ -129,6 +133,8 @@ func (r *ContextRouter) Default() {
 	setDefault(&s.Tools.MinScore, "0")
 	setDefault(&s.Tools.MinConfidence, DefaultToolsMinConfidence)
 	setDefault(&s.Tools.CollapseThreshold, DefaultToolsCollapseThreshold)
+	setDefault(&s.Tools.Adaptive.Rule, DefaultToolsAdaptiveRule)
+	setDefault(&s.Tools.Adaptive.RecallWeight, DefaultToolsRecallWeight)
 	setDefault(&s.Tools.Adaptive.RelativeCut, DefaultToolsRelativeCut)
 	setDefault(&s.Tools.Expansion, ToolExpansionSynonyms)
 	setDefault(&s.Tools.Learning.Scope, ToolLearningAgent)

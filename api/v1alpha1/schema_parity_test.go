@@ -54,7 +54,7 @@ var parityBases = map[string][]string{
 		"audit": {"enabled": true, "sampleRate": "0.5", "queryText": "Hash"},
 		"deployment": {"replicas": 1, "image": "img", "serviceAccountName": "sa",
 			"resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "500m"}, "claims": [{"name": "gpu"}]}},
-		"tools": {"topK": 3, "minScore": "1.5", "minConfidence": "0.3", "collapseThreshold": "0.9", "adaptive": {"enabled": true, "relativeCut": "0.2"}, "learning": {"scope": "Shared"},
+		"tools": {"topK": 3, "minScore": "1.5", "minConfidence": "0.3", "collapseThreshold": "0.9", "adaptive": {"enabled": true, "rule": "Relative", "recallWeight": "2.5", "relativeCut": "0.2"}, "learning": {"scope": "Shared"},
 			"fallback": [{"source": "web", "name": "web_search"}]},
 		"sessions": {"store": "Redis", "ttl": "1h", "maxSessions": 100, "maxBytes": "1Mi", "dedupThreshold": "0.5", "secrets": "Off", "firewall": {"maxChars": 1000, "keep": [{"tools": ["payments.*"], "paths": [".status"]}]},
 			"redis": {"address": "redis.cache.svc:6379", "passwordSecretRef": {"name": "redis", "key": "password"}, "db": 1, "keyPrefix": "cr:", "tls": true}},

@@ -430,13 +430,37 @@ type ToolsAdaptive struct {
 	// Enabled cuts the shortlist: without it a query gets topK cards.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
-	// RelativeCut: a card is kept when its confidence is at least this
-	// share of the best card's (a decimal in [0, 1]).
+	// Rule: Utility (the default) or Relative.
 	// +optional
-	// +kubebuilder:default="0.1"
+	// +kubebuilder:default=Utility
+	Rule AdaptiveRule `json:"rule,omitempty"`
+	// RecallWeight (rule Utility): the first k cards kept maximise their
+	// expected precision plus this weight times the relevant tools they
+	// are expected to hold (a decimal of at least 0).
+	// +optional
+	// +kubebuilder:default="1.75"
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	RecallWeight string `json:"recallWeight,omitempty"`
+	// RelativeCut (rule Relative): a card is kept when its confidence is at
+	// least this share of the best card's (a decimal in [0, 1]).
+	// +optional
+	// +kubebuilder:default="0.15"
 	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
 	RelativeCut string `json:"relativeCut,omitempty"`
 }
+
+// AdaptiveRule is how an adaptive shortlist is cut (api.md §10.3).
+// +kubebuilder:validation:Enum=Utility;Relative
+type AdaptiveRule string
+
+const (
+	// AdaptiveUtility keeps the first k cards that maximise the sum of
+	// their confidences over k plus RecallWeight times that sum.
+	AdaptiveUtility AdaptiveRule = "Utility"
+	// AdaptiveRelative keeps the cards whose confidence is at least
+	// RelativeCut times the best card's.
+	AdaptiveRelative AdaptiveRule = "Relative"
+)
 
 // ToolReference names a tool of a source.
 type ToolReference struct {

@@ -59,6 +59,7 @@ var (
 	pathMatchings      = []PathMatching{PathMatchingCaseSensitive, PathMatchingCaseInsensitive}
 	truncationModes    = []TruncationMode{TruncationDrop, TruncationTruncateEnd, TruncationTruncateMiddle}
 	toolExpansions     = []ToolExpansion{ToolExpansionSynonyms, ToolExpansionNone}
+	adaptiveRules      = []AdaptiveRule{AdaptiveUtility, AdaptiveRelative}
 	toolLearningScopes = []ToolLearningScope{ToolLearningOff, ToolLearningAgent, ToolLearningShared}
 	tokenEstimators    = []TokenEstimator{EstimatorCharsDiv4, EstimatorWords, EstimatorWhitespace, EstimatorO200kBase, EstimatorCl100kBase}
 	rankingStrategies  = []RankingStrategy{RankingRelevance, RankingRecency, RankingManual, RankingEmbedding, RankingHybrid}

@@ -678,6 +678,8 @@ func TestToolFieldsValidate(t *testing.T) {
 		{"minConfidence range", func(r *ContextRouter) { r.Spec.Tools.MinConfidence = "1.5" }, "spec.tools.minConfidence", "from 0 to 1"},
 		{"collapseThreshold range", func(r *ContextRouter) { r.Spec.Tools.CollapseThreshold = "2" }, "spec.tools.collapseThreshold", "from 0 to 1"},
 		{"relativeCut decimal", func(r *ContextRouter) { r.Spec.Tools.Adaptive.RelativeCut = "half" }, "spec.tools.adaptive.relativeCut", "from 0 to 1"},
+		{"recallWeight decimal", func(r *ContextRouter) { r.Spec.Tools.Adaptive.RecallWeight = "-1" }, "spec.tools.adaptive.recallWeight", "at least 0"},
+		{"adaptive rule enum", func(r *ContextRouter) { r.Spec.Tools.Adaptive.Rule = "utility" }, "spec.tools.adaptive.rule", `did you mean "Utility"?`},
 		{"expansion enum", func(r *ContextRouter) { r.Spec.Tools.Expansion = "synonyms" }, "spec.tools.expansion", `did you mean "Synonyms"?`},
 		{"learning scope enum", func(r *ContextRouter) { r.Spec.Tools.Learning.Scope = "shared" }, "spec.tools.learning.scope", `did you mean "Shared"?`},
 		{"fallback source", func(r *ContextRouter) { r.Spec.Tools.Fallback[0].Source = "" }, "spec.tools.fallback[0].source", "Required value"},

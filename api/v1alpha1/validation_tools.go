@@ -257,8 +257,16 @@ func validateRouterTools(p *field.Path, t *RouterToolsSpec) field.ErrorList {
 	if t.TopK < 1 || t.TopK > maxToolsTopK {
 		allErrs = append(allErrs, field.Invalid(p.Child("topK"), t.TopK, fmt.Sprintf("must be between 1 and %d", maxToolsTopK)))
 	}
-	if !decimalPattern.MatchString(t.MinScore) {
-		allErrs = append(allErrs, field.Invalid(p.Child("minScore"), t.MinScore, `must be a decimal number of at least 0, such as "1.5"`))
+	for _, d := range []struct {
+		path  *field.Path
+		value string
+	}{
+		{p.Child("minScore"), t.MinScore},
+		{p.Child("adaptive", "recallWeight"), t.Adaptive.RecallWeight},
+	} {
+		if !decimalPattern.MatchString(d.value) {
+			allErrs = append(allErrs, field.Invalid(d.path, d.value, `must be a decimal number of at least 0, such as "1.5"`))
+		}
 	}
 	for _, d := range []struct {
 		path  *field.Path
@@ -273,6 +281,7 @@ func validateRouterTools(p *field.Path, t *RouterToolsSpec) field.ErrorList {
 		}
 	}
 	allErrs = append(allErrs, validateEnum(p.Child("expansion"), t.Expansion, toolExpansions)...)
+	allErrs = append(allErrs, validateEnum(p.Child("adaptive", "rule"), t.Adaptive.Rule, adaptiveRules)...)
 	allErrs = append(allErrs, validateEnum(p.Child("learning", "scope"), t.Learning.Scope, toolLearningScopes)...)
 	fp := p.Child("fallback")
 	if len(t.Fallback) > maxToolFallbacks {

@@ -52,6 +52,9 @@ const groupSize = 8
 // ridge is the L2 penalty of the fit, per row.
 const ridge = 1e-4
 
+// dropped are the features left out of the fit (-drop).
+var dropped [tools.NumFeatures]bool
+
 // The priors of the fit, which the dev data cannot tell.
 var (
 	// absentGroups is how many small catalogs without its tool a dev
@@ -76,8 +79,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&absentGroups, "absent", absentGroups, "small catalogs without its tool each dev question meets")
 	fs.Float64Var(&offtopicShare, "offtopic-share", offtopicShare, "share of the questions to the whole catalog that no tool fits")
 	describeRows := fs.Bool("describe", false, "print the mean features of the first cards per setting")
+	drop := fs.String("drop", "", "comma-separated indices of Evidence.Features to leave out of the fit (their weights 0), to measure what a feature adds")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	for _, f := range strings.FieldsFunc(*drop, func(r rune) bool { return r == ',' }) {
+		i, err := strconv.Atoi(f)
+		if err != nil || i < 0 || i >= tools.NumFeatures {
+			fmt.Fprintf(stderr, "-drop: %q is not a feature index (0 to %d)\n", f, tools.NumFeatures-1)
+			return 2
+		}
+		dropped[i] = true
 	}
 	rows, err := collect(*metatool, *offtopic)
 	if err != nil {
@@ -357,6 +369,11 @@ func newton(rows []row) tools.Logistic {
 	for i, r := range rows {
 		wt[i] = r.weight
 		f := r.ev.Features()
+		for j := range f {
+			if dropped[j] {
+				f[j] = 0
+			}
+		}
 		x[i][0] = 1
 		copy(x[i][1:], f[:])
 		if r.relevant {
@@ -442,6 +459,7 @@ func report(w io.Writer, cal *tools.Calibration, rows []row) {
 		n, right, under int
 		conf            float64
 		bins            [10][3]float64
+		sxx, sxy        float64
 	}
 	stats := map[string]*stat{}
 	var names []string
@@ -458,8 +476,10 @@ func report(w io.Writer, cal *tools.Calibration, rows []row) {
 		c := cal.Confidence(&r.ev)
 		s.n++
 		s.conf += c
+		s.sxx += c * c
 		if r.relevant {
 			s.right++
+			s.sxy += c
 		}
 		if c < gate {
 			s.under++
@@ -472,7 +492,7 @@ func report(w io.Writer, cal *tools.Calibration, rows []row) {
 		}
 	}
 	slices.Sort(names)
-	fmt.Fprintf(w, "  %-28s %6s %8s %8s %8s %8s\n", "setting", "first", "right", "conf", "ECE", "<gate")
+	fmt.Fprintf(w, "  %-28s %6s %8s %8s %8s %8s %8s\n", "setting", "first", "right", "conf", "ECE", "<gate", "r")
 	for _, n := range names {
 		s := stats[n]
 		ece := 0.0
@@ -481,7 +501,16 @@ func report(w io.Writer, cal *tools.Calibration, rows []row) {
 				ece += b[0] / float64(s.n) * math.Abs(b[2]/b[0]-b[1]/b[0])
 			}
 		}
-		fmt.Fprintf(w, "  %-28s %6d %8.4f %8.4f %8.4f %8.4f\n", n, s.n, float64(s.right)/float64(s.n), s.conf/float64(s.n), ece, float64(s.under)/float64(s.n))
+		// Pearson's r of the confidence and being right (0 when either
+		// is constant).
+		n1 := float64(s.n)
+		cov := n1*s.sxy - s.conf*float64(s.right)
+		vx, vy := n1*s.sxx-s.conf*s.conf, n1*float64(s.right)-float64(s.right*s.right)
+		r := 0.0
+		if vx > 0 && vy > 0 {
+			r = cov / math.Sqrt(vx*vy)
+		}
+		fmt.Fprintf(w, "  %-28s %6d %8.4f %8.4f %8.4f %8.4f %8.4f\n", n, s.n, float64(s.right)/float64(s.n), s.conf/float64(s.n), ece, float64(s.under)/float64(s.n), r)
 	}
 }
 

@@ -47,7 +47,10 @@ func newEvalToolsCommand() *cobra.Command {
 namespace and name; text the description), indexes it as the router does, shortlists the top 10 cards
 for every query of qrels/SPLIT.tsv, and reports recall@1, @3, @5, @10, nDCG@5, the latency of the
 shortlist, how well the first card's confidence is calibrated (per band, ECE, correlation with being
-right, what minConfidence keeps), and the precision and recall of an adaptive shortlist. --examples
+right per query and over the bands, the share right of first cards with confidence >= 0.8, what
+minConfidence keeps), the precision and recall of an adaptive shortlist (spec.tools.adaptive, rule
+--adaptive-rule), and the oracle: the best
+precision at recall >= 0.90 of any rule that returns the first k cards of the ranking. --examples
 reads {"text", "tool"} lines and makes them the tools' examples; --outcomes reads the same lines and
 reports the first --outcomes-per-tool of each tool as successes through the router's learning path
 (learned examples, POST /v1/tools/outcomes) before ranking; --offtopic reads {"text"} lines, questions
@@ -115,14 +118,16 @@ the reference router's synthetic copies (<id>.v2, ...).`,
 // toolSettingFlags are the spec.tools settings eval tools measures, with
 // the router's defaults.
 type toolSettingFlags struct {
-	minConfidence, collapse, relativeCut string
-	topK                                 int
+	minConfidence, collapse, relativeCut, rule, recallWeight string
+	topK                                                     int
 }
 
 func (f *toolSettingFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.minConfidence, "min-confidence", v1alpha1.DefaultToolsMinConfidence, "spec.tools.minConfidence: the gate the report measures")
 	cmd.Flags().StringVar(&f.collapse, "collapse", v1alpha1.DefaultToolsCollapseThreshold, `spec.tools.collapseThreshold: near-duplicates share a card ("0": never)`)
-	cmd.Flags().StringVar(&f.relativeCut, "relative-cut", v1alpha1.DefaultToolsRelativeCut, "spec.tools.adaptive.relativeCut of the adaptive shortlist the report measures")
+	cmd.Flags().StringVar(&f.rule, "adaptive-rule", string(v1alpha1.DefaultToolsAdaptiveRule), "spec.tools.adaptive.rule of the adaptive shortlist the report measures: Utility or Relative")
+	cmd.Flags().StringVar(&f.recallWeight, "recall-weight", v1alpha1.DefaultToolsRecallWeight, "spec.tools.adaptive.recallWeight (rule Utility)")
+	cmd.Flags().StringVar(&f.relativeCut, "relative-cut", v1alpha1.DefaultToolsRelativeCut, "spec.tools.adaptive.relativeCut (rule Relative)")
 	cmd.Flags().IntVar(&f.topK, "top-k", int(v1alpha1.DefaultToolsTopK), "spec.tools.topK of the adaptive shortlist the report measures")
 }
 
@@ -135,13 +140,25 @@ func (f *toolSettingFlags) parse() (eval.ToolEval, error) {
 	}{
 		{"--min-confidence", f.minConfidence, &e.MinConfidence},
 		{"--collapse", f.collapse, &e.Options.Collapse},
-		{"--relative-cut", f.relativeCut, &e.RelativeCut},
+		{"--relative-cut", f.relativeCut, &e.Cut.RelativeCut},
 	} {
 		v, err := strconv.ParseFloat(d.value, 64)
 		if err != nil || v < 0 || v > 1 {
 			return e, fmt.Errorf("%s: %q must be a decimal number from 0 to 1", d.flag, d.value)
 		}
 		*d.to = v
+	}
+	if v, err := strconv.ParseFloat(f.recallWeight, 64); err != nil || v < 0 {
+		return e, fmt.Errorf("--recall-weight: %q must be a decimal number of at least 0", f.recallWeight)
+	} else {
+		e.Cut.RecallWeight = v
+	}
+	switch v1alpha1.AdaptiveRule(f.rule) {
+	case v1alpha1.AdaptiveUtility:
+		e.Cut.Utility = true
+	case v1alpha1.AdaptiveRelative:
+	default:
+		return e, fmt.Errorf("--adaptive-rule: must be %s or %s, not %q", v1alpha1.AdaptiveUtility, v1alpha1.AdaptiveRelative, f.rule)
 	}
 	if f.topK < 1 || f.topK > engine.MaxToolsPerRequest {
 		return e, fmt.Errorf("--top-k: %d must be between 1 and %d", f.topK, engine.MaxToolsPerRequest)
@@ -230,15 +247,22 @@ func printToolReport(w io.Writer, r eval.ToolReport) error {
 	fmt.Fprintf(tw, "recall@1/3/5/10:\t%.4f  %.4f  %.4f  %.4f\n", r.Recall1, r.Recall3, r.Recall5, r.Recall10)
 	fmt.Fprintf(tw, "ndcg@5:\t%.4f\n", r.NDCG5)
 	fmt.Fprintf(tw, "latency (µs):\tp50 %.1f  p99 %.1f\n", r.Latency.P50, r.Latency.P99)
-	fmt.Fprintf(tw, "top-1 confidence:\tqueries  top-1 relevant\n")
+	fmt.Fprintf(tw, "top-1 confidence:\tqueries  mean conf.  top-1 relevant\n")
 	for _, b := range r.Calibration {
-		fmt.Fprintf(tw, "  [%.1f, %.1f%s\t%7d  %.4f\n", b.Min, b.Max, map[bool]string{true: "]", false: ")"}[b.Max == 1], b.Queries, b.Top1Relevant)
+		fmt.Fprintf(tw, "  [%.1f, %.1f%s\t%7d  %9.4f  %.4f\n", b.Min, b.Max, map[bool]string{true: "]", false: ")"}[b.Max == 1], b.Queries, b.MeanConfidence, b.Top1Relevant)
 	}
 	fmt.Fprintf(tw, "ECE (%d bins):\t%.4f\n", eval.ECEBinsTools, r.ECE)
-	fmt.Fprintf(tw, "confidence correlation:\t%.4f\n", r.Correlation)
+	fmt.Fprintf(tw, "confidence correlation:\tper query %.4f  over bands %.4f\n", r.Correlation, r.ReliabilityCorrelation)
+	fmt.Fprintf(tw, "confident first cards:\t%d with confidence >= %.1f, %.4f right\n", r.HighConfidenceQueries, eval.HighConfidence, r.HighConfidenceRight)
 	fmt.Fprintf(tw, "right first cards kept:\t%.4f (minConfidence %.2f)\n", r.KeptRight, r.MinConfidence)
-	fmt.Fprintf(tw, "adaptive shortlist:\tprecision %.4f  recall %.4f  cards %.2f (top %d, relative cut %.2f)\n",
-		r.Returned.Precision, r.Returned.Recall, r.Returned.Cards, r.Returned.TopK, r.Returned.RelativeCut)
+	rule := fmt.Sprintf("relative cut %.2f", r.Returned.RelativeCut)
+	if r.Returned.Rule == string(v1alpha1.AdaptiveUtility) {
+		rule = fmt.Sprintf("utility, recall weight %.2f", r.Returned.RecallWeight)
+	}
+	fmt.Fprintf(tw, "adaptive shortlist:\tprecision %.4f  recall %.4f  cards %.2f (top %d, %s)\n",
+		r.Returned.Precision, r.Returned.Recall, r.Returned.Cards, r.Returned.TopK, rule)
+	fmt.Fprintf(tw, "oracle prefix:\tprecision %.4f  recall %.4f  cards %.2f (best first-k sets at recall >= %.2f)\n",
+		r.Oracle.Precision, r.Oracle.Recall, r.Oracle.Cards, eval.OracleRecall)
 	if o := r.Offtopic; o != nil {
 		fmt.Fprintf(tw, "off-topic:\t%d questions, %.4f under minConfidence, mean confidence %.4f\n", o.Queries, o.BelowMinConfidence, o.MeanConfidence)
 	}

@@ -62,7 +62,8 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			}
 			var raw map[string]any
 			_ = json.Unmarshal([]byte(out), &raw)
-			for _, k := range []string{"recall@1", "recall@3", "recall@5", "recall@10", "ndcg@5", "latency_us", "calibration"} {
+			for _, k := range []string{"recall@1", "recall@3", "recall@5", "recall@10", "ndcg@5", "latency_us", "calibration",
+				"reliability_correlation", "high_confidence_queries", "high_confidence_right", "oracle"} {
 				if _, ok := raw[k]; !ok {
 					t.Errorf("JSON lacks %q:\n%s", k, out)
 				}
@@ -83,7 +84,7 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 	t.Run("off-topic, copies and settings", func(t *testing.T) {
 		write(t, filepath.Join(dir, "offtopic.jsonl"), `{"text": "what is the capital of peru"}`+"\n"+`{"text": "tell me a joke about cats"}`+"\n")
 		out, stderr, code := run(t, "eval", "tools", "--dataset", dir, "--split", "dev", "-o", "json", "--offtopic", filepath.Join(dir, "offtopic.jsonl"),
-			"--copies", "9", "--min-confidence", "0.3", "--relative-cut", "0.2", "--top-k", "3")
+			"--copies", "9", "--min-confidence", "0.3", "--adaptive-rule", "Relative", "--recall-weight", "3", "--relative-cut", "0.2", "--top-k", "3")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -92,14 +93,14 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Copies never count as relevant, and collapse into their tool's card.
-		if rep.Tools != 9 || rep.Recall1 != 0.6667 || rep.MinConfidence != 0.3 || rep.Returned.TopK != 3 || rep.Returned.RelativeCut != 0.2 {
+		if rep.Tools != 9 || rep.Recall1 != 0.6667 || rep.MinConfidence != 0.3 || rep.Returned.TopK != 3 || rep.Returned.Rule != "Relative" || rep.Returned.RecallWeight != 3 || rep.Returned.RelativeCut != 0.2 {
 			t.Errorf("report %+v", rep)
 		}
 		if o := rep.Offtopic; o == nil || o.Queries != 2 || o.BelowMinConfidence != 1 {
 			t.Errorf("off-topic %+v: neither question shares a word with a tool", o)
 		}
 		text, _, _ := run(t, "eval", "tools", "--dataset", dir, "--split", "dev", "--offtopic", filepath.Join(dir, "offtopic.jsonl"))
-		for _, want := range []string{"ECE (10 bins):", "confidence correlation:", "right first cards kept:", "adaptive shortlist:", "off-topic:               2 questions, 1.0000 under minConfidence"} {
+		for _, want := range []string{"ECE (10 bins):", "confidence correlation:", "right first cards kept:", "adaptive shortlist:", "over bands", "confidence >= 0.8", "oracle prefix:", "off-topic:               2 questions, 1.0000 under minConfidence"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("output lacks %q:\n%s", want, text)
 			}
@@ -119,6 +120,8 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			{[]string{"--split", "dev", "--min-confidence", "1.5"}, `--min-confidence: "1.5" must be a decimal number from 0 to 1`},
 			{[]string{"--split", "dev", "--collapse", "x"}, `--collapse: "x" must be a decimal number from 0 to 1`},
 			{[]string{"--split", "dev", "--top-k", "0"}, "--top-k: 0 must be between 1 and 100"},
+			{[]string{"--split", "dev", "--adaptive-rule", "utility"}, `--adaptive-rule: must be Utility or Relative, not "utility"`},
+			{[]string{"--split", "dev", "--recall-weight", "-0.5"}, `--recall-weight: "-0.5" must be a decimal number of at least 0`},
 			{[]string{"--split", "dev", "--copies", "-1"}, "--copies: -1 must be between 0 and 65536"},
 			{[]string{"--split", "dev", "--outcomes", filepath.Join(dir, "examples.jsonl"), "--outcomes-per-tool", "65"}, "--outcomes-per-tool: 65 must be between 1 and 64"},
 			{[]string{"--split", "dev", "--outcomes", filepath.Join(dir, "bad.jsonl")}, `bad.jsonl:1: tool "nope" is not in the corpus`},

@@ -624,6 +624,7 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	ts := &rs.Tools
 	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion, adaptive: ts.Adaptive.Enabled,
 		learning: cmp.Or(ts.Learning.Scope, v1alpha1.ToolLearningAgent)}
+	s.tools.cut.Utility = cmp.Or(ts.Adaptive.Rule, v1alpha1.DefaultToolsAdaptiveRule) == v1alpha1.AdaptiveUtility
 	if s.tools.topK <= 0 {
 		add("spec.tools.topK", "must be at least 1")
 	}
@@ -636,7 +637,8 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	}{
 		{"spec.tools.minConfidence", ts.MinConfidence, &s.tools.minConfidence},
 		{"spec.tools.collapseThreshold", ts.CollapseThreshold, &s.tools.collapse},
-		{"spec.tools.adaptive.relativeCut", ts.Adaptive.RelativeCut, &s.tools.relativeCut},
+		{"spec.tools.adaptive.recallWeight", ts.Adaptive.RecallWeight, &s.tools.cut.RecallWeight},
+		{"spec.tools.adaptive.relativeCut", ts.Adaptive.RelativeCut, &s.tools.cut.RelativeCut},
 	} {
 		if *d.to, err = strconv.ParseFloat(d.value, 64); err != nil {
 			add(d.path, fmt.Sprintf("%q is not a number", d.value))

@@ -96,7 +96,7 @@ type toolSettings struct {
 	expansion     v1alpha1.ToolExpansion
 	collapse      float64
 	adaptive      bool
-	relativeCut   float64
+	cut           tools.Cut
 	learning      v1alpha1.ToolLearningScope
 }
 
@@ -169,7 +169,7 @@ func (s *Snapshot) selectTools(req *Request, access *Access, srcs []*sourceState
 		hits := s.toolIx.SearchLearned(req.Text, k, allowed, req.Learned)
 		if s.tools.adaptive {
 			all := len(hits)
-			hits = tools.Adaptive(hits, s.tools.relativeCut)
+			hits = s.tools.cut.Keep(hits)
 			stats.BelowCut = all - len(hits)
 		}
 		scored := len(hits)

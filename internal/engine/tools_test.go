@@ -530,10 +530,10 @@ func TestToolCardSettings(t *testing.T) {
 			t.Errorf("%d cards of the 3 copies: %q", n, cardIDs(resp.Tools))
 		}
 	})
-	t.Run("adaptive keeps the cards close to the best", func(t *testing.T) {
+	t.Run("adaptive Relative keeps the cards close to the best", func(t *testing.T) {
 		plain := query(t, compile(t, toolsConfig(nil)), Request{Text: "create an invoice for a customer"})
 		s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) {
-			r.Tools.Adaptive = v1alpha1.ToolsAdaptive{Enabled: true, RelativeCut: "0.5"}
+			r.Tools.Adaptive = v1alpha1.ToolsAdaptive{Enabled: true, Rule: v1alpha1.AdaptiveRelative, RelativeCut: "0.5"}
 		}))
 		resp := query(t, s, Request{Text: "create an invoice for a customer"})
 		if len(resp.Tools) == 0 || len(resp.Tools) >= len(plain.Tools) {
@@ -552,6 +552,37 @@ func TestToolCardSettings(t *testing.T) {
 			if c.Confidence >= 0.5*plain.Tools[0].Confidence {
 				t.Errorf("card %s at %v left out", c.Name, c.Confidence)
 			}
+		}
+	})
+	t.Run("adaptive Utility keeps the first cards worth their cost", func(t *testing.T) {
+		const q = "create an invoice for a customer"
+		plain := query(t, compile(t, toolsConfig(nil)), Request{Text: q})
+		for _, tt := range []struct {
+			weight string
+			w      float64
+		}{{"", 1.75}, {"0", 0}, {"0.2", 0.2}, {"100", 100}} {
+			t.Run("recallWeight "+tt.weight, func(t *testing.T) {
+				// The default rule, with the default weight when none is set.
+				s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) {
+					r.Tools.Adaptive = v1alpha1.ToolsAdaptive{Enabled: true, RecallWeight: tt.weight}
+				}))
+				resp := query(t, s, Request{Text: q})
+				// By hand from the plain cards: the smallest k maximising
+				// S/k + w·S.
+				want, best, sum := 0, -1.0, 0.0
+				for i, c := range plain.Tools {
+					sum += c.Confidence
+					if u := sum/float64(i+1) + tt.w*sum; u > best+1e-9 {
+						want, best = i+1, u
+					}
+				}
+				if !slices.Equal(cardIDs(resp.Tools), cardIDs(plain.Tools)[:want]) {
+					t.Errorf("adaptive %q, want the first %d of %q", cardIDs(resp.Tools), want, cardIDs(plain.Tools))
+				}
+				if st := resp.Stats.Tools; st.BelowCut != len(plain.Tools)-want {
+					t.Errorf("below_cut %d, want %d", st.BelowCut, len(plain.Tools)-want)
+				}
+			})
 		}
 	})
 	t.Run("explain", func(t *testing.T) {

@@ -229,13 +229,16 @@ func (c *calibrationBins) ece() float64 {
 // it is the point-biserial correlation.
 type pearson struct{ n, sx, sy, sxx, syy, sxy float64 }
 
-func (p *pearson) add(x, y float64) {
-	p.n++
-	p.sx += x
-	p.sy += y
-	p.sxx += x * x
-	p.syy += y * y
-	p.sxy += x * y
+func (p *pearson) add(x, y float64) { p.addWeighted(x, y, 1) }
+
+// addWeighted records the pair w times (w may be fractional).
+func (p *pearson) addWeighted(x, y, w float64) {
+	p.n += w
+	p.sx += w * x
+	p.sy += w * y
+	p.sxx += w * x * x
+	p.syy += w * y * y
+	p.sxy += w * x * y
 }
 
 // r is the correlation, rounded to 4 decimals; 0 when either side is constant.

@@ -123,6 +123,15 @@ type ToolReport struct {
 	// Correlation is Pearson's r between the first card's confidence and
 	// whether it is relevant (point-biserial).
 	Correlation float64 `json:"confidence_correlation"`
+	// ReliabilityCorrelation is Pearson's r between the bands' mean
+	// confidence and their share relevant, each band weighted by its
+	// queries: whether a surer band is right more often.
+	ReliabilityCorrelation float64 `json:"reliability_correlation"`
+	// HighConfidenceQueries are the queries whose first card's confidence
+	// is at least HighConfidence, HighConfidenceRight the share of them
+	// whose first card is relevant (0 when none).
+	HighConfidenceQueries int     `json:"high_confidence_queries"`
+	HighConfidenceRight   float64 `json:"high_confidence_right"`
 	// MinConfidence is the gate the next two fields are measured at, and
 	// KeptRight the share of the queries whose first card is relevant that
 	// it keeps (confidence at least MinConfidence).
@@ -130,6 +139,9 @@ type ToolReport struct {
 	KeptRight     float64 `json:"kept_right"`
 	// Returned is the shortlist an adaptive router returns.
 	Returned ReturnedSet `json:"returned"`
+	// Oracle bounds what any rule that returns a prefix of the ranking can
+	// reach.
+	Oracle OracleSet `json:"oracle"`
 	// Offtopic is measured on questions no tool fits (--offtopic).
 	Offtopic *OfftopicReport `json:"offtopic,omitempty"`
 }
@@ -138,17 +150,42 @@ type ToolReport struct {
 const ECEBinsTools = 10
 
 // ReturnedSet is the quality of the cards a router with
-// spec.tools.adaptive returns: of the first TopK, those whose confidence is
-// at least RelativeCut times the best card's.
+// spec.tools.adaptive returns: of the first TopK, those Rule keeps
+// (Utility with RecallWeight, Relative with RelativeCut).
 type ReturnedSet struct {
-	TopK        int     `json:"top_k"`
-	RelativeCut float64 `json:"relative_cut"`
+	TopK         int     `json:"top_k"`
+	Rule         string  `json:"rule"`
+	RecallWeight float64 `json:"recall_weight"`
+	RelativeCut  float64 `json:"relative_cut"`
 	// Precision is the mean share of a query's cards that are relevant,
 	// Recall the mean share of its relevant tools the cards hold.
 	Precision float64 `json:"precision"`
 	Recall    float64 `json:"recall"`
 	// Cards is the mean number of cards.
 	Cards float64 `json:"cards"`
+}
+
+// HighConfidence is the first card's confidence from which ToolReport
+// counts a query as a confident one (the seed's "high confidence").
+const HighConfidence = 0.8
+
+// OracleRecall is the mean recall at which ToolReport.Oracle is measured:
+// the issue's target.
+const OracleRecall = 0.9
+
+// OracleSet is the best mean precision of returned sets that are a
+// prefix of each query's ranking (the first k cards, k from 1 to the
+// cards ranked, chosen per query by one who knows the relevant tools) at a
+// mean recall of at least OracleRecall: an upper bound for any rule that
+// cuts the ranking, adaptive or not. Recall is the mean recall of that
+// choice (OracleRecall when the bound interpolates between the two
+// Lagrangian optima around it, an upper bound of the exact optimum; below
+// OracleRecall when no prefixes reach it, and then the choice with the
+// most recall).
+type OracleSet struct {
+	Recall    float64 `json:"recall"`
+	Precision float64 `json:"precision"`
+	Cards     float64 `json:"cards"`
 }
 
 // OfftopicReport is how the first card's confidence treats questions no
@@ -169,6 +206,8 @@ type ConfidenceBand struct {
 	Min     float64 `json:"min"`
 	Max     float64 `json:"max"`
 	Queries int     `json:"queries"`
+	// MeanConfidence is their first cards' mean confidence (0 when none).
+	MeanConfidence float64 `json:"mean_confidence"`
 	// Top1Relevant is the share of those queries whose top tool is relevant.
 	Top1Relevant float64 `json:"top1_relevant"`
 }
@@ -192,6 +231,9 @@ type ToolAccumulator struct {
 	r1, r3, r5, r10, ndcg5 float64
 	latencies              []time.Duration
 	bandN, bandHit         [6]int
+	bandConf               [6]float64
+	highN, highRight       int
+	prefixes               [][]prefix
 	bins                   calibrationBins
 	corr                   pearson
 	right, kept            int
@@ -245,8 +287,15 @@ func (a *ToolAccumulator) Add(cards, returned []RankedCard, rel map[string]int, 
 			}
 		}
 		a.bandN[b]++
+		a.bandConf[b] += top
 		if right {
 			a.bandHit[b]++
+		}
+		if top >= HighConfidence {
+			a.highN++
+			if right {
+				a.highRight++
+			}
 		}
 	}
 	a.bins.add(top, right)
@@ -258,12 +307,89 @@ func (a *ToolAccumulator) Add(cards, returned []RankedCard, rel map[string]int, 
 		}
 	}
 	a.addReturned(returned, rel)
+	a.addPrefixes(cards, rel)
+}
+
+// prefix is the precision and recall of a query's first k cards.
+type prefix struct{ precision, recall float64 }
+
+// addPrefixes records the precision and recall of every prefix of cards
+// (at least one card) for the oracle.
+func (a *ToolAccumulator) addPrefixes(cards []RankedCard, rel map[string]int) {
+	if len(cards) == 0 {
+		a.prefixes = append(a.prefixes, []prefix{{}})
+		return
+	}
+	ps := make([]prefix, len(cards))
+	for k := range cards {
+		p, r := setScore(cards[:k+1], rel)
+		ps[k] = prefix{p, r}
+	}
+	a.prefixes = append(a.prefixes, ps)
+}
+
+// oracle is the OracleSet of the prefixes recorded. Choosing per query the
+// prefix that maximises precision + λ·recall gives, for every λ, a point
+// on the upper hull of what per-query choices reach; a bisection on λ finds
+// the two hull points around OracleRecall.
+func (a *ToolAccumulator) oracle() OracleSet {
+	n := float64(len(a.prefixes))
+	at := func(lambda float64) (p, r, cards float64) {
+		for _, ps := range a.prefixes {
+			best := 0
+			for k := range ps {
+				if ps[k].precision+lambda*ps[k].recall > ps[best].precision+lambda*ps[best].recall {
+					best = k
+				}
+			}
+			p += ps[best].precision
+			r += ps[best].recall
+			cards += float64(best + 1)
+		}
+		return p / n, r / n, cards / n
+	}
+	set := func(p, r, c float64) OracleSet {
+		return OracleSet{Recall: round4(r), Precision: round4(p), Cards: round4(c)}
+	}
+	if len(a.prefixes) == 0 {
+		return OracleSet{}
+	}
+	// A miss has precision 0, so λ = 0 often reaches the recall already.
+	if p, r, c := at(0); r >= OracleRecall {
+		return set(p, r, c)
+	}
+	// At λ = hi any prefix holding more of a query's relevant tools wins
+	// (precision is at most 1): the most recall prefixes reach.
+	lo, hi := 0.0, 1e6
+	if p, r, c := at(hi); r < OracleRecall {
+		return set(p, r, c)
+	}
+	for range 100 {
+		mid := (lo + hi) / 2
+		if _, r, _ := at(mid); r < OracleRecall {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	pl, rl, cl := at(lo)
+	ph, rh, ch := at(hi)
+	t := (OracleRecall - rl) / (rh - rl)
+	return set(pl+t*(ph-pl), OracleRecall, cl+t*(ch-cl))
 }
 
 // addReturned scores the cards a router returns.
 func (a *ToolAccumulator) addReturned(cards []RankedCard, rel map[string]int) {
+	a.cards += len(cards)
+	p, r := setScore(cards, rel)
+	a.precision += p
+	a.recall += r
+}
+
+// setScore is the share of cards that hold a relevant tool (0 without
+// cards) and the share of the relevant tools they hold.
+func setScore(cards []RankedCard, rel map[string]int) (precision, recall float64) {
 	n := len(cards)
-	a.cards += n
 	relevant, found := 0, map[string]bool{}
 	for _, c := range cards {
 		hit := false
@@ -278,7 +404,7 @@ func (a *ToolAccumulator) addReturned(cards []RankedCard, rel map[string]int) {
 		}
 	}
 	if n > 0 {
-		a.precision += float64(relevant) / float64(n)
+		precision = float64(relevant) / float64(n)
 	}
 	total := 0
 	for _, g := range rel {
@@ -286,7 +412,7 @@ func (a *ToolAccumulator) addReturned(cards []RankedCard, rel map[string]int) {
 			total++
 		}
 	}
-	a.recall += float64(len(found)) / float64(total)
+	return precision, float64(len(found)) / float64(total)
 }
 
 // AddOfftopic records a question no tool fits: its cards, best first.
@@ -312,9 +438,21 @@ func (a *ToolAccumulator) Report() ToolReport {
 		}
 		b := ConfidenceBand{Min: lo, Max: hi, Queries: a.bandN[i]}
 		if b.Queries > 0 {
+			b.MeanConfidence = round4(a.bandConf[i] / float64(b.Queries))
 			b.Top1Relevant = round4(float64(a.bandHit[i]) / float64(b.Queries))
 		}
 		r.Calibration = append(r.Calibration, b)
+	}
+	var reliability pearson
+	for i, n := range a.bandN {
+		if n > 0 {
+			reliability.addWeighted(a.bandConf[i]/float64(n), float64(a.bandHit[i])/float64(n), float64(n))
+		}
+	}
+	r.ReliabilityCorrelation = reliability.r()
+	r.HighConfidenceQueries = a.highN
+	if a.highN > 0 {
+		r.HighConfidenceRight = round4(float64(a.highRight) / float64(a.highN))
 	}
 	if a.off.Queries > 0 {
 		off := a.off
@@ -336,6 +474,7 @@ func (a *ToolAccumulator) Report() ToolReport {
 	}
 	r.Returned.Precision, r.Returned.Recall = mean(a.precision), mean(a.recall)
 	r.Returned.Cards = mean(float64(a.cards))
+	r.Oracle = a.oracle()
 	return r
 }
 
@@ -352,10 +491,11 @@ type ToolEval struct {
 	Offtopic []string
 	// Options index the catalog.
 	Options tools.Options
-	// MinConfidence, TopK and RelativeCut are the router settings the
-	// report measures (spec.tools).
-	MinConfidence, RelativeCut float64
-	TopK                       int
+	// MinConfidence, TopK and Cut are the router settings the report
+	// measures (spec.tools).
+	MinConfidence float64
+	TopK          int
+	Cut           tools.Cut
 }
 
 // Tools ranks the catalog of ds (with examples) for every query of the
@@ -372,15 +512,19 @@ func Tools(ds *Dataset, e ToolEval) (ToolReport, error) {
 		start := time.Now()
 		hits := ix.SearchLearned(q.Text, ToolDepth, nil, learned)
 		lat := time.Since(start)
-		returned := tools.Adaptive(slices.Clone(hits[:min(e.TopK, len(hits))]), e.RelativeCut)
-		acc.Add(rankedCards(ds, hits), rankedCards(ds, returned), ds.Qrels[q.ID], lat)
+		returned := e.Cut.Keep(slices.Clone(hits[:min(e.TopK, len(hits))]))
+		acc.Add(RankedCards(ds, hits), RankedCards(ds, returned), ds.Qrels[q.ID], lat)
 	}
 	for _, q := range e.Offtopic {
-		acc.AddOfftopic(rankedCards(ds, ix.SearchLearned(q, ToolDepth, nil, learned)))
+		acc.AddOfftopic(RankedCards(ds, ix.SearchLearned(q, ToolDepth, nil, learned)))
 	}
 	r := acc.Report()
 	r.Tools, r.Examples, r.Outcomes = len(entries), len(e.Examples), n
-	r.Returned.TopK, r.Returned.RelativeCut = e.TopK, e.RelativeCut
+	r.Returned.TopK, r.Returned.RecallWeight, r.Returned.RelativeCut = e.TopK, e.Cut.RecallWeight, e.Cut.RelativeCut
+	r.Returned.Rule = string(v1alpha1.AdaptiveRelative)
+	if e.Cut.Utility {
+		r.Returned.Rule = string(v1alpha1.AdaptiveUtility)
+	}
 	return r, nil
 }
 
@@ -421,8 +565,8 @@ func learnOutcomes(ix *tools.Index, entries []tools.Entry, outcomes []ToolExampl
 	}), len(recs), nil
 }
 
-// rankedCards are the cards of hits by corpus id.
-func rankedCards(ds *Dataset, hits []tools.Hit) []RankedCard {
+// RankedCards are the cards of hits by corpus id.
+func RankedCards(ds *Dataset, hits []tools.Hit) []RankedCard {
 	out := make([]RankedCard, len(hits))
 	for i, h := range hits {
 		ids := make([]string, 0, 1+len(h.Also))

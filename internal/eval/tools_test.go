@@ -38,11 +38,18 @@ func TestToolAccumulator(t *testing.T) {
 	// nDCG@5: q1 1/log2(3) = 0.6309; q2 1 / (1 + 1/log2(3)) = 0.6131; q3 1.
 	// ECE: one query per bin, |0 − 0.95|, |1 − 0.45|, |1 − 0.6|: 1.9/3.
 	// Correlation of (0.95, 0.45, 0.6) and (0, 1, 1): −0.2833/√(0.1317·0.6667).
+	// One query per band: the reliability correlation is the same. Only q1
+	// is confident (≥ 0.8), and wrong.
 	// Kept: q3 of q2 and q3. Returned: precision (0 + 1/2 + 1)/3, recall
 	// (0 + 1/2 + 1)/3, cards 4/3.
+	// Oracle: the best precision alone takes 2, 1, 1 cards (recall 5/6,
+	// precision 5/6); all of q2's six cards reach recall 1 at precision
+	// (1/2 + 1/3 + 1)/3 and 3 cards; 0.9 is 0.4 of the way.
 	want := ToolReport{Queries: 3, Recall1: 0.5, Recall3: 0.8333, Recall5: 0.8333, Recall10: 1, NDCG5: 0.748,
-		Latency: Latency{P50: 20, P99: 30}, ECE: 0.6333, Correlation: -0.9563, MinConfidence: 0.5, KeptRight: 0.5,
+		Latency: Latency{P50: 20, P99: 30}, ECE: 0.6333, Correlation: -0.9563, ReliabilityCorrelation: -0.9563,
+		HighConfidenceQueries: 1, HighConfidenceRight: 0, MinConfidence: 0.5, KeptRight: 0.5,
 		Returned: ReturnedSet{Precision: 0.5, Recall: 0.5, Cards: 1.3333},
+		Oracle:   OracleSet{Recall: 0.9, Precision: 0.7444, Cards: 2},
 		Offtopic: &OfftopicReport{Queries: 3, BelowMinConfidence: 0.6667, MeanConfidence: 0.3}}
 	bands := r.Calibration
 	r.Calibration = nil
@@ -58,9 +65,9 @@ func TestToolAccumulator(t *testing.T) {
 	for _, b := range bands {
 		t.Run(fmt.Sprint(b.Min), func(t *testing.T) {
 			want := map[float64]ConfidenceBand{
-				0.9: {Min: 0.9, Max: 1, Queries: 1, Top1Relevant: 0},
-				0.4: {Min: 0.4, Max: 0.6, Queries: 1, Top1Relevant: 1},
-				0.6: {Min: 0.6, Max: 0.8, Queries: 1, Top1Relevant: 1},
+				0.9: {Min: 0.9, Max: 1, Queries: 1, MeanConfidence: 0.95, Top1Relevant: 0},
+				0.4: {Min: 0.4, Max: 0.6, Queries: 1, MeanConfidence: 0.45, Top1Relevant: 1},
+				0.6: {Min: 0.6, Max: 0.8, Queries: 1, MeanConfidence: 0.6, Top1Relevant: 1},
 			}[b.Min]
 			want.Min = b.Min
 			if want.Max == 0 {
@@ -68,6 +75,66 @@ func TestToolAccumulator(t *testing.T) {
 			}
 			if b != want {
 				t.Errorf("band %+v, want %+v", b, want)
+			}
+		})
+	}
+}
+
+// TestToolAccumulatorSeedCriteria checks the seed's confidence criteria
+// (the share right of confident first cards, the reliability correlation
+// over bands) and the oracle against sums by hand.
+func TestToolAccumulatorSeedCriteria(t *testing.T) {
+	card := func(conf float64, ids ...string) RankedCard { return RankedCard{IDs: ids, Confidence: conf} }
+	rel := map[string]int{"a": 1}
+	type query struct {
+		conf float64
+		rank int // of "a", from 0
+	}
+	tests := []struct {
+		name        string
+		queries     []query
+		multi       bool
+		reliability float64
+		high        int
+		highRight   float64
+		oracle      OracleSet
+	}{{
+		// Bands (mean confidence, share right, queries): (0.3, 1/2, 2),
+		// (0.5, 0, 1), (0.95, 3/4, 4); weighted Pearson 0.6577. The oracle
+		// takes "a" wherever it is: precision (4 + 2·1/2 + 1/3)/7, cards
+		// (4 + 2·2 + 3)/7, recall 1.
+		name:        "single",
+		queries:     []query{{0.95, 0}, {0.95, 0}, {0.95, 0}, {0.95, 1}, {0.3, 0}, {0.3, 1}, {0.5, 2}},
+		reliability: 0.6577, high: 4, highRight: 0.75,
+		oracle: OracleSet{Recall: 1, Precision: 0.7619, Cards: 1.5714},
+	}, {
+		// "a" first, then "a" first of {a, b} with b fourth: the best
+		// precision alone (1, 1) has recall 3/4; b's four cards give recall
+		// 1 at precision 3/4; 0.9 is 0.6 of the way: precision 0.85, cards
+		// 1 + 0.6·1.5.
+		name: "multi", multi: true,
+		queries:     []query{{0.9, 0}},
+		reliability: 0, high: 2, highRight: 1,
+		oracle: OracleSet{Recall: 0.9, Precision: 0.85, Cards: 1.9},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var a ToolAccumulator
+			for _, q := range tt.queries {
+				cards := []RankedCard{card(q.conf, "x"), card(q.conf/2, "y"), card(q.conf/3, "z")}
+				cards[q.rank].IDs = []string{"a"}
+				a.Add(cards, cards[:1], rel, time.Microsecond)
+			}
+			if tt.multi {
+				cards := []RankedCard{card(0.85, "a"), card(0.3, "c"), card(0.2, "d"), card(0.1, "b")}
+				a.Add(cards, cards[:1], map[string]int{"a": 1, "b": 1}, time.Microsecond)
+			}
+			r := a.Report()
+			if r.ReliabilityCorrelation != tt.reliability || r.HighConfidenceQueries != tt.high || r.HighConfidenceRight != tt.highRight {
+				t.Errorf("reliability %v, high %d right %v; want %v, %d, %v", r.ReliabilityCorrelation, r.HighConfidenceQueries, r.HighConfidenceRight, tt.reliability, tt.high, tt.highRight)
+			}
+			if r.Oracle != tt.oracle {
+				t.Errorf("oracle %+v, want %+v", r.Oracle, tt.oracle)
 			}
 		})
 	}
@@ -146,7 +213,7 @@ func TestToolsOnGeneratedSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := ToolEval{MinConfidence: 0.5, RelativeCut: 0.1, TopK: 5}
+	e := ToolEval{MinConfidence: 0.5, Cut: tools.Cut{RelativeCut: 0.1, RecallWeight: 2}, TopK: 5}
 	// Without examples q3 finds nothing: recall 2/3 at every depth.
 	r, err := Tools(ds, e)
 	if err != nil {
@@ -155,7 +222,7 @@ func TestToolsOnGeneratedSet(t *testing.T) {
 	if r.Queries != 3 || r.Tools != 3 || math.Abs(r.Recall1-0.6667) > 1e-9 || math.Abs(r.Recall10-0.6667) > 1e-9 {
 		t.Errorf("without examples: %+v", r)
 	}
-	if r.Returned.TopK != 5 || r.Returned.RelativeCut != 0.1 || r.Returned.Recall != r.Recall5 || r.MinConfidence != 0.5 {
+	if r.Returned.TopK != 5 || r.Returned.Rule != "Relative" || r.Returned.RelativeCut != 0.1 || r.Returned.RecallWeight != 2 || r.Returned.Recall != r.Recall5 || r.MinConfidence != 0.5 {
 		t.Errorf("settings: %+v", r)
 	}
 	// An example gives q3 its answer; off-topic questions are measured.
@@ -210,7 +277,7 @@ func TestToolsCopiesCollapse(t *testing.T) {
 		{"not collapsed", 0, 6},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := Tools(ds, ToolEval{Options: tools.Options{Collapse: tt.collapse}, TopK: 10, RelativeCut: 0})
+			r, err := Tools(ds, ToolEval{Options: tools.Options{Collapse: tt.collapse}, TopK: 10, Cut: tools.Cut{RelativeCut: 0}})
 			if err != nil {
 				t.Fatal(err)
 			}

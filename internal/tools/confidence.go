@@ -49,15 +49,22 @@ type Evidence struct {
 	// Cards is the number of tools with evidence for the question, counted
 	// up to confidenceDepth+1: a catalog's density.
 	Cards int `json:"cards"`
+	// ExampleLead is Example minus the best Example of the other cards
+	// confidence looks at (the first confidenceDepth+1): how far the
+	// card's closest example stands ahead of (or behind) the others'.
+	ExampleLead float64 `json:"example_lead"`
 }
 
 // NumFeatures is the length of Evidence.Features.
-const NumFeatures = 12
+const NumFeatures = 13
 
 // Features are the inputs of the calibration: the softmax as a log-odds,
 // the coverages, cosines, relative score and margin, whether the card is
-// the first, and the logs of the question's length, of the cards, of the
-// words matched and of the tool's examples.
+// the first, the logs of the question's length, of the cards, of the
+// words matched and of the tool's examples, and the example lead. (The
+// share of the question's words the catalog knows and the number of
+// candidates were tried too: they helped with every catalog example and
+// hurt with few or learned ones and on cw-gold, benchmarks.md.)
 func (e *Evidence) Features() [NumFeatures]float64 {
 	p := min(max(e.Softmax, 1e-3), 1-1e-3)
 	lp := math.Log(p / (1 - p))
@@ -69,7 +76,7 @@ func (e *Evidence) Features() [NumFeatures]float64 {
 	return [NumFeatures]float64{
 		lp, e.Coverage, e.NameCoverage, e.Self, e.Example,
 		e.Relative, e.Margin, top, math.Log1p(float64(e.Words)), math.Log1p(float64(e.Cards)),
-		math.Log1p(float64(e.Matched)), n,
+		math.Log1p(float64(e.Matched)), n, e.ExampleLead,
 	}
 }
 
@@ -142,8 +149,24 @@ func (ix *Index) evidence(sc *scratch, taken []cand, out []Hit) {
 	}
 	words := len(sc.terms) + sc.unknown
 	share := func(n int) float64 { return float64(n) / float64(max(words, 1)) }
+	// The two best example cosines among the cards looked at: the best
+	// other than a card's own is the second when the card holds the first.
+	var ex1, ex2 float32
+	first := -1
+	for i, c := range taken[:min(len(taken), confidenceDepth+1)] {
+		switch {
+		case first < 0 || c.example > ex1:
+			ex1, ex2, first = c.example, ex1, i
+		case c.example > ex2:
+			ex2 = c.example
+		}
+	}
 	for i := range out {
 		c := taken[i]
+		other := ex1
+		if i == first {
+			other = ex2
+		}
 		next := 0.0
 		if i+1 < len(taken) {
 			next = float64(taken[i+1].score)
@@ -164,14 +187,47 @@ func (ix *Index) evidence(sc *scratch, taken []cand, out []Hit) {
 			Softmax: exp(c.score) / sum, Coverage: share(own), NameCoverage: share(name),
 			Self: float64(x.selfCosine(c.entry, sc)), Example: float64(c.example),
 			Examples: ix.examples(sc, c.entry), Words: words, Matched: own, Cards: min(len(taken), confidenceDepth+1),
+			ExampleLead: float64(c.example - other),
 		}
 		out[i] = Hit{Entry: int(c.entry), Score: float64(c.score), Confidence: ix.cal.Confidence(&ev), Evidence: ev}
 	}
 }
 
+// Cut is the rule of an adaptive shortlist (spec.tools.adaptive).
+type Cut struct {
+	// Utility chooses Utility with RecallWeight; else Adaptive with
+	// RelativeCut.
+	Utility                   bool
+	RecallWeight, RelativeCut float64
+}
+
+// Keep returns the hits the rule keeps, in order; it reuses the slice.
+func (c Cut) Keep(hits []Hit) []Hit {
+	if c.Utility {
+		return Utility(hits, c.RecallWeight)
+	}
+	return Adaptive(hits, c.RelativeCut)
+}
+
+// Utility keeps the first k hits that maximise S/k + weight·S, S the sum
+// of their confidences (the smallest such k, at least 1): a confidence is
+// the chance that the hit's tool is needed, so S/k is the expected
+// precision of the first k and S the needed tools they hold in
+// expectation (spec.tools.adaptive rule Utility).
+func Utility(hits []Hit, weight float64) []Hit {
+	k, best, sum := min(len(hits), 1), math.Inf(-1), 0.0
+	for i, h := range hits {
+		sum += h.Confidence
+		if u := sum/float64(i+1) + weight*sum; u > best {
+			k, best = i+1, u
+		}
+	}
+	return hits[:k]
+}
+
 // Adaptive keeps, in order, the hits whose confidence is at least cut
-// times the best hit's (spec.tools.adaptive): the best is always kept. It
-// reuses the slice.
+// times the best hit's (spec.tools.adaptive rule Relative): the best is
+// always kept. It reuses the slice.
 func Adaptive(hits []Hit, cut float64) []Hit {
 	best := 0.0
 	for _, h := range hits {

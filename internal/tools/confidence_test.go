@@ -99,9 +99,23 @@ func TestEvidence(t *testing.T) {
 	ev := hits[0].Evidence
 	want := Evidence{Rank: 0, Words: 4, Matched: 3, Coverage: 0.75, NameCoverage: 0.5, Examples: 0, Cards: len(hits)}
 	got := ev
-	got.Relative, got.Margin, got.Softmax, got.Self, got.Example = 0, 0, 0, 0, 0
+	got.Relative, got.Margin, got.Softmax, got.Self, got.Example, got.ExampleLead = 0, 0, 0, 0, 0, 0
 	if got != want {
 		t.Errorf("evidence %+v, want %+v", ev, want)
+	}
+	// The card has no examples: its lead is minus the best example of the
+	// others, which create_invoice's example is (it shares "ACME").
+	var other float64
+	for _, h := range hits[1:] {
+		other = max(other, h.Evidence.Example)
+	}
+	if other <= 0 || math.Abs(ev.ExampleLead-(ev.Example-other)) > 1e-6 {
+		t.Errorf("example lead %v, want %v − %v", ev.ExampleLead, ev.Example, other)
+	}
+	for _, h := range hits[1:] {
+		if h.Evidence.Example == other && math.Abs(h.Evidence.ExampleLead-other) > 1e-6 {
+			t.Errorf("the card with the best example leads by %v, want %v (the first card has none)", h.Evidence.ExampleLead, other)
+		}
 	}
 	if ev.Relative != 1 || ev.Margin <= 0 || ev.Margin >= 1 || ev.Self <= 0 || ev.Self >= 1 || ev.Example != 0 {
 		t.Errorf("evidence %+v", ev)
@@ -181,5 +195,48 @@ func TestAdaptive(t *testing.T) {
 				t.Errorf("Adaptive(%v, %v) kept %v, want %v", tt.conf, tt.cut, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestUtility(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		conf   []float64
+		weight float64
+		want   []int
+	}{
+		// 0.9 + 1.75·0.9 = 2.475 beats 0.95/2 + 1.75·0.95 = 2.1375.
+		{"one clear card", []float64{0.9, 0.05, 0.01}, 1.75, []int{0}},
+		// 0.55 + 1.75·1.1 = 2.475 beats 1.65 (one card) and 2.3958 (three).
+		{"two likely cards", []float64{0.6, 0.5, 0.05}, 1.75, []int{0, 1}},
+		// Ties keep the fewer cards.
+		{"weight 0 keeps the best alone on a tie", []float64{0.5, 0.5, 0.1}, 0, []int{0}},
+		{"weight 0 takes a surer second card", []float64{0.3, 0.6}, 0, []int{0, 1}},
+		// 0.9/3 + 0.9 = 1.2 beats 1.0: a prefix, so the weak card comes along.
+		{"a sure card after a weak one takes it along", []float64{0.5, 0, 0.4}, 1, []int{0, 1, 2}},
+		{"a large weight keeps all", []float64{0.9, 0.05, 0.01}, 100, []int{0, 1, 2}},
+		{"none", nil, 1, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hits := make([]Hit, len(tt.conf))
+			for i, c := range tt.conf {
+				hits[i] = Hit{Entry: i, Confidence: c}
+			}
+			var got []int
+			for _, h := range Utility(hits, tt.weight) {
+				got = append(got, h.Entry)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Utility(%v, %v) kept %v, want %v", tt.conf, tt.weight, got, tt.want)
+			}
+		})
+	}
+	// Cut chooses the rule.
+	hits := []Hit{{Entry: 0, Confidence: 0.6}, {Entry: 1, Confidence: 0.5}, {Entry: 2, Confidence: 0.05}}
+	if got := (Cut{Utility: true, RecallWeight: 1.75, RelativeCut: 0.01}).Keep(slices.Clone(hits)); len(got) != 2 {
+		t.Errorf("Cut Utility kept %d cards, want 2", len(got))
+	}
+	if got := (Cut{RecallWeight: 1.75, RelativeCut: 0.01}).Keep(slices.Clone(hits)); len(got) != 3 {
+		t.Errorf("Cut Relative kept %d cards, want 3", len(got))
 	}
 }
