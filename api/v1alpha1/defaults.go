@@ -39,7 +39,7 @@ const (
 	DefaultToolsTopK              int32 = 5
 	DefaultToolsMinConfidence           = "0.5"
 	DefaultToolsCollapseThreshold       = "0.8"
-	DefaultToolsAdaptiveRule            = AdaptiveUtility
+	DefaultToolsAdaptiveRule            = AdaptiveRelative
 	DefaultToolsRecallWeight            = "1.75"
 	DefaultToolsRelativeCut             = "0.15"
 	defaultEmbedBatchSize         int32 = 64

@@ -31,7 +31,7 @@ func TestDefault(t *testing.T) {
 		Auth:          AuthSpec{Mode: AuthNone},
 		Deployment:    DeploymentSpec{Replicas: ptr[int32](2)},
 		Tools: RouterToolsSpec{TopK: 5, MinScore: "0", MinConfidence: "0.5", CollapseThreshold: "0.8",
-			Adaptive: ToolsAdaptive{Rule: AdaptiveUtility, RecallWeight: "1.75", RelativeCut: "0.15"}, Expansion: ToolExpansionSynonyms, Learning: ToolLearning{Scope: ToolLearningAgent}},
+			Adaptive: ToolsAdaptive{Rule: AdaptiveRelative, RecallWeight: "1.75", RelativeCut: "0.15"}, Expansion: ToolExpansionSynonyms, Learning: ToolLearning{Scope: ToolLearningAgent}},
 		Sessions: SessionsSpec{Store: SessionStoreMemory, TTL: dur(24 * time.Hour), MaxSessions: 10000, MaxBytes: qty("256Mi"),
 			DedupThreshold: "0.9", Firewall: FirewallSpec{MaxChars: 2000}, Secrets: SessionSecretsMask},
 	}

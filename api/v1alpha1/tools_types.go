@@ -430,9 +430,10 @@ type ToolsAdaptive struct {
 	// Enabled cuts the shortlist: without it a query gets topK cards.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
-	// Rule: Utility (the default) or Relative.
+	// Rule: Relative (the default: the cut the issue specified, relative to
+	// the best card) or Utility.
 	// +optional
-	// +kubebuilder:default=Utility
+	// +kubebuilder:default=Relative
 	Rule AdaptiveRule `json:"rule,omitempty"`
 	// RecallWeight (rule Utility): the first k cards kept maximise their
 	// expected precision plus this weight times the relevant tools they

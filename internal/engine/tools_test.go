@@ -531,27 +531,32 @@ func TestToolCardSettings(t *testing.T) {
 		}
 	})
 	t.Run("adaptive Relative keeps the cards close to the best", func(t *testing.T) {
-		plain := query(t, compile(t, toolsConfig(nil)), Request{Text: "create an invoice for a customer"})
-		s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) {
-			r.Tools.Adaptive = v1alpha1.ToolsAdaptive{Enabled: true, Rule: v1alpha1.AdaptiveRelative, RelativeCut: "0.5"}
-		}))
-		resp := query(t, s, Request{Text: "create an invoice for a customer"})
-		if len(resp.Tools) == 0 || len(resp.Tools) >= len(plain.Tools) {
-			t.Fatalf("adaptive %q, plain %q", cardIDs(resp.Tools), cardIDs(plain.Tools))
-		}
-		st := resp.Stats.Tools
-		if st.BelowCut != len(plain.Tools)-len(resp.Tools) || st.Returned != len(resp.Tools) {
-			t.Errorf("stats %+v", st)
-		}
-		for _, c := range resp.Tools {
-			if c.Confidence < 0.5*resp.Tools[0].Confidence-1e-4 {
-				t.Errorf("card %s at %v under half the best %v", c.Name, c.Confidence, resp.Tools[0].Confidence)
-			}
-		}
-		for _, c := range plain.Tools[len(resp.Tools):] {
-			if c.Confidence >= 0.5*plain.Tools[0].Confidence {
-				t.Errorf("card %s at %v left out", c.Name, c.Confidence)
-			}
+		// Relative is also the default rule.
+		for _, rule := range []v1alpha1.AdaptiveRule{"", v1alpha1.AdaptiveRelative} {
+			t.Run("rule "+string(rule), func(t *testing.T) {
+				plain := query(t, compile(t, toolsConfig(nil)), Request{Text: "create an invoice for a customer"})
+				s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) {
+					r.Tools.Adaptive = v1alpha1.ToolsAdaptive{Enabled: true, Rule: rule, RelativeCut: "0.5"}
+				}))
+				resp := query(t, s, Request{Text: "create an invoice for a customer"})
+				if len(resp.Tools) == 0 || len(resp.Tools) >= len(plain.Tools) {
+					t.Fatalf("adaptive %q, plain %q", cardIDs(resp.Tools), cardIDs(plain.Tools))
+				}
+				st := resp.Stats.Tools
+				if st.BelowCut != len(plain.Tools)-len(resp.Tools) || st.Returned != len(resp.Tools) {
+					t.Errorf("stats %+v", st)
+				}
+				for _, c := range resp.Tools {
+					if c.Confidence < 0.5*resp.Tools[0].Confidence-1e-4 {
+						t.Errorf("card %s at %v under half the best %v", c.Name, c.Confidence, resp.Tools[0].Confidence)
+					}
+				}
+				for _, c := range plain.Tools[len(resp.Tools):] {
+					if c.Confidence >= 0.5*plain.Tools[0].Confidence {
+						t.Errorf("card %s at %v left out", c.Name, c.Confidence)
+					}
+				}
+			})
 		}
 	})
 	t.Run("adaptive Utility keeps the first cards worth their cost", func(t *testing.T) {
@@ -562,9 +567,9 @@ func TestToolCardSettings(t *testing.T) {
 			w      float64
 		}{{"", 1.75}, {"0", 0}, {"0.2", 0.2}, {"100", 100}} {
 			t.Run("recallWeight "+tt.weight, func(t *testing.T) {
-				// The default rule, with the default weight when none is set.
+				// The default weight when none is set.
 				s := compile(t, toolsConfig(func(r *v1alpha1.ContextRouterSpec) {
-					r.Tools.Adaptive = v1alpha1.ToolsAdaptive{Enabled: true, RecallWeight: tt.weight}
+					r.Tools.Adaptive = v1alpha1.ToolsAdaptive{Enabled: true, Rule: v1alpha1.AdaptiveUtility, RecallWeight: tt.weight}
 				}))
 				resp := query(t, s, Request{Text: q})
 				// By hand from the plain cards: the smallest k maximising
