@@ -50,6 +50,12 @@ type Params struct {
 	// taken as one text (its learned profile, learned.go) against the
 	// catalog's BM25F: 0 leaves it out.
 	LearnedProfile float64
+	// LearnedDiscount discounts, in the learned examples and profiles, a
+	// word the learned examples of many tools hold ("latest", "help"): its
+	// idf is multiplied by (its idf among the tools with learned examples
+	// ÷ that of a word one tool's hold) to this power (learned_terms.go).
+	// 0 leaves the catalog's idf.
+	LearnedDiscount float64
 	// Temperature of the confidence softmax over score/top score when the
 	// top tool has examples, and PlainTemperature when it has none: the
 	// scores of the two kinds spread differently (docs/api.md §10.3).
@@ -72,6 +78,7 @@ var DefaultParams = Params{
 	ExpandNorm:       0.5,
 	ExpandMaxDF:      0.05,
 	LearnedProfile:   0.5,
+	LearnedDiscount:  0.75,
 	Temperature:      0.15,
 	PlainTemperature: 0.25,
 }

@@ -108,6 +108,7 @@ func (ix *Index) Learn(examples []LearnedExample) *Learned {
 		idf := math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
 		l.idf2[base+i] = float32(idf * idf)
 	}
+	l.discount(&ps)
 	l.profile(&ps, len(l.idf2))
 	l.pos = newSentences(&ps, l.idf2)
 	l.neg = newSentences(&ns, l.idf2)
