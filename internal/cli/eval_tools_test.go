@@ -161,6 +161,7 @@ func TestEvalToolsPublicSets(t *testing.T) {
 	examples := filepath.Join(metatool, "examples.jsonl")
 	// The project's own off-topic questions, never fitted on.
 	offtopicTest := filepath.Join("..", "..", "hack", "toolcal", "offtopic-test.jsonl")
+	some := someToolsExamples(t, examples)
 	for _, tt := range []struct {
 		name    string
 		args    []string
@@ -177,8 +178,12 @@ func TestEvalToolsPublicSets(t *testing.T) {
 		{"metatool test with examples", []string{"--dataset", metatool, "--split", "test", "--examples", examples, "--offtopic", offtopicTest}, 3000, 0.93, 0.04, 0.75},
 		{"metatool test-multi", []string{"--dataset", metatool, "--split", "test-multi"}, 249, 0.73, 0, 0},
 		// Learning from outcomes: the first 5 train questions of each tool
-		// reported as successes (measured 0.7163; the 0.85 is not met).
-		{"metatool test with 5 outcomes per tool", []string{"--dataset", metatool, "--split", "test", "--outcomes", examples, "--outcomes-per-tool", "5"}, 3000, 0.71, 0, 0},
+		// reported as successes (measured 0.7563, 0.7163 before session 26;
+		// the 0.85 is not met); and of the 113 tools whose name has
+		// an even length only, which must not bury the others (measured
+		// 0.6997; 0.5733 before session 26, under the 0.657 of no learning).
+		{"metatool test with 5 outcomes per tool", []string{"--dataset", metatool, "--split", "test", "--outcomes", examples, "--outcomes-per-tool", "5"}, 3000, 0.75, 0, 0},
+		{"metatool test with 5 outcomes for some tools", []string{"--dataset", metatool, "--split", "test", "--outcomes", some, "--outcomes-per-tool", "5"}, 3000, 0.69, 0, 0},
 		{"metatool test-multi with examples", []string{"--dataset", metatool, "--split", "test-multi", "--examples", examples}, 249, 0.90, 0, 0},
 		{"cw-gold test", []string{"--dataset", cwGold, "--split", "test"}, 200, 0.85, 0, 0},
 		// The reference router's 1000-tool catalog: its synthetic copies
@@ -205,6 +210,25 @@ func TestEvalToolsPublicSets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// someToolsExamples writes the lines of the examples file whose tool's name
+// has an even length (113 of MetaTool's 199 tools) and returns the file.
+func someToolsExamples(t *testing.T, examples string) string {
+	data, err := os.ReadFile(examples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		var e eval.ToolExample
+		if json.Unmarshal([]byte(line), &e) == nil && len(e.Tool)%2 == 0 {
+			out = append(out, line...)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "some.jsonl")
+	write(t, path, string(out))
+	return path
 }
 
 // outcomes is the number of outcomes the generated set's args learn.

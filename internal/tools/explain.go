@@ -49,7 +49,7 @@ type SentenceMatch struct {
 }
 
 // ScoreParts split a score: (Terms + Related + Learned + Example) ×
-// AntiPattern.
+// AntiPattern × Lift (1 when omitted).
 type ScoreParts struct {
 	// Terms is the BM25F score of the question's own words, Related that of
 	// their related words.
@@ -63,6 +63,10 @@ type ScoreParts struct {
 	Example float64 `json:"example"`
 	// AntiPattern is the factor the closest anti-pattern leaves (1: none).
 	AntiPattern float64 `json:"anti_pattern"`
+	// Lift is the factor of the gap between the tool's learned examples
+	// and its own words (Params.LearnedGap); omitted without learned
+	// examples of the tool.
+	Lift float64 `json:"lift,omitempty"`
 }
 
 // fieldNames name the fields of a tool's BM25F document, in field order.
@@ -104,6 +108,9 @@ func (ix *Index) ExplainLearned(query string, hits []Hit, allowed []bool, l *Lea
 			// What the BM25F sum holds past the tool's own terms and related terms.
 			if v := float64(sc.tool[d]) - e.Parts.Terms - e.Parts.Related; v > 1e-4 {
 				e.Parts.Learned = v
+			}
+			if sc.learned.Examples(h.Entry) > 0 {
+				e.Parts.Lift = float64(sc.learned.lift(d))
 			}
 		}
 		t := &ix.entries[d].Tool

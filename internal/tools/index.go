@@ -50,12 +50,18 @@ type Params struct {
 	// taken as one text (its learned profile, learned.go) against the
 	// catalog's BM25F: 0 leaves it out.
 	LearnedProfile float64
-	// LearnedDiscount discounts, in the learned examples and profiles, a
-	// word the learned examples of many tools hold ("latest", "help"): its
-	// idf is multiplied by (its idf among the tools with learned examples
-	// ÷ that of a word one tool's hold) to this power (learned_terms.go).
-	// 0 leaves the catalog's idf.
-	LearnedDiscount float64
+	// LearnedGap raises the score of a tool whose learned examples lie far
+	// from its own words: times 1 + LearnedGap·(1 − their mean cosine with
+	// the tool's name, namespace, description and tags), over the mean of
+	// that factor among the tools with learned examples. Such a tool's own
+	// words say little of the questions it serves, so the catalog's
+	// evidence underrates it. 0 leaves it out.
+	LearnedGap float64
+	// LearnedStandIn: with learned examples, the BM25F score of a tool
+	// without any counts 1 + LearnedStandIn times, standing in for the
+	// learned profile it lacks, so that learning some tools does not bury
+	// the others. 0 leaves it out.
+	LearnedStandIn float64
 	// Temperature of the confidence softmax over score/top score when the
 	// top tool has examples, and PlainTemperature when it has none: the
 	// scores of the two kinds spread differently (docs/api.md §10.3).
@@ -78,7 +84,8 @@ var DefaultParams = Params{
 	ExpandNorm:       0.5,
 	ExpandMaxDF:      0.05,
 	LearnedProfile:   0.5,
-	LearnedDiscount:  0.75,
+	LearnedGap:       1,
+	LearnedStandIn:   1,
 	Temperature:      0.15,
 	PlainTemperature: 0.25,
 }
@@ -129,7 +136,8 @@ func (ix *termIndex) score(sc *scratch, query string, allowed []bool) {
 	exWeight := float32(ix.p.ExampleMatch) * ix.topBM25F(sc)
 	cands := sc.cands[:0]
 	for _, d := range sc.touched {
-		if s := ix.penalize(sc, d, sc.tool[d]+exWeight*sc.best[d]); s > 0 {
+		s := ix.penalize(sc, d, sc.tool[d]+exWeight*sc.best[d]) * sc.learned.lift(d)
+		if s > 0 {
 			cands = append(cands, cand{entry: d, score: s, example: sc.best[d]})
 		}
 	}
