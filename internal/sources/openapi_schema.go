@@ -300,8 +300,7 @@ func (c *schemaConverter) convert(props []inputProperty) (*built, error) {
 	}
 	b := &built{root: root, vals: map[string]any{}}
 	if c.inline {
-		c.convertDefs(b)
-		return b, nil
+		return b, c.convertDefs(b)
 	}
 	if c.over {
 		return nil, fmt.Errorf("inputSchema: more than %d bytes even without the schemas it refers to; at most %d bytes nested at most %d levels deep (leave the operation out with spec.tools.openAPI.exclude)",
@@ -316,7 +315,9 @@ func (c *schemaConverter) convert(props []inputProperty) (*built, error) {
 	// The $defs are bounded by themselves, whatever the properties take,
 	// so that they are the same for every operation of the same key.
 	c.spent, c.nodes, c.size = c.size, 0, 0
-	c.convertDefs(b)
+	if err := c.convertDefs(b); err != nil {
+		return nil, err
+	}
 	cd := &cachedDefs{defs: b.defs, dropped: b.dropped, vals: b.vals, names: c.names, keep: -1}
 	if c.d.defsCache == nil {
 		c.d.defsCache = map[defsKey]*cachedDefs{}
@@ -329,7 +330,7 @@ func (c *schemaConverter) convert(props []inputProperty) (*built, error) {
 // convertDefs converts the queued references into b's $defs, in queue
 // order (nearest the operation first), until they cannot fit: the rest
 // are dropped.
-func (c *schemaConverter) convertDefs(b *built) {
+func (c *schemaConverter) convertDefs(b *built) error {
 	for i := 0; i < len(c.queue); i++ {
 		ref := c.queue[i]
 		name := c.names[ref]
@@ -338,7 +339,10 @@ func (c *schemaConverter) convertDefs(b *built) {
 			b.dropped = append(b.dropped, name)
 			continue
 		}
-		target, _ := resolvePointer(c.d.val, ref) // checkRefs found each
+		target, ok := resolvePointer(c.d.val, ref)
+		if !ok {
+			return fmt.Errorf("%q does not resolve", ref)
+		}
 		c.open = map[string]bool{ref: true}
 		v := c.schema(target)
 		if c.over {
@@ -348,6 +352,7 @@ func (c *schemaConverter) convertDefs(b *built) {
 		b.defs = append(b.defs, name)
 		b.vals[name] = v
 	}
+	return nil
 }
 
 // write writes the schema; the $defs named in omit are left out and
@@ -377,8 +382,9 @@ func (b *built) write(omit map[string]string) ([]byte, error) {
 // nearest the operation that fit and leaves the others out, saying so where
 // they were referenced. Fewer $defs make a smaller schema, so the most that
 // fit are found by bisection; $defs another operation cut keep as many as
-// it kept if they fit (an operation's own properties differ little). names maps references to their $defs names; the
-// bytes written are added to written.
+// it kept if they fit (an operation's own properties differ little). names
+// maps references to their $defs names; the bytes written are added to
+// written.
 func (b *built) cut(names map[string]string, written *int) ([]byte, error) {
 	from := make(map[string]string, len(names))
 	for ref, name := range names {
