@@ -220,11 +220,19 @@ func (s *Server) findTools(ctx context.Context, call *mcp.CallToolRequest, start
 		var resp *engine.ToolsResponse
 		if resp, herr = s.runFindTools(ctx, st, req, start); herr == nil {
 			d := toolsDelivery("mcp:find_tools", req, resp)
-			s.deliver(callHeader(call), st, &d, start)
-			return jsonResult(resp)
+			h := callHeader(call)
+			id := s.answerID(h, s.deliver(h, st, &d, start), req.Agent, req.Text, len(resp.Tools))
+			return jsonResult(withRequestID{resp, id})
 		}
 	}
 	return toolFailure(herr)
+}
+
+// withRequestID is a find_tools answer with its request id, which
+// report_tool_outcome takes (api.md §10.10): an MCP result has no headers.
+type withRequestID struct {
+	*engine.ToolsResponse
+	RequestID string `json:"request_id"`
 }
 
 // jsonResult answers a tool call with v, as structured content and as JSON text.
@@ -410,11 +418,31 @@ func (s *Server) getContext(ctx context.Context, call *mcp.CallToolRequest, star
 		return toolFailure(herr)
 	}
 	d := DeliveryFromResponse("mcp:get_context", req.Text, req.Agent, resp)
-	s.deliver(callHeader(call), st, &d, start)
+	h := callHeader(call)
+	id := s.answerID(h, s.deliver(h, st, &d, start), req.Agent, req.Text, len(resp.Tools))
+	content := []mcp.Content{&mcp.TextContent{Text: resp.Text}}
+	if len(resp.Tools) > 0 {
+		// The text is the context for the model; the id, which only an
+		// answer with tool cards can be reported by, goes beside it.
+		content = append(content, &mcp.TextContent{Text: "request_id: " + id})
+	}
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: resp.Text}},
-		StructuredContent: json.RawMessage(appendResponse(nil, resp)),
+		Content:           content,
+		StructuredContent: json.RawMessage(withRequestIDField(appendResponse(nil, resp), id)),
 	}, outcomeSuccess
+}
+
+// withRequestIDField adds "request_id" as the first member of the JSON
+// object b.
+func withRequestIDField(b []byte, id string) []byte {
+	q, _ := json.Marshal(id)
+	out := make([]byte, 0, len(b)+len(q)+16)
+	out = append(out, `{"request_id":`...)
+	out = append(out, q...)
+	if rest := bytes.TrimSpace(b[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, b[1:]...)
 }
 
 func toolError(msg string) *mcp.CallToolResult {

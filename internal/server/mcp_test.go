@@ -149,7 +149,13 @@ func TestMCPGetContext(t *testing.T) {
 				t.Fatalf("tool error: %s", resultText(res))
 			}
 			got, _ := json.Marshal(res.StructuredContent)
-			if g, w := withoutTiming(t, got), withoutTiming(t, want); fmt.Sprint(g) != fmt.Sprint(w) {
+			g, w := withoutTiming(t, got), withoutTiming(t, want)
+			// The answer's request id, which HTTP sends as X-Request-Id.
+			if id, _ := g["request_id"].(string); id == "" {
+				t.Errorf("structured content without request_id: %s", got)
+			}
+			delete(g, "request_id")
+			if fmt.Sprint(g) != fmt.Sprint(w) {
 				t.Errorf("structured content\n%s\nwant the HTTP answer\n%s", got, want)
 			}
 			var resp engine.Response

@@ -311,7 +311,7 @@ func (s *Server) addMCPOutcome(srv *mcp.Server) {
 
 var reportOutcomeSchema = objectSchema("tool",
 	`"text": {"type": "string", "description": "The question the tool was used for (or request_id)."}`,
-	`"request_id": {"type": "string", "description": "The X-Request-Id of the answer that shortlisted the tool (or text)."}`,
+	`"request_id": {"type": "string", "description": "The request_id of the find_tools or get_context answer that shortlisted the tool (its X-Request-Id over HTTP), or text."}`,
 	`"tool": {"type": "string", "description": "The tool's id, as in its card."}`,
 	`"source": {"type": "string", "description": "The card's source, when two sources have a tool of that id."}`,
 	`"outcome": {"type": "string", "enum": ["success", "failure"], "description": "Whether the tool served the question."}`,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/contextrouter/contextrouter/internal/engine"
 	"github.com/contextrouter/contextrouter/internal/learning"
 	"github.com/contextrouter/contextrouter/internal/session/redisstore/redistest"
@@ -300,6 +302,89 @@ func TestMCPReportToolOutcome(t *testing.T) {
 	}
 	if v, _ := ts.metric("contextrouter_mcp_tool_calls_total", "tool", mcpToolReport, "result", "refused"); v != 1 {
 		t.Errorf("refused calls = %v", v)
+	}
+}
+
+// find_tools and get_context answers carry their request id (structured
+// content and text), which report_tool_outcome takes: the question of that
+// answer is learned and listed; an id of no answer is refused.
+func TestMCPReportOutcomeByRequestID(t *testing.T) {
+	ts := outcomeServer(t, "Agent", Options{})
+	cs, err := ts.mcpConnect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// answerID reads a tool result's request id, in structured content and
+	// in its text parts.
+	answerID := func(t *testing.T, res *mcp.CallToolResult) string {
+		t.Helper()
+		if res.IsError {
+			t.Fatalf("tool error: %+v", res.Content)
+		}
+		var sc struct {
+			RequestID string `json:"request_id"`
+			Tools     []engine.ToolCard
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &sc); err != nil || sc.RequestID == "" || len(sc.Tools) == 0 {
+			t.Fatalf("structured content %s: no request_id or no cards (%v)", b, err)
+		}
+		var text strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text.WriteString(tc.Text)
+			}
+		}
+		if !strings.Contains(text.String(), sc.RequestID) {
+			t.Errorf("the text parts do not carry request_id %s: %s", sc.RequestID, text.String())
+		}
+		return sc.RequestID
+	}
+	listed := func(t *testing.T, agent string) []learning.Record {
+		t.Helper()
+		code, b := ts.get(outcomesPath + "?agent=" + agent)
+		var list struct{ Outcomes []learning.Record }
+		if code != http.StatusOK || json.Unmarshal(b, &list) != nil {
+			t.Fatalf("GET: %d %s", code, b)
+		}
+		return list.Outcomes
+	}
+
+	tests := []struct {
+		name, tool, text, card string
+	}{
+		{"find_tools", mcpToolFindTools, "book a hotel room in Lisbon", "hotel_booking"},
+		{"get_context", mcpToolGetContext, "search flights from Porto to Lisbon", "flight_search"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rid := answerID(t, callTool(t, cs, tt.tool, map[string]any{"text": tt.text, "agent": "alice"}))
+			res := callTool(t, cs, mcpToolReport, map[string]any{"request_id": rid, "tool": tt.card, "outcome": "success", "agent": "alice"})
+			if res.IsError {
+				t.Fatalf("report_tool_outcome by request_id: %+v", res.Content)
+			}
+			var ans outcomeAnswer
+			b, _ := json.Marshal(res.StructuredContent)
+			if err := json.Unmarshal(b, &ans); err != nil || ans.Tool != tt.card || ans.ID == "" {
+				t.Errorf("answer %s (%v)", b, err)
+			}
+			found := false
+			for _, r := range listed(t, "alice") {
+				found = found || (r.Text == tt.text && r.Tool == tt.card && r.Outcome == learning.Success)
+			}
+			if !found {
+				t.Errorf("GET /v1/tools/outcomes does not list %q for %s: %+v", tt.text, tt.card, listed(t, "alice"))
+			}
+		})
+	}
+
+	before := len(listed(t, "alice"))
+	res := callTool(t, cs, mcpToolReport, map[string]any{"request_id": "no-such-answer", "tool": "hotel_booking", "outcome": "success", "agent": "alice"})
+	if msg := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(msg, `request_id "no-such-answer" names no recent answer of agent "alice"`) {
+		t.Errorf("unknown request_id: %+v", res.Content)
+	}
+	if after := len(listed(t, "alice")); after != before {
+		t.Errorf("an unknown request_id changed the outcomes: %d, then %d", before, after)
 	}
 }
 

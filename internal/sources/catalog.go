@@ -3,6 +3,7 @@ package sources
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ func CheckTools(tools []v1alpha1.Tool, all bool, where func(i int) string) []Too
 	var out []ToolProblem
 	seen := make(map[string]int, len(tools))
 	entry := field.NewPath("entry")
+	// The input schemas checked, by hash: the operations of an OpenAPI
+	// document often share one, and the check costs a microsecond a byte.
+	checked := map[[sha256.Size]byte]error{}
 	for i := range tools {
 		t := &tools[i]
 		add := func(field, msg string) { out = append(out, ToolProblem{Index: i, Field: field, Message: msg}) }
@@ -57,7 +61,13 @@ func CheckTools(tools []v1alpha1.Tool, all bool, where func(i int) string) []Too
 			}
 		}
 		if t.InputSchema != nil {
-			if err := CheckInputSchema(t.InputSchema.Raw); err != nil {
+			h := sha256.Sum256(t.InputSchema.Raw)
+			err, done := checked[h]
+			if !done {
+				err = CheckInputSchema(t.InputSchema.Raw)
+				checked[h] = err
+			}
+			if err != nil {
 				at := inputSchemaPath.String()
 				var se *schemaError
 				if errors.As(err, &se) {

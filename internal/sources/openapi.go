@@ -74,6 +74,16 @@ type openAPIDoc struct {
 	root *yamlv3.Node
 	val  any
 	v30  bool
+	// nested is the document's text weighted by depth, as far as it was
+	// weighed (MaxOpenAPINestedBytes).
+	nested int
+	// expanded is the work of making the input schemas so far
+	// (MaxOpenAPIExpandedBytes).
+	expanded int
+	// defsCache are the converted $defs of input schemas, tooLargeInline
+	// the references too large to copy in (openapi_schema.go).
+	defsCache      map[defsKey]*cachedDefs
+	tooLargeInline map[string]bool
 }
 
 // line is the line of a field path of the document, else of the document.
@@ -98,6 +108,9 @@ func parseOpenAPIFile(name string, data []byte, o *v1alpha1.OpenAPITools) ([]cat
 		return nil, problems
 	}
 	if problems = d.checkRefs(); len(problems) > 0 {
+		return nil, problems
+	}
+	if problems = d.checkReach(); len(problems) > 0 {
 		return nil, problems
 	}
 	doc, err := d.load()
@@ -278,17 +291,37 @@ func yamlScalar(n *yamlv3.Node) any {
 // an error shows; the rest are "…".
 const maxDepthPathSteps = 12
 
-// checkDepth refuses a document nested deeper than MaxOpenAPIDepth, naming
-// the first value past it in document order (aliases followed, as they are
-// read).
+// MaxOpenAPINestedBytes bounds a document's text weighted by depth: each
+// scalar's and key's bytes (and 2 for its quotes or separator) counted once
+// per object or array around it, and nestedBase times more. kin-openapi
+// decodes a value again at each level it is nested, so its time is the
+// text times its depth, and reading the text costs time of its own: 2 MiB
+// of schemas nested 62 levels (weighing 116 Mi) took 10 s of CPU, 8 MiB
+// nested 8 levels (74 Mi) 7.8 s. At the bound a document costs about 4 s;
+// the Kubernetes core API's 1.6 MB weigh 13 Mi.
+const MaxOpenAPINestedBytes = 40 << 20
+
+// nestedBase is what a byte weighs besides its depth: the cost of reading
+// text at all, about four levels' worth.
+const nestedBase = 4
+
+// checkDepth refuses a document nested deeper than MaxOpenAPIDepth, or
+// weighing more than MaxOpenAPINestedBytes by depth, naming the first value
+// past the bound in document order (aliases followed, as they are read).
 func (d *openAPIDoc) checkDepth() []CatalogProblem {
 	if d.root == nil {
 		return nil
 	}
 	var keys []string // the path to the node being walked
-	// walk returns the line of the first value past the bound: where it
+	// walk returns the line of the first value past a bound: where it
 	// stands, or where the outermost alias to it does.
 	var walk func(n *yamlv3.Node, depth, aliasLine int) int
+	weigh := func(n *yamlv3.Node, depth, aliasLine int) int {
+		if d.nested += (depth + nestedBase) * (len(n.Value) + 2); d.nested > MaxOpenAPINestedBytes {
+			return cmp.Or(aliasLine, n.Line)
+		}
+		return 0
+	}
 	walk = func(n *yamlv3.Node, depth, aliasLine int) int {
 		if n.Kind == yamlv3.AliasNode && n.Alias != nil {
 			if aliasLine == 0 {
@@ -297,7 +330,7 @@ func (d *openAPIDoc) checkDepth() []CatalogProblem {
 			n = n.Alias
 		}
 		if n.Kind != yamlv3.MappingNode && n.Kind != yamlv3.SequenceNode {
-			return 0
+			return weigh(n, depth, aliasLine)
 		}
 		if depth++; depth > MaxOpenAPIDepth {
 			return cmp.Or(aliasLine, n.Line)
@@ -305,6 +338,9 @@ func (d *openAPIDoc) checkDepth() []CatalogProblem {
 		for i, c := range n.Content {
 			if n.Kind == yamlv3.MappingNode {
 				if i%2 == 0 {
+					if line := weigh(c, depth, aliasLine); line > 0 {
+						return line
+					}
 					continue
 				}
 				keys = append(keys, n.Content[i-1].Value)
@@ -336,8 +372,99 @@ func (d *openAPIDoc) checkDepth() []CatalogProblem {
 	if len(shown) < len(keys) {
 		path += "…"
 	}
-	return []CatalogProblem{{File: d.file, Line: line, Field: path,
-		Message: fmt.Sprintf("nested more than %d levels deep (objects and arrays); an input schema may nest %d", MaxOpenAPIDepth, MaxInputSchemaDepth)}}
+	msg := fmt.Sprintf("nested more than %d levels deep (objects and arrays); an input schema may nest %d", MaxOpenAPIDepth, MaxInputSchemaDepth)
+	if d.nested > MaxOpenAPINestedBytes {
+		msg = fmt.Sprintf("the document's text weighted by depth passes %d bytes here (each byte counted once per object or array around it, and %d times more); at most %d: nest less, or split the document",
+			MaxOpenAPINestedBytes, nestedBase, MaxOpenAPINestedBytes)
+	}
+	return []CatalogProblem{{File: d.file, Line: line, Field: path, Message: msg}}
+}
+
+// MaxOpenAPIReachedValues bounds the values a document's operations and
+// components reach, summed over them: each one's own and those of the
+// components it refers to, each reference followed once per operation or
+// component (an operation's own include its path's parameters).
+// kin-openapi resolves and checks what each of them reaches anew: 10,000
+// operations referring to one schema of 2,000 properties took minutes, a
+// chain of 8,000 schemas each referring to the next 36 s of CPU. A million
+// values cost kin-openapi 0.2–0.5 s; the Kubernetes core API reaches 200,000.
+const MaxOpenAPIReachedValues = 4_000_000
+
+// checkReach refuses a document whose operations and components reach more
+// than MaxOpenAPIReachedValues values, naming the one that passes it. It
+// runs before kin-openapi reads the document; its own cost is bounded by
+// the same count.
+func (d *openAPIDoc) checkReach() []CatalogProblem {
+	if _, at := d.reached(MaxOpenAPIReachedValues); at != "" {
+		return []CatalogProblem{{File: d.file, Line: d.line(at), Field: at, Message: fmt.Sprintf(
+			"the operations and components up to here reach more than %d values, each one's own and those of the components it refers to; at most %d per document",
+			MaxOpenAPIReachedValues, MaxOpenAPIReachedValues)}}
+	}
+	return nil
+}
+
+// reached counts the values the operations and components reach, up to
+// just past limit, and the field path of the one that passed it ("" if
+// none did).
+func (d *openAPIDoc) reached(limit int) (total int, at string) {
+	var seen map[string]bool
+	var walk func(v any)
+	walk = func(v any) {
+		if total > limit {
+			return
+		}
+		total++
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"].(string); ok && !seen[ref] {
+				seen[ref] = true
+				if target, ok := resolvePointer(d.val, ref); ok {
+					walk(target)
+				}
+			}
+			for k, e := range x {
+				if k != "$ref" {
+					walk(e)
+				}
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	// Each operation of the paths and webhooks, then each component, in
+	// the order kin-openapi checks them, anew.
+	for _, field := range []string{"paths", "webhooks"} {
+		items, _ := lookup(d.val, field).(map[string]any)
+		for _, path := range slices.Sorted(maps.Keys(items)) {
+			item, _ := d.follow(items[path]).(map[string]any)
+			for _, method := range openAPIMethods {
+				op, ok := item[strings.ToLower(method)]
+				if !ok {
+					continue
+				}
+				seen = map[string]bool{}
+				walk(op)
+				walk(item["parameters"])
+				if total > limit {
+					return total, openAPIPath(openAPIPath(field, path), strings.ToLower(method))
+				}
+			}
+		}
+	}
+	components, _ := lookup(d.val, "components").(map[string]any)
+	for _, kind := range slices.Sorted(maps.Keys(components)) {
+		named, _ := components[kind].(map[string]any)
+		for _, name := range slices.Sorted(maps.Keys(named)) {
+			seen = map[string]bool{}
+			walk(named[name])
+			if total > limit {
+				return total, openAPIPath(openAPIPath("components", kind), name)
+			}
+		}
+	}
+	return total, ""
 }
 
 // checkVersion refuses what is not an OpenAPI 3.0 or 3.1 document, saying
@@ -496,6 +623,7 @@ func (d *openAPIDoc) operations(doc *openapi3.T, o *v1alpha1.OpenAPITools) ([]ca
 	}
 	paths := doc.Paths.Map()
 	lines := d.operationLines()
+	schemas := 0 // the bytes of the input schemas made
 	for _, path := range slices.Sorted(maps.Keys(paths)) {
 		item := paths[path]
 		for _, method := range openAPIMethods {
@@ -512,6 +640,16 @@ func (d *openAPIDoc) operations(doc *openapi3.T, o *v1alpha1.OpenAPITools) ([]ca
 			problems = append(problems, p...)
 			if e != nil {
 				entries = append(entries, *e)
+				if schemas += len(e.tool.InputSchema.Raw); schemas > MaxOpenAPIToolSchemaBytes {
+					return nil, append(problems, CatalogProblem{File: d.file, Line: line, Field: at, Message: fmt.Sprintf(
+						"the input schemas of the operations up to here come to more than %d bytes; at most %d per document (leave operations out with spec.tools.openAPI.exclude)",
+						MaxOpenAPIToolSchemaBytes, MaxOpenAPIToolSchemaBytes)})
+				}
+			}
+			if d.expanded > MaxOpenAPIExpandedBytes {
+				return nil, append(problems, CatalogProblem{File: d.file, Line: line, Field: at, Message: fmt.Sprintf(
+					"making the input schemas of the operations up to here converts and writes more than %d bytes of schema text, references followed; at most %d per document (leave operations out with spec.tools.openAPI.exclude)",
+					MaxOpenAPIExpandedBytes, MaxOpenAPIExpandedBytes)})
 			}
 		}
 	}

@@ -28,6 +28,32 @@ const bodyProperty = "body"
 // each once.
 const maxInlineNodes = MaxInputSchemaBytes / 4
 
+// maxDefsNodes bounds the values of an input schema with $defs: every value
+// is written as at least 2 bytes, so past it the schema cannot fit in
+// MaxInputSchemaBytes and the $defs still to convert would be cut anyway.
+const maxDefsNodes = MaxInputSchemaBytes / 2
+
+// MaxOpenAPIExpandedBytes bounds the work of making one document's input
+// schemas, over all its operations: the schema text converted, references
+// followed (a value counts its text, at least nodeBytes), and the input
+// schemas written, every try of an operation counted (references copied in,
+// then $defs, cut to fit). Converted $defs are shared by the operations
+// that refer to the same, so operations of one large resource cost little
+// more than their input schemas; without the bound, 10,000 operations each
+// referring to a schema of 60 KB took 37 s and 1.6 GB, 10,000 referring to
+// schemas doubling 20 times 115 s. The Kubernetes core API takes 4.7 MB.
+const MaxOpenAPIExpandedBytes = 32 << 20
+
+// MaxOpenAPIToolSchemaBytes bounds the input schemas of one document's
+// tools together: checking them costs up to a microsecond a byte (a
+// schema shared by operations is checked once), and the catalog holds them.
+// The Kubernetes core API's come to 2.2 MB.
+const MaxOpenAPIToolSchemaBytes = 8 << 20
+
+// nodeBytes is what a value of a schema counts towards the bounds of the
+// text it makes, whatever its own text: a value costs its conversion.
+const nodeBytes = 8
+
 // inputProperty is one property of an input schema before conversion.
 type inputProperty struct {
 	key         string
@@ -37,24 +63,34 @@ type inputProperty struct {
 }
 
 // inputSchema is the operation's input schema, as JSON; cut reports that
-// referenced schemas were left out to fit it.
+// referenced schemas were left out to fit it. What it converts and writes
+// counts to the document's expanded bytes (MaxOpenAPIExpandedBytes).
 func (d *openAPIDoc) inputSchema(x *openAPIOperation) (raw []byte, cut bool, err error) {
 	props := d.inputProperties(x)
-	c := &schemaConverter{d: d, inline: true}
-	if b, err := c.convert(props); err == nil && !c.over {
-		if raw, err := b.write(nil); err == nil && schemaFits(raw) {
+	c := &schemaConverter{d: d, inline: true, maxNodes: maxInlineNodes}
+	b, err := c.convert(props)
+	d.expanded += c.spent + c.size
+	if err == nil && !c.over {
+		raw, err := b.write(nil)
+		d.expanded += len(raw)
+		if err == nil && schemaFits(raw) {
 			return raw, false, nil
 		}
 	}
-	c = &schemaConverter{d: d}
-	b, err := c.convert(props)
+	c = &schemaConverter{d: d, maxNodes: maxDefsNodes}
+	b, err = c.convert(props)
+	d.expanded += c.spent + c.size
 	if err != nil {
 		return nil, false, err
 	}
-	if raw, err = b.write(nil); err != nil || schemaFits(raw) {
-		return raw, false, err
+	if len(b.dropped) == 0 {
+		raw, err = b.write(nil)
+		d.expanded += len(raw)
+		if err != nil || schemaFits(raw) {
+			return raw, false, err
+		}
 	}
-	raw, err = b.cut(c.names)
+	raw, err = b.cut(c.names, &d.expanded)
 	return raw, true, err
 }
 
@@ -204,8 +240,30 @@ type schemaConverter struct {
 	names map[string]string
 	taken map[string]bool
 	queue []string
-	nodes int
-	over  bool // copying passed maxInlineNodes
+	// nodes and size are the values converted and their text (at least
+	// nodeBytes a value); past maxNodes or MaxInputSchemaBytes of text the
+	// schema cannot fit, and conversion stops (over).
+	nodes, size int
+	maxNodes    int
+	over        bool
+	// spent is the text converted before the counts were reset (the
+	// input schema's own properties, before its $defs).
+	spent int
+}
+
+// defsKey names the $defs an input schema's own properties refer to, in
+// order: the $defs, their names and what fits of them follow from it.
+type defsKey string
+
+// cachedDefs are the converted $defs of a defsKey, kept for the document's
+// other operations that refer to the same: operations of one resource
+// refer to one large schema, each of which would convert it anew.
+type cachedDefs struct {
+	defs, dropped []string
+	vals          map[string]any
+	names         map[string]string
+	// keep is how many $defs the last cut kept, -1 before one.
+	keep int
 }
 
 // built is an input schema before it is written: the object's own parts
@@ -214,6 +272,11 @@ type built struct {
 	root map[string]any
 	defs []string // names, in queue order
 	vals map[string]any
+	// dropped are the names of $defs not converted: past the bounds, they
+	// could not be kept.
+	dropped []string
+	// cache holds them for other operations (nil: not cached).
+	cache *cachedDefs
 }
 
 // convert converts the properties into an input schema and the schemas
@@ -236,18 +299,60 @@ func (c *schemaConverter) convert(props []inputProperty) (*built, error) {
 		root["required"] = required
 	}
 	b := &built{root: root, vals: map[string]any{}}
+	if c.inline {
+		return b, c.convertDefs(b)
+	}
+	if c.over {
+		return nil, fmt.Errorf("inputSchema: more than %d bytes even without the schemas it refers to; at most %d bytes nested at most %d levels deep (leave the operation out with spec.tools.openAPI.exclude)",
+			MaxInputSchemaBytes, MaxInputSchemaBytes, MaxInputSchemaDepth)
+	}
+	key := defsKey(strings.Join(c.queue, "\x00"))
+	if cd, ok := c.d.defsCache[key]; ok {
+		b.defs, b.dropped, b.vals, b.cache = cd.defs, cd.dropped, cd.vals, cd
+		c.names = cd.names
+		return b, nil
+	}
+	// The $defs are bounded by themselves, whatever the properties take,
+	// so that they are the same for every operation of the same key.
+	c.spent, c.nodes, c.size = c.size, 0, 0
+	if err := c.convertDefs(b); err != nil {
+		return nil, err
+	}
+	cd := &cachedDefs{defs: b.defs, dropped: b.dropped, vals: b.vals, names: c.names, keep: -1}
+	if c.d.defsCache == nil {
+		c.d.defsCache = map[defsKey]*cachedDefs{}
+	}
+	c.d.defsCache[key] = cd
+	b.cache = cd
+	return b, nil
+}
+
+// convertDefs converts the queued references into b's $defs, in queue
+// order (nearest the operation first), until they cannot fit: the rest
+// are dropped.
+func (c *schemaConverter) convertDefs(b *built) error {
 	for i := 0; i < len(c.queue); i++ {
 		ref := c.queue[i]
+		name := c.names[ref]
+		if c.over {
+			// Nearer $defs already fill the schema: this one is cut.
+			b.dropped = append(b.dropped, name)
+			continue
+		}
 		target, ok := resolvePointer(c.d.val, ref)
 		if !ok {
-			return nil, fmt.Errorf("%q does not resolve", ref)
+			return fmt.Errorf("%q does not resolve", ref)
 		}
 		c.open = map[string]bool{ref: true}
-		name := c.names[ref]
+		v := c.schema(target)
+		if c.over {
+			b.dropped = append(b.dropped, name)
+			continue
+		}
 		b.defs = append(b.defs, name)
-		b.vals[name] = c.schema(target)
+		b.vals[name] = v
 	}
-	return b, nil
+	return nil
 }
 
 // write writes the schema; the $defs named in omit are left out and
@@ -276,29 +381,39 @@ func (b *built) write(omit map[string]string) ([]byte, error) {
 // cut fits a schema whose $defs make it too large: it keeps the $defs
 // nearest the operation that fit and leaves the others out, saying so where
 // they were referenced. Fewer $defs make a smaller schema, so the most that
-// fit are found by bisection. names maps references to their $defs names.
-func (b *built) cut(names map[string]string) ([]byte, error) {
+// fit are found by bisection; $defs another operation cut keep as many as
+// it kept if they fit (an operation's own properties differ little). names
+// maps references to their $defs names; the bytes written are added to
+// written.
+func (b *built) cut(names map[string]string, written *int) ([]byte, error) {
 	from := make(map[string]string, len(names))
 	for ref, name := range names {
 		from[name] = ref
 	}
 	omitting := func(keep int) map[string]string {
 		omit := map[string]string{}
-		for _, name := range b.defs[keep:] {
+		for _, name := range append(b.defs[keep:len(b.defs):len(b.defs)], b.dropped...) {
 			omit[name] = from[name]
 		}
 		return omit
 	}
 	var err error
-	keep := sort.Search(len(b.defs)+1, func(k int) bool {
-		// true from the first count that does not fit on
+	var last []byte // the last schema written
+	fits := func(k int) bool {
 		raw, werr := b.write(omitting(k))
+		*written += len(raw)
 		if werr != nil {
 			err = werr
-			return true
 		}
-		return !schemaFits(raw)
-	}) - 1
+		last = raw
+		return werr == nil && schemaFits(raw)
+	}
+	if b.cache != nil && b.cache.keep >= 0 && fits(b.cache.keep) {
+		// As many as another operation of the same $defs kept: one write.
+		return last, nil
+	}
+	// true from the first count that does not fit on
+	keep := sort.Search(len(b.defs)+1, func(k int) bool { return !fits(k) }) - 1
 	if err != nil {
 		return nil, err
 	}
@@ -307,14 +422,35 @@ func (b *built) cut(names map[string]string) ([]byte, error) {
 		return nil, fmt.Errorf("inputSchema: %d bytes even without the schemas it refers to; at most %d bytes nested at most %d levels deep (leave the operation out with spec.tools.openAPI.exclude)",
 			len(raw), MaxInputSchemaBytes, MaxInputSchemaDepth)
 	}
-	return b.write(omitting(keep))
+	if b.cache != nil {
+		b.cache.keep = keep
+	}
+	raw, err := b.write(omitting(keep))
+	*written += len(raw)
+	return raw, err
+}
+
+// count counts a value of text bytes; false once the schema cannot fit.
+func (c *schemaConverter) count(text int) bool {
+	c.nodes++
+	c.size += max(text, nodeBytes)
+	if c.past() {
+		c.over = true
+	}
+	return !c.over
+}
+
+// past reports whether the values counted cannot fit an input schema: too
+// many, or their text too long — the text counted (size less nodeBytes a
+// value at most) and 2 bytes a value at least (braces, quotes and colon
+// around a keyword, or a schema's braces) that the count leaves out.
+func (c *schemaConverter) past() bool {
+	return c.nodes > c.maxNodes || c.size > MaxInputSchemaBytes+(nodeBytes-2)*c.nodes
 }
 
 // schema converts one schema.
 func (c *schemaConverter) schema(v any) any {
-	c.nodes++
-	if c.inline && c.nodes > maxInlineNodes {
-		c.over = true
+	if c.over || !c.count(0) {
 		return map[string]any{}
 	}
 	m, ok := v.(map[string]any)
@@ -332,10 +468,31 @@ func (c *schemaConverter) schema(v any) any {
 func (c *schemaConverter) ref(ref string, m map[string]any) any {
 	var out any
 	if c.inline && !c.open[ref] {
+		top := len(c.open) == 0
+		if top && c.d.tooLargeInline[ref] {
+			c.over = true
+			return map[string]any{}
+		}
+		// A reference from the properties themselves is counted alone
+		// first: copied in, is it alone past the bound, in every operation?
+		nodes, size := c.nodes, c.size
+		if top {
+			c.nodes, c.size = 0, 0
+		}
 		target, _ := resolvePointer(c.d.val, ref) // checkRefs found each
 		c.open[ref] = true
 		out = c.schema(target)
 		delete(c.open, ref)
+		if top {
+			if c.over {
+				if c.d.tooLargeInline == nil {
+					c.d.tooLargeInline = map[string]bool{}
+				}
+				c.d.tooLargeInline[ref] = true
+			}
+			c.nodes, c.size = c.nodes+nodes, c.size+size
+			c.over = c.over || c.past()
+		}
 	} else {
 		out = map[string]any{"$ref": "#/$defs/" + c.defName(ref)}
 	}
@@ -425,11 +582,12 @@ func (c *schemaConverter) object(m map[string]any) map[string]any {
 			named, _ := v.(map[string]any)
 			conv := make(map[string]any, len(named))
 			for name, s := range named {
+				c.size += len(name)
 				conv[name] = c.schema(s)
 			}
 			out[k] = conv
 		default:
-			c.nodes++
+			c.count(len(k) + textSize(v, MaxInputSchemaBytes))
 			out[k] = v
 		}
 	}
@@ -453,6 +611,35 @@ func addNull(s map[string]any) {
 	if e, ok := s["enum"].([]any); ok && !slices.Contains(e, nil) {
 		s["enum"] = append(e, nil)
 	}
+}
+
+// textSize is the length of the text of a JSON value's strings, keys and
+// scalars, counted up to limit: less than its JSON.
+func textSize(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		if n > limit {
+			return
+		}
+		switch x := v.(type) {
+		case string:
+			n += len(x)
+		case map[string]any:
+			for k, e := range x {
+				n += len(k)
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		default:
+			n++
+		}
+	}
+	walk(v)
+	return n
 }
 
 func isBool(v any) bool { _, ok := v.(bool); return ok }
