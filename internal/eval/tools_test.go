@@ -304,3 +304,31 @@ func TestLoadOfftopic(t *testing.T) {
 		}
 	}
 }
+
+// When every first card falls in one confidence band there is one point
+// and no correlation over the bands to measure: 0, never the rounding
+// noise of a variance that is zero (which gave 1.4142 or 0.7071).
+func TestReliabilityOneBand(t *testing.T) {
+	rel := map[string]int{"a": 1}
+	for _, tt := range []struct{ queries, right, step int }{{22, 13, 2}, {31, 13, 1}, {33, 31, 2}, {40, 22, 3}} {
+		t.Run(fmt.Sprintf("%d queries %d right", tt.queries, tt.right), func(t *testing.T) {
+			var a ToolAccumulator
+			for i := range tt.queries {
+				id := "x"
+				if i < tt.right {
+					id = "a"
+				}
+				// Confidences from 0.41 to 0.59: band [0.4, 0.6).
+				cards := []RankedCard{{IDs: []string{id}, Confidence: 0.41 + 0.01*float64(i*tt.step%19)}}
+				a.Add(cards, cards, rel, time.Microsecond)
+			}
+			r := a.Report()
+			if n := r.Calibration[2].Queries; n != tt.queries {
+				t.Fatalf("band [0.4, 0.6) has %d queries, want all %d", n, tt.queries)
+			}
+			if r.ReliabilityCorrelation != 0 {
+				t.Errorf("reliability_correlation %v over one band, want 0", r.ReliabilityCorrelation)
+			}
+		})
+	}
+}
