@@ -235,7 +235,7 @@ type ToolAccumulator struct {
 	highN, highRight       int
 	prefixes               [][]prefix
 	bins                   calibrationBins
-	corr                   pearson
+	corr                   Pearson
 	right, kept            int
 	precision, recall      float64
 	cards                  int
@@ -299,7 +299,7 @@ func (a *ToolAccumulator) Add(cards, returned []RankedCard, rel map[string]int, 
 		}
 	}
 	a.bins.add(top, right)
-	a.corr.add(top, map[bool]float64{true: 1}[right])
+	a.corr.Add(top, map[bool]float64{true: 1}[right])
 	if right {
 		a.right++
 		if top >= a.MinConfidence {
@@ -443,13 +443,13 @@ func (a *ToolAccumulator) Report() ToolReport {
 		}
 		r.Calibration = append(r.Calibration, b)
 	}
-	var reliability pearson
+	var reliability Pearson
 	for i, n := range a.bandN {
 		if n > 0 {
-			reliability.addWeighted(a.bandConf[i]/float64(n), float64(a.bandHit[i])/float64(n), float64(n))
+			reliability.AddWeighted(a.bandConf[i]/float64(n), float64(a.bandHit[i])/float64(n), float64(n))
 		}
 	}
-	r.ReliabilityCorrelation = reliability.r()
+	r.ReliabilityCorrelation = reliability.R()
 	r.HighConfidenceQueries = a.highN
 	if a.highN > 0 {
 		r.HighConfidenceRight = round4(float64(a.highRight) / float64(a.highN))
@@ -468,7 +468,7 @@ func (a *ToolAccumulator) Report() ToolReport {
 	r.NDCG5 = mean(a.ndcg5)
 	r.Latency = latencyOf(a.latencies)
 	r.ECE = a.bins.ece()
-	r.Correlation = a.corr.r()
+	r.Correlation = a.corr.R()
 	if a.right > 0 {
 		r.KeptRight = round4(float64(a.kept) / float64(a.right))
 	}
