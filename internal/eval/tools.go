@@ -310,11 +310,14 @@ func (a *ToolAccumulator) Add(cards, returned []RankedCard, rel map[string]int, 
 	a.addPrefixes(cards, rel)
 }
 
-// prefix is the precision and recall of a query's first k cards.
-type prefix struct{ precision, recall float64 }
+// prefix is the precision and recall of a query's first cards.
+type prefix struct {
+	precision, recall float64
+	cards             int
+}
 
 // addPrefixes records the precision and recall of every prefix of cards
-// (at least one card) for the oracle.
+// (at least one card; none when there are no cards) for the oracle.
 func (a *ToolAccumulator) addPrefixes(cards []RankedCard, rel map[string]int) {
 	if len(cards) == 0 {
 		a.prefixes = append(a.prefixes, []prefix{{}})
@@ -323,7 +326,7 @@ func (a *ToolAccumulator) addPrefixes(cards []RankedCard, rel map[string]int) {
 	ps := make([]prefix, len(cards))
 	for k := range cards {
 		p, r := setScore(cards[:k+1], rel)
-		ps[k] = prefix{p, r}
+		ps[k] = prefix{p, r, k + 1}
 	}
 	a.prefixes = append(a.prefixes, ps)
 }
@@ -344,7 +347,7 @@ func (a *ToolAccumulator) oracle() OracleSet {
 			}
 			p += ps[best].precision
 			r += ps[best].recall
-			cards += float64(best + 1)
+			cards += float64(ps[best].cards)
 		}
 		return p / n, r / n, cards / n
 	}

@@ -94,6 +94,7 @@ func TestToolAccumulatorSeedCriteria(t *testing.T) {
 		name        string
 		queries     []query
 		multi       bool
+		none        int // queries without cards
 		reliability float64
 		high        int
 		highRight   float64
@@ -116,10 +117,21 @@ func TestToolAccumulatorSeedCriteria(t *testing.T) {
 		queries:     []query{{0.9, 0}},
 		reliability: 0, high: 2, highRight: 1,
 		oracle: OracleSet{Recall: 0.9, Precision: 0.85, Cards: 1.9},
+	}, {
+		// A query without cards returns none, whatever the oracle: "a"
+		// first in one query of two, the other without cards, reaches
+		// recall 1/2 at 1/2 a card.
+		name:    "no cards",
+		queries: []query{{0.9, 0}}, none: 1,
+		reliability: 0, high: 1, highRight: 1,
+		oracle: OracleSet{Recall: 0.5, Precision: 0.5, Cards: 0.5},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var a ToolAccumulator
+			for range tt.none {
+				a.Add(nil, nil, rel, time.Microsecond)
+			}
 			for _, q := range tt.queries {
 				cards := []RankedCard{card(q.conf, "x"), card(q.conf/2, "y"), card(q.conf/3, "z")}
 				cards[q.rank].IDs = []string{"a"}
