@@ -459,7 +459,7 @@ func report(w io.Writer, cal *tools.Calibration, rows []row) {
 		n, right, under int
 		conf            float64
 		bins            [10][3]float64
-		sxx, sxy        float64
+		corr            eval.Pearson
 	}
 	stats := map[string]*stat{}
 	var names []string
@@ -476,10 +476,9 @@ func report(w io.Writer, cal *tools.Calibration, rows []row) {
 		c := cal.Confidence(&r.ev)
 		s.n++
 		s.conf += c
-		s.sxx += c * c
+		s.corr.Add(c, map[bool]float64{true: 1}[r.relevant])
 		if r.relevant {
 			s.right++
-			s.sxy += c
 		}
 		if c < gate {
 			s.under++
@@ -501,16 +500,8 @@ func report(w io.Writer, cal *tools.Calibration, rows []row) {
 				ece += b[0] / float64(s.n) * math.Abs(b[2]/b[0]-b[1]/b[0])
 			}
 		}
-		// Pearson's r of the confidence and being right (0 when either
-		// is constant).
-		n1 := float64(s.n)
-		cov := n1*s.sxy - s.conf*float64(s.right)
-		vx, vy := n1*s.sxx-s.conf*s.conf, n1*float64(s.right)-float64(s.right*s.right)
-		r := 0.0
-		if vx > 0 && vy > 0 {
-			r = cov / math.Sqrt(vx*vy)
-		}
-		fmt.Fprintf(w, "  %-28s %6d %8.4f %8.4f %8.4f %8.4f %8.4f\n", n, s.n, float64(s.right)/float64(s.n), s.conf/float64(s.n), ece, float64(s.under)/float64(s.n), r)
+		// Pearson's r of the confidence and being right.
+		fmt.Fprintf(w, "  %-28s %6d %8.4f %8.4f %8.4f %8.4f %8.4f\n", n, s.n, float64(s.right)/float64(s.n), s.conf/float64(s.n), ece, float64(s.under)/float64(s.n), s.corr.R())
 	}
 }
 

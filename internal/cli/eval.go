@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/contextrouter/contextrouter/api/v1alpha1"
 	"github.com/contextrouter/contextrouter/internal/engine"
@@ -131,27 +133,34 @@ func (f *toolSettingFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.topK, "top-k", int(v1alpha1.DefaultToolsTopK), "spec.tools.topK of the adaptive shortlist the report measures")
 }
 
-// parse checks the flags as the router's validation checks the fields.
+// parse checks the flags with the router's validation of the fields they
+// set (v1alpha1's Validate: no NaN, infinity or exponent passes).
 func (f *toolSettingFlags) parse() (eval.ToolEval, error) {
 	var e eval.ToolEval
+	var r v1alpha1.ContextRouter
+	t := &r.Spec.Tools
+	t.MinConfidence, t.CollapseThreshold = f.minConfidence, f.collapse
+	t.Adaptive.RecallWeight, t.Adaptive.RelativeCut = f.recallWeight, f.relativeCut
+	tp := field.NewPath("spec", "tools")
+	bad := map[string]string{}
+	for _, err := range r.Validate() {
+		bad[err.Field] = err.Detail
+	}
 	for _, d := range []struct {
+		path        *field.Path
 		flag, value string
 		to          *float64
 	}{
-		{"--min-confidence", f.minConfidence, &e.MinConfidence},
-		{"--collapse", f.collapse, &e.Options.Collapse},
-		{"--relative-cut", f.relativeCut, &e.Cut.RelativeCut},
+		{tp.Child("minConfidence"), "--min-confidence", f.minConfidence, &e.MinConfidence},
+		{tp.Child("collapseThreshold"), "--collapse", f.collapse, &e.Options.Collapse},
+		{tp.Child("adaptive", "recallWeight"), "--recall-weight", f.recallWeight, &e.Cut.RecallWeight},
+		{tp.Child("adaptive", "relativeCut"), "--relative-cut", f.relativeCut, &e.Cut.RelativeCut},
 	} {
 		v, err := strconv.ParseFloat(d.value, 64)
-		if err != nil || v < 0 || v > 1 {
-			return e, fmt.Errorf("%s: %q must be a decimal number from 0 to 1", d.flag, d.value)
+		if msg, ok := bad[d.path.String()]; ok || err != nil {
+			return e, fmt.Errorf("%s: %q %s", d.flag, d.value, cmp.Or(msg, "is not a number"))
 		}
 		*d.to = v
-	}
-	if v, err := strconv.ParseFloat(f.recallWeight, 64); err != nil || v < 0 {
-		return e, fmt.Errorf("--recall-weight: %q must be a decimal number of at least 0", f.recallWeight)
-	} else {
-		e.Cut.RecallWeight = v
 	}
 	switch v1alpha1.AdaptiveRule(f.rule) {
 	case v1alpha1.AdaptiveUtility:

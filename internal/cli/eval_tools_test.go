@@ -122,6 +122,15 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			{[]string{"--split", "dev", "--top-k", "0"}, "--top-k: 0 must be between 1 and 100"},
 			{[]string{"--split", "dev", "--adaptive-rule", "utility"}, `--adaptive-rule: must be Utility or Relative, not "utility"`},
 			{[]string{"--split", "dev", "--recall-weight", "-0.5"}, `--recall-weight: "-0.5" must be a decimal number of at least 0`},
+			// The flags follow the fields' validation: NaN and infinities,
+			// which ParseFloat takes, would reach the JSON report (and fail
+			// it) or the cut; an exponent the field refuses is refused too.
+			{[]string{"--split", "dev", "--recall-weight", "NaN"}, `--recall-weight: "NaN" must be a decimal number of at least 0`},
+			{[]string{"--split", "dev", "--recall-weight", "Inf"}, `--recall-weight: "Inf" must be a decimal number of at least 0`},
+			{[]string{"--split", "dev", "--recall-weight", "1e3"}, `--recall-weight: "1e3" must be a decimal number of at least 0`},
+			{[]string{"--split", "dev", "--relative-cut", "NaN"}, `--relative-cut: "NaN" must be a decimal number from 0 to 1`},
+			{[]string{"--split", "dev", "--min-confidence", "nan"}, `--min-confidence: "nan" must be a decimal number from 0 to 1`},
+			{[]string{"--split", "dev", "--collapse", "5e-1"}, `--collapse: "5e-1" must be a decimal number from 0 to 1`},
 			{[]string{"--split", "dev", "--copies", "-1"}, "--copies: -1 must be between 0 and 65536"},
 			{[]string{"--split", "dev", "--outcomes", filepath.Join(dir, "examples.jsonl"), "--outcomes-per-tool", "65"}, "--outcomes-per-tool: 65 must be between 1 and 64"},
 			{[]string{"--split", "dev", "--outcomes", filepath.Join(dir, "bad.jsonl")}, `bad.jsonl:1: tool "nope" is not in the corpus`},

@@ -225,28 +225,30 @@ func (c *calibrationBins) ece() float64 {
 	return round4(ece)
 }
 
-// pearson accumulates Pearson's correlation of pairs (x, y); with y 0 or 1
-// it is the point-biserial correlation.
-type pearson struct{ n, sx, sy, sxx, syy, sxy float64 }
+// Pearson accumulates Pearson's correlation of pairs (x, y); with y 0 or 1
+// it is the point-biserial correlation. It keeps the means and the
+// centred sums (Welford), so a side that is constant has a variance of
+// exactly 0: n·Σx² − (Σx)² leaves rounding noise there, and r of noise.
+type Pearson struct{ n, mx, my, cxx, cyy, cxy float64 }
 
-func (p *pearson) add(x, y float64) { p.addWeighted(x, y, 1) }
+// Add records the pair (x, y).
+func (p *Pearson) Add(x, y float64) { p.AddWeighted(x, y, 1) }
 
-// addWeighted records the pair w times (w may be fractional).
-func (p *pearson) addWeighted(x, y, w float64) {
+// AddWeighted records the pair w times (w may be fractional, > 0).
+func (p *Pearson) AddWeighted(x, y, w float64) {
 	p.n += w
-	p.sx += w * x
-	p.sy += w * y
-	p.sxx += w * x * x
-	p.syy += w * y * y
-	p.sxy += w * x * y
+	dx, dy := x-p.mx, y-p.my
+	p.mx += w * dx / p.n
+	p.my += w * dy / p.n
+	p.cxx += w * dx * (x - p.mx)
+	p.cyy += w * dy * (y - p.my)
+	p.cxy += w * dx * (y - p.my)
 }
 
-// r is the correlation, rounded to 4 decimals; 0 when either side is constant.
-func (p *pearson) r() float64 {
-	cov := p.n*p.sxy - p.sx*p.sy
-	vx, vy := p.n*p.sxx-p.sx*p.sx, p.n*p.syy-p.sy*p.sy
-	if vx <= 0 || vy <= 0 {
+// R is the correlation, rounded to 4 decimals; 0 when either side is constant.
+func (p *Pearson) R() float64 {
+	if p.cxx <= 0 || p.cyy <= 0 {
 		return 0
 	}
-	return round4(cov / math.Sqrt(vx*vy))
+	return round4(p.cxy / math.Sqrt(p.cxx*p.cyy))
 }

@@ -235,7 +235,7 @@ type ToolAccumulator struct {
 	highN, highRight       int
 	prefixes               [][]prefix
 	bins                   calibrationBins
-	corr                   pearson
+	corr                   Pearson
 	right, kept            int
 	precision, recall      float64
 	cards                  int
@@ -299,7 +299,7 @@ func (a *ToolAccumulator) Add(cards, returned []RankedCard, rel map[string]int, 
 		}
 	}
 	a.bins.add(top, right)
-	a.corr.add(top, map[bool]float64{true: 1}[right])
+	a.corr.Add(top, map[bool]float64{true: 1}[right])
 	if right {
 		a.right++
 		if top >= a.MinConfidence {
@@ -310,11 +310,14 @@ func (a *ToolAccumulator) Add(cards, returned []RankedCard, rel map[string]int, 
 	a.addPrefixes(cards, rel)
 }
 
-// prefix is the precision and recall of a query's first k cards.
-type prefix struct{ precision, recall float64 }
+// prefix is the precision and recall of a query's first cards.
+type prefix struct {
+	precision, recall float64
+	cards             int
+}
 
 // addPrefixes records the precision and recall of every prefix of cards
-// (at least one card) for the oracle.
+// (at least one card; none when there are no cards) for the oracle.
 func (a *ToolAccumulator) addPrefixes(cards []RankedCard, rel map[string]int) {
 	if len(cards) == 0 {
 		a.prefixes = append(a.prefixes, []prefix{{}})
@@ -323,7 +326,7 @@ func (a *ToolAccumulator) addPrefixes(cards []RankedCard, rel map[string]int) {
 	ps := make([]prefix, len(cards))
 	for k := range cards {
 		p, r := setScore(cards[:k+1], rel)
-		ps[k] = prefix{p, r}
+		ps[k] = prefix{p, r, k + 1}
 	}
 	a.prefixes = append(a.prefixes, ps)
 }
@@ -344,7 +347,7 @@ func (a *ToolAccumulator) oracle() OracleSet {
 			}
 			p += ps[best].precision
 			r += ps[best].recall
-			cards += float64(best + 1)
+			cards += float64(ps[best].cards)
 		}
 		return p / n, r / n, cards / n
 	}
@@ -443,13 +446,13 @@ func (a *ToolAccumulator) Report() ToolReport {
 		}
 		r.Calibration = append(r.Calibration, b)
 	}
-	var reliability pearson
+	var reliability Pearson
 	for i, n := range a.bandN {
 		if n > 0 {
-			reliability.addWeighted(a.bandConf[i]/float64(n), float64(a.bandHit[i])/float64(n), float64(n))
+			reliability.AddWeighted(a.bandConf[i]/float64(n), float64(a.bandHit[i])/float64(n), float64(n))
 		}
 	}
-	r.ReliabilityCorrelation = reliability.r()
+	r.ReliabilityCorrelation = reliability.R()
 	r.HighConfidenceQueries = a.highN
 	if a.highN > 0 {
 		r.HighConfidenceRight = round4(float64(a.highRight) / float64(a.highN))
@@ -468,7 +471,7 @@ func (a *ToolAccumulator) Report() ToolReport {
 	r.NDCG5 = mean(a.ndcg5)
 	r.Latency = latencyOf(a.latencies)
 	r.ECE = a.bins.ece()
-	r.Correlation = a.corr.r()
+	r.Correlation = a.corr.R()
 	if a.right > 0 {
 		r.KeptRight = round4(float64(a.kept) / float64(a.right))
 	}

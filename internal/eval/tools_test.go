@@ -94,6 +94,7 @@ func TestToolAccumulatorSeedCriteria(t *testing.T) {
 		name        string
 		queries     []query
 		multi       bool
+		none        int // queries without cards
 		reliability float64
 		high        int
 		highRight   float64
@@ -116,10 +117,21 @@ func TestToolAccumulatorSeedCriteria(t *testing.T) {
 		queries:     []query{{0.9, 0}},
 		reliability: 0, high: 2, highRight: 1,
 		oracle: OracleSet{Recall: 0.9, Precision: 0.85, Cards: 1.9},
+	}, {
+		// A query without cards returns none, whatever the oracle: "a"
+		// first in one query of two, the other without cards, reaches
+		// recall 1/2 at 1/2 a card.
+		name:    "no cards",
+		queries: []query{{0.9, 0}}, none: 1,
+		reliability: 0, high: 1, highRight: 1,
+		oracle: OracleSet{Recall: 0.5, Precision: 0.5, Cards: 0.5},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var a ToolAccumulator
+			for range tt.none {
+				a.Add(nil, nil, rel, time.Microsecond)
+			}
 			for _, q := range tt.queries {
 				cards := []RankedCard{card(q.conf, "x"), card(q.conf/2, "y"), card(q.conf/3, "z")}
 				cards[q.rank].IDs = []string{"a"}
@@ -302,5 +314,33 @@ func TestLoadOfftopic(t *testing.T) {
 		if _, err := LoadOfftopic(filepath.Join(d, file)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", file, err, want)
 		}
+	}
+}
+
+// When every first card falls in one confidence band there is one point
+// and no correlation over the bands to measure: 0, never the rounding
+// noise of a variance that is zero (which gave 1.4142 or 0.7071).
+func TestReliabilityOneBand(t *testing.T) {
+	rel := map[string]int{"a": 1}
+	for _, tt := range []struct{ queries, right, step int }{{22, 13, 2}, {31, 13, 1}, {33, 31, 2}, {40, 22, 3}} {
+		t.Run(fmt.Sprintf("%d queries %d right", tt.queries, tt.right), func(t *testing.T) {
+			var a ToolAccumulator
+			for i := range tt.queries {
+				id := "x"
+				if i < tt.right {
+					id = "a"
+				}
+				// Confidences from 0.41 to 0.59: band [0.4, 0.6).
+				cards := []RankedCard{{IDs: []string{id}, Confidence: 0.41 + 0.01*float64(i*tt.step%19)}}
+				a.Add(cards, cards, rel, time.Microsecond)
+			}
+			r := a.Report()
+			if n := r.Calibration[2].Queries; n != tt.queries {
+				t.Fatalf("band [0.4, 0.6) has %d queries, want all %d", n, tt.queries)
+			}
+			if r.ReliabilityCorrelation != 0 {
+				t.Errorf("reliability_correlation %v over one band, want 0", r.ReliabilityCorrelation)
+			}
+		})
 	}
 }
