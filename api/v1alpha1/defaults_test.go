@@ -209,3 +209,20 @@ func TestDefaultRouter(t *testing.T) {
 		t.Errorf("the implied router is invalid: %v", errs)
 	}
 }
+
+func TestAdaptiveRuleUtility(t *testing.T) {
+	for _, tt := range []struct {
+		rule AdaptiveRule
+		want bool
+	}{
+		{"", DefaultToolsAdaptiveRule == AdaptiveUtility},
+		{AdaptiveRelative, false},
+		{AdaptiveUtility, true},
+	} {
+		t.Run(string(tt.rule), func(t *testing.T) {
+			if got := tt.rule.Utility(); got != tt.want {
+				t.Errorf("%q.Utility() = %v, want %v", tt.rule, got, tt.want)
+			}
+		})
+	}
+}

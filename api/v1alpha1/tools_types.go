@@ -463,6 +463,15 @@ const (
 	AdaptiveRelative AdaptiveRule = "Relative"
 )
 
+// Utility says whether the rule, or the default when it is unset, is
+// AdaptiveUtility: the one reading of the rule for the router and eval.
+func (r AdaptiveRule) Utility() bool {
+	if r == "" {
+		r = DefaultToolsAdaptiveRule
+	}
+	return r == AdaptiveUtility
+}
+
 // ToolReference names a tool of a source.
 type ToolReference struct {
 	// Source is the ContextSource's name.

@@ -140,7 +140,7 @@ func (f *toolSettingFlags) parse() (eval.ToolEval, error) {
 	var r v1alpha1.ContextRouter
 	t := &r.Spec.Tools
 	t.MinConfidence, t.CollapseThreshold = f.minConfidence, f.collapse
-	t.Adaptive.RecallWeight, t.Adaptive.RelativeCut = f.recallWeight, f.relativeCut
+	t.Adaptive.Rule, t.Adaptive.RecallWeight, t.Adaptive.RelativeCut = v1alpha1.AdaptiveRule(f.rule), f.recallWeight, f.relativeCut
 	tp := field.NewPath("spec", "tools")
 	bad := map[string]string{}
 	for _, err := range r.Validate() {
@@ -162,13 +162,10 @@ func (f *toolSettingFlags) parse() (eval.ToolEval, error) {
 		}
 		*d.to = v
 	}
-	switch v1alpha1.AdaptiveRule(f.rule) {
-	case v1alpha1.AdaptiveUtility:
-		e.Cut.Utility = true
-	case v1alpha1.AdaptiveRelative:
-	default:
-		return e, fmt.Errorf("--adaptive-rule: must be %s or %s, not %q", v1alpha1.AdaptiveUtility, v1alpha1.AdaptiveRelative, f.rule)
+	if msg, ok := bad[tp.Child("adaptive", "rule").String()]; ok || f.rule == "" {
+		return e, fmt.Errorf("--adaptive-rule: %q %s", f.rule, cmp.Or(msg, "must not be empty"))
 	}
+	e.Cut.Utility = v1alpha1.AdaptiveRule(f.rule).Utility()
 	if f.topK < 1 || f.topK > engine.MaxToolsPerRequest {
 		return e, fmt.Errorf("--top-k: %d must be between 1 and %d", f.topK, engine.MaxToolsPerRequest)
 	}

@@ -120,7 +120,7 @@ func TestEvalToolsOnGeneratedDataset(t *testing.T) {
 			{[]string{"--split", "dev", "--min-confidence", "1.5"}, `--min-confidence: "1.5" must be a decimal number from 0 to 1`},
 			{[]string{"--split", "dev", "--collapse", "x"}, `--collapse: "x" must be a decimal number from 0 to 1`},
 			{[]string{"--split", "dev", "--top-k", "0"}, "--top-k: 0 must be between 1 and 100"},
-			{[]string{"--split", "dev", "--adaptive-rule", "utility"}, `--adaptive-rule: must be Utility or Relative, not "utility"`},
+			{[]string{"--split", "dev", "--adaptive-rule", "utility"}, `--adaptive-rule: "utility" supported values: "Utility", "Relative" (did you mean "Utility"?)`},
 			{[]string{"--split", "dev", "--recall-weight", "-0.5"}, `--recall-weight: "-0.5" must be a decimal number of at least 0`},
 			// The flags follow the fields' validation: NaN and infinities,
 			// which ParseFloat takes, would reach the JSON report (and fail

@@ -624,7 +624,7 @@ func (s *Snapshot) setRouter(r *v1alpha1.ContextRouter, add func(field, msg stri
 	ts := &rs.Tools
 	s.tools = toolSettings{topK: int(ts.TopK), fallback: ts.Fallback, expansion: ts.Expansion, adaptive: ts.Adaptive.Enabled,
 		learning: cmp.Or(ts.Learning.Scope, v1alpha1.ToolLearningAgent)}
-	s.tools.cut.Utility = cmp.Or(ts.Adaptive.Rule, v1alpha1.DefaultToolsAdaptiveRule) == v1alpha1.AdaptiveUtility
+	s.tools.cut.Utility = ts.Adaptive.Rule.Utility()
 	if s.tools.topK <= 0 {
 		add("spec.tools.topK", "must be at least 1")
 	}
